@@ -1,0 +1,7 @@
+"""``python -m reactive_streams``: the same as the ``reactive-streams`` command."""
+
+from __future__ import annotations
+
+from .cli import main
+
+main()

@@ -1,0 +1,340 @@
+"""The demand core: capped demand, request validation, the emitter election, the drain loop.
+
+Every publisher and operator in this package is built from these few pieces, so the
+rules they enforce are written once:
+
+* ``add_demand`` adds demand and caps it at ``MAX_DEMAND`` (Rule 3.17).
+* ``validate_request`` turns a bad ``request(n)`` into the error to *signal* (Rule 3.9),
+  so that ``request`` itself never raises (Rule 3.16).
+* ``WorkGuard`` is single ownership: whoever moves it from idle to owned does the work;
+  everyone who arrives while it is owned only leaves a "missed" mark, and the owner makes
+  one more pass before letting go. That gives serial signalling (Rule 1.3) with no lock
+  held while a subscriber runs, and it bounds ``request -> on_next -> request`` recursion
+  to depth 1 (Rule 3.3): a re-entrant ``request`` finds the guard owned and returns.
+* ``EmitterElection`` is a ``WorkGuard`` that also accounts demand for one subscription:
+  the caller whose ``request`` finds the guard idle is elected to run the emit loop.
+* ``DrainLoop`` runs a drain function under a ``WorkGuard``, on the caller's thread or on
+  an executor; stages with several inputs use it to serialise everything they emit.
+
+All shared state is guarded by a ``threading.Lock`` held only around counter updates, never
+while calling user code, so the core stays correct on free-threaded CPython.
+"""
+
+from __future__ import annotations
+
+import operator
+import threading
+from typing import TYPE_CHECKING, Final
+
+from ._exceptions import (
+    DemandTypeError,
+    ExecutorRejectedError,
+    NonPositiveDemandError,
+    ProtocolViolationError,
+)
+from ._hooks import report_undeliverable
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from concurrent.futures import Executor
+
+__all__ = [
+    "MAX_DEMAND",
+    "DrainLoop",
+    "EmitterElection",
+    "WorkGuard",
+    "add_demand",
+    "validate_request",
+]
+
+MAX_DEMAND: Final[int] = 2**63 - 1
+"""The demand cap, ``2**63 - 1`` (the JVM's ``Long.MAX_VALUE``): unbounded demand (Rule 3.17)."""
+
+
+def add_demand(current: int, n: int) -> int:
+    """Return ``current + n`` capped at ``MAX_DEMAND`` (Rule 3.17).
+
+    Args:
+        current: outstanding demand, ``0 <= current <= MAX_DEMAND``.
+        n: validated additional demand, ``n > 0``.
+    """
+    total = current + n
+    return MAX_DEMAND if total >= MAX_DEMAND else total
+
+
+def validate_request(n: object) -> int:
+    """Check the argument of ``Subscription.request`` and return it as an ``int``.
+
+    Integers of any type that supports ``__index__`` (``int``, NumPy integers) are accepted;
+    ``bool`` is refused although it is an ``int``, because ``request(True)`` is a bug.
+
+    Raises:
+        DemandTypeError: ``n`` is not an integer, or is a ``bool`` (Rule 3.9).
+        NonPositiveDemandError: ``n <= 0`` (Rule 3.9).
+
+    The caller turns either exception into an ``on_error`` signal; ``request`` itself must
+    return normally (Rule 3.16).
+    """
+    if type(n) is int:  # the fast path: almost every call
+        if n > 0:
+            return n
+        raise NonPositiveDemandError(n)
+    if isinstance(n, bool):
+        raise DemandTypeError(n)
+    try:
+        value = operator.index(n)  # type: ignore[arg-type]
+    except TypeError:
+        raise DemandTypeError(n) from None
+    if value <= 0:
+        raise NonPositiveDemandError(value)
+    return value
+
+
+class WorkGuard:
+    """Single ownership of a piece of work, with a "missed" mark for late arrivals.
+
+    ``acquire()`` returns ``True`` to exactly one caller at a time: the owner. A caller that
+    finds the guard owned returns ``False`` at once after marking that work was missed; the
+    owner sees the mark in ``release()`` and makes another pass. No call ever waits for the
+    owner, and the owner never holds the lock while it works.
+
+    Concurrency: every method may be called from any thread.
+    """
+
+    __slots__ = ("_lock", "_missed", "_owned")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._owned = False
+        self._missed = False
+
+    def acquire(self) -> bool:
+        """Try to become the owner; ``True`` means the caller must now do the work."""
+        with self._lock:
+            return self._acquire_locked()
+
+    def _acquire_locked(self) -> bool:
+        if self._owned:
+            self._missed = True
+            return False
+        self._owned = True
+        return True
+
+    def release(self) -> bool:
+        """Called by the owner after a pass: ``True`` means work was missed, pass again."""
+        with self._lock:
+            if self._missed:
+                self._missed = False
+                return True
+            self._owned = False
+            return False
+
+    @property
+    def owned(self) -> bool:
+        """Whether some caller currently owns the work (a snapshot, for statistics)."""
+        return self._owned
+
+
+class EmitterElection(WorkGuard):
+    """Demand accounting for one subscription, plus the election of its single emitter.
+
+    The subscription's ``request(n)`` calls ``request`` here: demand is added (capped,
+    Rule 3.17), or a bad ``n`` is parked as the error to signal (Rule 3.9), and the caller
+    learns whether it was elected to run the emit loop. The emit loop, run only by the
+    elected owner::
+
+        while True:
+            error = election.take_error()          # Rule 3.9: signal it and stop
+            ...emit up to election.demand elements...
+            election.produced(count)               # Rule 1.1: demand goes down
+            if done: election.terminate(); signal on_complete; return   # keep ownership
+            if not election.release(): return      # nothing was missed
+
+    A terminated or cancelled election keeps its owner forever, so later ``request`` and
+    ``cancel`` calls are no-ops (Rules 3.6, 3.7) and nothing follows a terminal signal
+    (Rule 1.7).
+
+    Concurrency: ``request`` and ``cancel`` may come from any thread; the other methods are
+    for the owner.
+    """
+
+    __slots__ = ("_cancelled", "_delivered", "_demand", "_error", "_requested", "_terminated")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._demand = 0
+        self._requested = 0
+        self._delivered = 0
+        self._cancelled = False
+        self._terminated = False
+        self._error: ProtocolViolationError | None = None
+
+    def request(self, n: object) -> bool:
+        """Register ``request(n)``; return ``True`` if the caller must run the emit loop.
+
+        Never raises: a bad ``n`` is kept for ``take_error`` (Rules 3.9, 3.16). After
+        cancellation or termination it does nothing and returns ``False`` (Rule 3.6).
+        """
+        try:
+            count = validate_request(n)
+        except ProtocolViolationError as error:
+            with self._lock:
+                if self._cancelled:
+                    return False
+                if self._error is None:
+                    self._error = error
+                return self._acquire_locked()
+        with self._lock:
+            if self._cancelled:
+                return False
+            demand = self._demand + count
+            self._demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
+            requested = self._requested + count
+            self._requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+            return self._acquire_locked()
+
+    def cancel(self) -> bool:
+        """Mark the subscription cancelled; ``True`` if the caller must run one last pass.
+
+        Idempotent (Rules 3.5, 3.7): only the first call can return ``True``, and only when
+        no emitter is running; a running emitter sees ``cancelled`` and stops by itself.
+        """
+        with self._lock:
+            if self._cancelled:
+                return False
+            self._cancelled = True
+            return self._acquire_locked()
+
+    def take_error(self) -> ProtocolViolationError | None:
+        """Owner only: the parked Rule 3.9 error, if any, removed from the election."""
+        with self._lock:
+            error, self._error = self._error, None
+            return error
+
+    def produced(self, count: int) -> int:
+        """Owner only: account ``count`` delivered elements; return the demand left.
+
+        Unbounded demand (``MAX_DEMAND``) is not decremented (Rule 3.17).
+        """
+        with self._lock:
+            self._delivered += count
+            if self._demand != MAX_DEMAND:
+                self._demand -= count
+            return self._demand
+
+    def terminate(self) -> None:
+        """Owner only: mark that a terminal signal is about to be sent.
+
+        The subscription counts as cancelled from now on (Rule 1.6) and the owner never
+        releases, so nothing can follow the terminal signal (Rule 1.7).
+        """
+        with self._lock:
+            self._cancelled = True
+            self._terminated = True
+
+    @property
+    def demand(self) -> int:
+        """Outstanding demand: requested and not yet delivered, at most ``MAX_DEMAND``."""
+        with self._lock:
+            return self._demand
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the subscription was cancelled or terminated (Rule 1.6)."""
+        return self._cancelled
+
+    @property
+    def terminated(self) -> bool:
+        """Whether a terminal signal was sent."""
+        return self._terminated
+
+    @property
+    def requested(self) -> int:
+        """Total demand ever requested, capped at ``MAX_DEMAND``."""
+        return self._requested
+
+    @property
+    def delivered(self) -> int:
+        """Total elements delivered with ``on_next``."""
+        return self._delivered
+
+
+class DrainLoop:
+    """Runs ``drain`` serially: one pass at a time, one more pass for every missed call.
+
+    ``schedule()`` may be called from any thread whenever there is new work (an element
+    arrived on one of several inputs, demand arrived, a cancel). Only the caller that finds
+    the loop idle runs ``drain``, on its own thread or, with an ``executor``, as one task;
+    everyone else marks the work missed and returns at once. ``drain`` must process all the
+    work it can see. It returns ``True`` to say it stopped early with work left (a task
+    that yields the executor after a batch); the loop then calls it again, resubmitting
+    the task when an executor is used.
+
+    Args:
+        drain: the pass; it must not raise (an exception is reported through the
+            undeliverable hook and the loop stops for good).
+        executor: run passes there instead of on the caller's thread.
+        on_rejected: called on the scheduling thread with an ``ExecutorRejectedError`` when
+            the executor refuses a task; the loop stays owned, so no pass runs again and
+            the callback is free to send the stream's terminal signal.
+        guard: the ``WorkGuard`` to use, for a loop that shares ownership with an
+            ``EmitterElection``; a new one by default.
+
+    Concurrency: ``schedule`` is thread-safe; ``drain`` runs serially with a happens-before
+    edge between passes (the guard's lock), which is what Rules 1.3 and 2.7 require.
+    """
+
+    __slots__ = ("_drain", "_executor", "_guard", "_on_rejected")
+
+    def __init__(
+        self,
+        drain: Callable[[], bool | None],
+        *,
+        executor: Executor | None = None,
+        on_rejected: Callable[[ExecutorRejectedError], None] | None = None,
+        guard: WorkGuard | None = None,
+    ) -> None:
+        self._drain = drain
+        self._executor = executor
+        self._on_rejected = on_rejected
+        self._guard = WorkGuard() if guard is None else guard
+
+    @property
+    def guard(self) -> WorkGuard:
+        """The guard that decides who owns the loop."""
+        return self._guard
+
+    def schedule(self) -> None:
+        """Make sure a pass runs after this call: run it now, submit it, or mark it missed."""
+        if self._guard.acquire():
+            self.start_owned()
+
+    def start_owned(self) -> None:
+        """Start passes for a caller that already owns the guard (e.g. elected by a request)."""
+        if self._executor is None:
+            self._run()
+            return
+        try:
+            self._executor.submit(self._run)
+        except Exception as exc:  # shut down, or a bounded executor that is full
+            rejected = ExecutorRejectedError(f"the executor refused the stream's task: {exc!r}")
+            rejected.__cause__ = exc
+            if self._on_rejected is None:
+                report_undeliverable(rejected)
+            else:
+                self._on_rejected(rejected)
+
+    def _run(self) -> None:
+        while True:
+            try:
+                more = self._drain()
+            except Exception as exc:  # a bug in the drain function: never lose it
+                report_undeliverable(exc)
+                return
+            if more:
+                if self._executor is not None:
+                    self.start_owned()  # yield the executor, keep ownership
+                    return
+                continue
+            if not self._guard.release():
+                return

@@ -1,0 +1,76 @@
+"""Calling a subscriber safely: Rule 2.13 on the caller's side.
+
+A subscriber method that raises breaks Rule 2.13. The caller must then treat the
+subscription as cancelled and make the failure known, never swallow it. These helpers call
+one signal, report a violation through the undeliverable hook as a ``ProtocolViolationError``
+(rule ``"2.13"``, the original exception as ``__cause__``) and return whether the call
+returned normally, so the caller can cancel.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, TypeVar
+
+from ._exceptions import ProtocolViolationError
+from ._hooks import report_undeliverable
+
+if TYPE_CHECKING:
+    from .api import Subscriber, Subscription
+
+__all__ = [
+    "report_violation",
+    "signal_on_complete",
+    "signal_on_error",
+    "signal_on_next",
+    "signal_on_subscribe",
+]
+
+T = TypeVar("T")
+
+
+def report_violation(subscriber: object, method: str, error: Exception) -> ProtocolViolationError:
+    """Report that ``subscriber.<method>`` raised ``error`` (Rule 2.13); return the report."""
+    violation = ProtocolViolationError(
+        f"Rule 2.13: {type(subscriber).__qualname__}.{method} raised "
+        f"{type(error).__name__}: {error}; its subscription is treated as cancelled",
+        rule="2.13",
+    )
+    violation.__cause__ = error
+    report_undeliverable(violation)
+    return violation
+
+
+def signal_on_subscribe(subscriber: Subscriber[T], subscription: Subscription) -> bool:
+    """Call ``on_subscribe``; ``False`` (and a report) if it raised."""
+    try:
+        subscriber.on_subscribe(subscription)
+    except Exception as exc:
+        report_violation(subscriber, "on_subscribe", exc)
+        return False
+    return True
+
+
+def signal_on_next(subscriber: Subscriber[T], element: T) -> bool:
+    """Call ``on_next``; ``False`` (and a report) if it raised."""
+    try:
+        subscriber.on_next(element)
+    except Exception as exc:
+        report_violation(subscriber, "on_next", exc)
+        return False
+    return True
+
+
+def signal_on_error(subscriber: Subscriber[T], error: Exception) -> None:
+    """Call ``on_error``; a raise is reported (the stream is over either way)."""
+    try:
+        subscriber.on_error(error)
+    except Exception as exc:
+        report_violation(subscriber, "on_error", exc)
+
+
+def signal_on_complete(subscriber: Subscriber[T]) -> None:
+    """Call ``on_complete``; a raise is reported (the stream is over either way)."""
+    try:
+        subscriber.on_complete()
+    except Exception as exc:
+        report_violation(subscriber, "on_complete", exc)
