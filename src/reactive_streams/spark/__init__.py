@@ -31,6 +31,12 @@ from ._errors import SparkBridgeError as SparkBridgeError
 from ._errors import SparkConnectUnsupportedError as SparkConnectUnsupportedError
 from ._errors import SparkTransformError as SparkTransformError
 from ._errors import StreamingQueryFailedError as StreamingQueryFailedError
+from ._from_streaming_query import MicroBatch as MicroBatch
+from ._from_streaming_query import StreamingQueryPublisher as StreamingQueryPublisher
+from ._from_streaming_query import from_streaming_query as from_streaming_query
+from ._to_spark_stream import SparkStreamBridge as SparkStreamBridge
+from ._to_spark_stream import to_spark_stream as to_spark_stream
+from ._to_spark_stream import to_spark_stream_bridge as to_spark_stream_bridge
 from .session import local_session as local_session
 from .session import require_java as require_java
 
@@ -38,22 +44,34 @@ __all__ = [
     "BridgeClosedError",
     "JavaNotFoundError",
     "JavaVersionError",
+    "MicroBatch",
     "SparkBridgeError",
     "SparkConnectUnsupportedError",
+    "SparkStreamBridge",
     "SparkTransformError",
     "StreamingQueryFailedError",
+    "StreamingQueryPublisher",
+    "from_streaming_query",
     "local_session",
     "require_java",
+    "to_spark_stream",
+    "to_spark_stream_bridge",
 ]
 
 for _obj in (
     BridgeClosedError,
     JavaNotFoundError,
     JavaVersionError,
+    MicroBatch,
     SparkBridgeError,
     SparkConnectUnsupportedError,
+    SparkStreamBridge,
     SparkTransformError,
     StreamingQueryFailedError,
+    StreamingQueryPublisher,
+    from_streaming_query,
+    to_spark_stream,
+    to_spark_stream_bridge,
 ):
     _obj.__module__ = __name__
 del _obj
