@@ -121,3 +121,16 @@ class Collector(Subscriber[T]):
     def wait_for(self, count: int, timeout: float) -> bool:
         with self.got_one:
             return self.got_one.wait_for(lambda: len(self.items) >= count, timeout)
+
+
+class OneShot(Collector[T]):
+    """Requests ``count`` once in ``on_subscribe`` and never again."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(batch=count)
+        self._count = count
+
+    def on_next(self, element: T) -> None:
+        with self.got_one:
+            self.items.append(element)
+            self.got_one.notify_all()

@@ -31,6 +31,8 @@ from ._errors import SparkBridgeError as SparkBridgeError
 from ._errors import SparkConnectUnsupportedError as SparkConnectUnsupportedError
 from ._errors import SparkTransformError as SparkTransformError
 from ._errors import StreamingQueryFailedError as StreamingQueryFailedError
+from ._from_dataframe import DataFramePublisher as DataFramePublisher
+from ._from_dataframe import from_dataframe as from_dataframe
 from ._from_streaming_query import MicroBatch as MicroBatch
 from ._from_streaming_query import StreamingQueryPublisher as StreamingQueryPublisher
 from ._from_streaming_query import from_streaming_query as from_streaming_query
@@ -42,6 +44,7 @@ from .session import require_java as require_java
 
 __all__ = [
     "BridgeClosedError",
+    "DataFramePublisher",
     "JavaNotFoundError",
     "JavaVersionError",
     "MicroBatch",
@@ -51,6 +54,7 @@ __all__ = [
     "SparkTransformError",
     "StreamingQueryFailedError",
     "StreamingQueryPublisher",
+    "from_dataframe",
     "from_streaming_query",
     "local_session",
     "require_java",
@@ -60,6 +64,7 @@ __all__ = [
 
 for _obj in (
     BridgeClosedError,
+    DataFramePublisher,
     JavaNotFoundError,
     JavaVersionError,
     MicroBatch,
@@ -69,6 +74,7 @@ for _obj in (
     SparkTransformError,
     StreamingQueryFailedError,
     StreamingQueryPublisher,
+    from_dataframe,
     from_streaming_query,
     to_spark_stream,
     to_spark_stream_bridge,
