@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Generic, TypeVar
+import time
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reactive_streams import EmitterElection, Publisher, Subscriber, Subscription
 
@@ -134,3 +135,43 @@ class OneShot(Collector[T]):
         with self.got_one:
             self.items.append(element)
             self.got_one.notify_all()
+
+
+class ManualPublisher(Publisher[T]):
+    """The test drives it: ``emit``/``complete``/``fail`` (demand is recorded, not enforced)."""
+
+    def __init__(self) -> None:
+        self.subscriber: Subscriber[T] | None = None
+        self.requested = 0
+        self.cancelled = threading.Event()
+        self._lock = threading.Lock()
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        self.subscriber = subscriber
+        subscriber.on_subscribe(_ManualSubscription(self))
+
+    def add_requested(self, n: int) -> None:
+        with self._lock:
+            self.requested += n
+
+
+class _ManualSubscription(Subscription):
+    def __init__(self, publisher: ManualPublisher[Any]) -> None:
+        self._publisher = publisher
+
+    def request(self, n: int) -> None:
+        self._publisher.add_requested(n)
+
+    def cancel(self) -> None:
+        self._publisher.cancelled.set()
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
+    """Poll ``predicate`` (for state nobody signals, e.g. Spark's status tracker)."""
+    pause = threading.Event()
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() >= deadline:
+            return False
+        pause.wait(0.05)
+    return True

@@ -10,7 +10,7 @@ import pytest
 from reactive_streams.spark import SparkBridgeError
 from reactive_streams.spark._from_dataframe import from_dataframe
 
-from ._helpers import Collector, OneShot
+from ._helpers import Collector, OneShot, wait_until
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,12 +48,8 @@ def _jobs(spark: SparkSession, group: str) -> list[int]:
 
 
 def _wait_jobs(spark: SparkSession, group: str, count: int) -> bool:
-    done = threading.Event()
-    for _ in range(int(TIMEOUT / 0.1)):
-        if len(_jobs(spark, group)) >= count:
-            return True
-        done.wait(0.1)  # the status tracker is fed asynchronously by the listener bus
-    return False
+    # The status tracker is fed asynchronously by Spark's listener bus: poll it.
+    return wait_until(lambda: len(_jobs(spark, group)) >= count, TIMEOUT)
 
 
 def test_starts_no_more_jobs_than_partitions_demanded(spark: SparkSession) -> None:

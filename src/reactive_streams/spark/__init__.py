@@ -36,6 +36,8 @@ from ._from_dataframe import from_dataframe as from_dataframe
 from ._from_streaming_query import MicroBatch as MicroBatch
 from ._from_streaming_query import StreamingQueryPublisher as StreamingQueryPublisher
 from ._from_streaming_query import from_streaming_query as from_streaming_query
+from ._processor import SparkProcessor as SparkProcessor
+from ._processor import spark_processor as spark_processor
 from ._to_spark_stream import SparkStreamBridge as SparkStreamBridge
 from ._to_spark_stream import to_spark_stream as to_spark_stream
 from ._to_spark_stream import to_spark_stream_bridge as to_spark_stream_bridge
@@ -50,6 +52,7 @@ __all__ = [
     "MicroBatch",
     "SparkBridgeError",
     "SparkConnectUnsupportedError",
+    "SparkProcessor",
     "SparkStreamBridge",
     "SparkTransformError",
     "StreamingQueryFailedError",
@@ -58,6 +61,7 @@ __all__ = [
     "from_streaming_query",
     "local_session",
     "require_java",
+    "spark_processor",
     "to_spark_stream",
     "to_spark_stream_bridge",
 ]
@@ -70,12 +74,14 @@ for _obj in (
     MicroBatch,
     SparkBridgeError,
     SparkConnectUnsupportedError,
+    SparkProcessor,
     SparkStreamBridge,
     SparkTransformError,
     StreamingQueryFailedError,
     StreamingQueryPublisher,
     from_dataframe,
     from_streaming_query,
+    spark_processor,
     to_spark_stream,
     to_spark_stream_bridge,
 ):
