@@ -197,31 +197,37 @@ def main() -> None:
     def direct_dicts() -> int:
         return sum(1 for row in source.toLocalIterator() if row.asDict() is not None)
 
-    def bridge_dicts() -> int:
-        sink = Sink(lambda row: 1)
-        from_dataframe(source).subscribe(sink)
-        return sink.wait()
-
     direct_s, direct_n = timed(direct_dicts, args.repeat)
-    bridge_s, bridge_n = timed(bridge_dicts, args.repeat)
-    assert direct_n == bridge_n == rows
-    results.append(("from_dataframe (dicts) vs toLocalIterator", rows / bridge_s, rows / direct_s))
-    report(results[-1])
+    for prefetch in (False, True):
+
+        def bridge_dicts(prefetch: bool = prefetch) -> int:
+            sink = Sink(lambda row: 1)
+            from_dataframe(source, prefetch_partitions=prefetch).subscribe(sink)
+            return sink.wait()
+
+        bridge_s, bridge_n = timed(bridge_dicts, args.repeat)
+        assert direct_n == bridge_n == rows
+        name = f"from_dataframe (dicts, prefetch={prefetch}) vs toLocalIterator"
+        results.append((name, rows / bridge_s, rows / direct_s))
+        report(results[-1])
 
     # --- egress: Arrow
     def direct_arrow() -> int:
         return int(source.toArrow().num_rows)
 
-    def bridge_arrow() -> int:
-        sink = Sink(lambda batch: batch.num_rows, prefetch=16)
-        from_dataframe(source, arrow=True).subscribe(sink)
-        return sink.wait()
-
     direct_s, direct_n = timed(direct_arrow, args.repeat)
-    bridge_s, bridge_n = timed(bridge_arrow, args.repeat)
-    assert direct_n == bridge_n == rows
-    results.append(("from_dataframe (arrow) vs toArrow", rows / bridge_s, rows / direct_s))
-    report(results[-1])
+    for prefetch in (False, True):
+
+        def bridge_arrow(prefetch: bool = prefetch) -> int:
+            sink = Sink(lambda batch: batch.num_rows, prefetch=16)
+            from_dataframe(source, arrow=True, prefetch_partitions=prefetch).subscribe(sink)
+            return sink.wait()
+
+        bridge_s, bridge_n = timed(bridge_arrow, args.repeat)
+        assert direct_n == bridge_n == rows
+        name = f"from_dataframe (arrow, prefetch={prefetch}) vs toArrow"
+        results.append((name, rows / bridge_s, rows / direct_s))
+        report(results[-1])
 
     # --- ingress (a warm-up query first: the first Python streaming query in a JVM is slow)
     warm = Sink(lambda batch: batch.table.num_rows, prefetch=4)

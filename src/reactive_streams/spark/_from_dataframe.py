@@ -202,11 +202,14 @@ class DataFramePublisher(Publisher[Any]):
     Concurrency: every signal comes from the subscription's dedicated thread.
     """
 
-    def __init__(self, dataframe: DataFrame, *, arrow: bool = False) -> None:
+    def __init__(
+        self, dataframe: DataFrame, *, arrow: bool = False, prefetch_partitions: bool = False
+    ) -> None:
         if dataframe.isStreaming:
             raise ValueError("from_dataframe needs a batch DataFrame; use from_streaming_query")
         self.dataframe = dataframe
         self.arrow = arrow
+        self.prefetch_partitions = prefetch_partitions
         self.subscriptions: list[_DataFrameSubscription] = []
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
@@ -237,12 +240,17 @@ class DataFramePublisher(Publisher[Any]):
         context = df.sparkSession.sparkContext
         context.setJobGroup(job_group, "reactive_streams from_dataframe", interruptOnCancel=True)
         if not self.arrow:
-            return (row.asDict(recursive=True) for row in df.toLocalIterator())
+            return (
+                row.asDict(recursive=True)
+                for row in df.toLocalIterator(prefetchPartitions=self.prefetch_partitions)
+            )
         schema = to_arrow_schema(df.schema, timezone="UTC")
         # One Arrow IPC record batch message per element, one job per partition, lazily.
         jvm = context._jvm
         assert jvm is not None
-        sock_info = jvm.PythonRDD.toLocalIteratorAndServe(df._jdf.toArrowBatchRdd(), False)
+        sock_info = jvm.PythonRDD.toLocalIteratorAndServe(
+            df._jdf.toArrowBatchRdd(), self.prefetch_partitions
+        )
         messages = _local_iterator_from_socket(sock_info, NoOpSerializer())
         return _ArrowBatches(messages, schema)
 
@@ -267,7 +275,9 @@ class _ArrowBatches:
         self._messages = iter(())
 
 
-def from_dataframe(dataframe: DataFrame, *, arrow: bool = False) -> DataFramePublisher:
+def from_dataframe(
+    dataframe: DataFrame, *, arrow: bool = False, prefetch_partitions: bool = False
+) -> DataFramePublisher:
     """The rows of a batch DataFrame as a ``Publisher``, pulled only as demand arrives.
 
     With ``arrow=False`` each element is a row as a ``dict`` (``Row.asDict(recursive=True)``);
@@ -291,6 +301,9 @@ def from_dataframe(dataframe: DataFrame, *, arrow: bool = False) -> DataFramePub
     Args:
         dataframe: a batch (not streaming) DataFrame.
         arrow: emit ``pyarrow.RecordBatch`` elements instead of dicts.
+        prefetch_partitions: let Spark compute partition ``k + 1`` while partition ``k`` is
+            read: faster (jobs overlap with this process's work), at the price of one job
+            (and one partition held in the driver) beyond the demand.
 
     Returns:
         A unicast publisher: each subscriber gets its own pass over the DataFrame.
@@ -310,4 +323,4 @@ def from_dataframe(dataframe: DataFrame, *, arrow: bool = False) -> DataFramePub
         ``on_error(SparkBridgeError)`` naming Spark's error (``__cause__``) and how many
         elements were delivered before it, when a job fails.
     """
-    return DataFramePublisher(dataframe, arrow=arrow)
+    return DataFramePublisher(dataframe, arrow=arrow, prefetch_partitions=prefetch_partitions)
