@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark.serializers import NoOpSerializer
 from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import ArrayType, MapType, StructType
 from pyspark.util import _local_iterator_from_socket
 
 from .._demand import MAX_DEMAND, validate_request
@@ -138,9 +139,10 @@ class _DataFrameSubscription(Subscription):
                         self.cancel()  # Rule 2.13: treat as cancelled
                         return
                     sent += 1
-                    with self._cond:
-                        if self._cancelled:
-                            return
+                    # An unlocked read of a flag that only goes False -> True: a cancel seen
+                    # one element late is allowed (Rules 2.8, 3.12), a lock per row is slow.
+                    if self._cancelled:
+                        return
                 with self._cond:
                     self._delivered += sent
                     if self._demand != MAX_DEMAND:
@@ -175,6 +177,12 @@ class _DataFrameSubscription(Subscription):
             signal_on_complete(self._subscriber)
         else:
             signal_on_error(self._subscriber, error)
+
+
+def _is_flat(schema: StructType) -> bool:
+    """No struct, array or map columns: a row's values need no conversion."""
+    nested = (StructType, ArrayType, MapType)
+    return not any(isinstance(field.dataType, nested) for field in schema.fields)
 
 
 def _chunks(rows: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -240,10 +248,11 @@ class DataFramePublisher(Publisher[Any]):
         context = df.sparkSession.sparkContext
         context.setJobGroup(job_group, "reactive_streams from_dataframe", interruptOnCancel=True)
         if not self.arrow:
-            return (
-                row.asDict(recursive=True)
-                for row in df.toLocalIterator(prefetchPartitions=self.prefetch_partitions)
-            )
+            spark_rows = df.toLocalIterator(prefetchPartitions=self.prefetch_partitions)
+            if _is_flat(df.schema):
+                names = df.columns  # a Row is a tuple: zip is asDict without its checks
+                return (dict(zip(names, row, strict=True)) for row in spark_rows)
+            return (row.asDict(recursive=True) for row in spark_rows)
         schema = to_arrow_schema(df.schema, timezone="UTC")
         # One Arrow IPC record batch message per element, one job per partition, lazily.
         jvm = context._jvm
