@@ -283,3 +283,16 @@ def test_a_restart_from_the_checkpoint_replays_the_uncommitted_batch_id(
     restarted = again.subscriptions[0].query
     assert restarted is not None
     _await_stopped(restarted)
+
+
+def test_a_query_that_cannot_start_ends_in_on_error(spark: SparkSession) -> None:
+    publisher = _rows(10)
+    df = to_spark_stream(publisher, spark, "x long, s string")
+    collector: Collector[MicroBatch] = Collector()
+    # "complete" needs an aggregation: Spark refuses to start the query.
+    from_streaming_query(df, output_mode="complete").subscribe(collector)
+    assert collector.done.wait(TIMEOUT)
+    assert isinstance(collector.error, StreamingQueryFailedError)
+    assert str(collector.error).startswith("the streaming query could not start: ")
+    assert "Invalid streaming output mode: complete" in str(collector.error)
+    assert publisher.requested == 0  # the publisher was never asked for anything
