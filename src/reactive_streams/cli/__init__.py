@@ -17,3 +17,8 @@ __all__ = ["main"]
 @click.version_option(__version__, "--version", prog_name="reactive-streams")
 def main() -> None:
     """Reactive Streams for Python: demand-driven streams with bounded memory."""
+
+
+from ._tck import tck as _tck_group  # noqa: E402
+
+main.add_command(_tck_group)

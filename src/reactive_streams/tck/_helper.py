@@ -19,6 +19,7 @@ from .._signals import (
     signal_on_subscribe,
 )
 from ..api import Publisher, Subscriber, Subscription
+from ._support import is_none
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,13 +56,18 @@ class HelperPublisher(Publisher[Any]):
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
         """Attach ``subscriber`` (Rule 1.9: ``None`` raises ``TypeError``)."""
-        if subscriber is None:
+        if is_none(subscriber):
             raise TypeError("Rule 1.9: subscribe(None): the subscriber must not be None")
         _HelperSubscription(self, subscriber).start()
 
 
 def _identity(index: int) -> int:
     return index
+
+
+def _cancelled(election: EmitterElection) -> bool:
+    """Read the flag afresh: another thread may have cancelled since the last look."""
+    return election.cancelled
 
 
 class _HelperSubscription(Subscription):
@@ -119,7 +125,7 @@ class _HelperSubscription(Subscription):
         sent = 0
         demand = election.demand
         while sent < demand and sent < _BATCH and self._index != self._end:
-            if election.cancelled:
+            if _cancelled(election):
                 break
             element = self._create(self._index)
             self._index += 1
@@ -128,7 +134,7 @@ class _HelperSubscription(Subscription):
                 election.cancel()  # Rule 2.13: treat as cancelled
                 break
         election.produced(sent)
-        if election.cancelled:
+        if _cancelled(election):
             self._subscriber = None
             return False
         if self._index == self._end and self._end != MAX_DEMAND:

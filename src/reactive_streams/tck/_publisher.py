@@ -169,7 +169,9 @@ class PublisherVerification(VerificationBase, ABC):
         """create_publisher(3) emits three elements, then completes."""
         sub = self._subscribe(self._active(3, completion=True))
         for index in range(3):
-            sub.request_next_element(f"create_publisher(3): request(1) #{index + 1} must produce an element")
+            sub.request_next_element(
+                f"create_publisher(3): request(1) #{index + 1} must produce an element"
+            )
         sub.request_end_of_stream(
             "create_publisher(3) must produce exactly 3 elements: after them, request(1) "
             "must produce on_complete"
@@ -194,7 +196,7 @@ class PublisherVerification(VerificationBase, ABC):
     # -- Rule 1.x -----------------------------------------------------------------------
 
     @tck_test("1.1", Kind.REQUIRED)
-    def test_required_spec101_subscription_request_must_result_in_the_correct_number_of_produced_elements(
+    def test_required_spec101_subscription_request_must_result_in_the_correct_number_of_produced_elements(  # noqa: E501
         self,
     ) -> None:
         """Exactly the requested number of elements arrives, never more."""
@@ -215,8 +217,12 @@ class PublisherVerification(VerificationBase, ABC):
         """A 3-element stream asked for 10 gives 3 elements and on_complete."""
         sub = self._subscribe(self._active(3, completion=True))
         sub.request(10)
-        sub.next_elements(3, "Rule 1.2: request(10) on a 3-element publisher must produce 3 elements")
-        sub.expect_completion("Rule 1.2: after its 3 elements the publisher must signal on_complete")
+        sub.next_elements(
+            3, "Rule 1.2: request(10) on a 3-element publisher must produce 3 elements"
+        )
+        sub.expect_completion(
+            "Rule 1.2: after its 3 elements the publisher must signal on_complete"
+        )
 
     @tck_test("1.3", Kind.STOCHASTIC)
     def test_stochastic_spec103_must_signal_on_methods_sequentially(self) -> None:
@@ -238,8 +244,11 @@ class PublisherVerification(VerificationBase, ABC):
     def test_required_spec103_must_signal_serially_when_requests_come_from_several_threads(
         self,
     ) -> None:
-        """Beyond the JVM TCK: requests from several threads (serialised by the subscriber,
-        Rule 2.7) must still produce non-overlapping signals."""
+        """Beyond the JVM TCK: requests from several threads never make signals overlap.
+
+        The requests are serialised by the subscriber (Rule 2.7) but come from different
+        threads at once; the publisher must still signal serially (Rule 1.3).
+        """
         total = _CONCURRENT_THREADS * _CONCURRENT_ELEMENTS
         sub = _SlowSubscriber(self.env)
         self._subscribe(self._active(total, completion=False), sub)
@@ -305,7 +314,7 @@ class PublisherVerification(VerificationBase, ABC):
         sub.expect_none("Rule 1.7: nothing may follow on_complete")
 
     @tck_test("1.6", Kind.UNTESTED, reason="not testable without more control over the publisher")
-    def test_untested_spec106_must_consider_subscription_cancelled_after_on_error_or_on_complete_has_been_called(
+    def test_untested_spec106_must_consider_subscription_cancelled_after_on_error_or_on_complete_has_been_called(  # noqa: E501
         self,
     ) -> None:
         """Rule 1.6 is not verified."""
@@ -328,8 +337,10 @@ class PublisherVerification(VerificationBase, ABC):
     ) -> None:
         """Rule 1.7 after on_error is not verified."""
 
-    @tck_test("1.8", Kind.UNTESTED, reason="cannot be decided: a cancel may race with a terminal signal")
-    def test_untested_spec108_possibly_cancelled_subscription_should_not_receive_on_error_or_on_complete_signals(
+    @tck_test(
+        "1.8", Kind.UNTESTED, reason="cannot be decided: a cancel may race with a terminal signal"
+    )
+    def test_untested_spec108_possibly_cancelled_subscription_should_not_receive_on_error_or_on_complete_signals(  # noqa: E501
         self,
     ) -> None:
         """Rule 1.8 is not verified."""
@@ -361,7 +372,7 @@ class PublisherVerification(VerificationBase, ABC):
         sub.drain()
 
     @tck_test("1.9", Kind.REQUIRED)
-    def test_required_spec109_may_reject_calls_to_subscribe_if_publisher_is_unable_or_unwilling_to_serve_them_rejection_must_trigger_on_error_after_on_subscribe(
+    def test_required_spec109_may_reject_calls_to_subscribe_if_publisher_is_unable_or_unwilling_to_serve_them_rejection_must_trigger_on_error_after_on_subscribe(  # noqa: E501
         self,
     ) -> None:
         """A rejecting (failed) publisher signals on_subscribe, then on_error."""
@@ -369,11 +380,14 @@ class PublisherVerification(VerificationBase, ABC):
         sub = self._subscribe(publisher)
         sub.expect_error(
             Exception,
-            "Rule 1.9: a publisher that rejects a subscriber must signal on_error after on_subscribe",
+            "Rule 1.9: a publisher that rejects a subscriber must signal on_error after "
+            "on_subscribe",
         )
         sub.expect_none("Rule 1.7: nothing may follow on_error")
 
-    @tck_test("1.10", Kind.UNTESTED, reason="the rule binds the caller; see the optional spec110 test")
+    @tck_test(
+        "1.10", Kind.UNTESTED, reason="the rule binds the caller; see the optional spec110 test"
+    )
     def test_untested_spec110_reject_a_subscription_request_if_the_same_subscriber_subscribes_twice(
         self,
     ) -> None:
@@ -396,7 +410,8 @@ class PublisherVerification(VerificationBase, ABC):
             publisher.subscribe(sub)
         except Exception as exc:
             raise TckFailure(
-                f"Rule 1.10: subscribing the same subscriber twice raised {type(exc).__name__}: {exc}"
+                f"Rule 1.10: subscribing the same subscriber twice raised "
+                f"{type(exc).__name__}: {exc}"
             ) from exc
         self.env.verify_no_async_errors()
         sub.request_next_element(
@@ -427,7 +442,7 @@ class PublisherVerification(VerificationBase, ABC):
         self.env.verify_no_async_errors()
 
     @tck_test("1.11", Kind.OPTIONAL)
-    def test_optional_spec111_multicast_must_produce_the_same_elements_in_the_same_sequence_to_all_of_its_subscribers_when_requesting_one_by_one(
+    def test_optional_spec111_multicast_must_produce_the_same_elements_in_the_same_sequence_to_all_of_its_subscribers_when_requesting_one_by_one(  # noqa: E501
         self,
     ) -> None:
         """Three subscribers requesting in interleaved amounts see the same sequence."""
@@ -459,7 +474,7 @@ class PublisherVerification(VerificationBase, ABC):
         _same_sequences(x, y, z)
 
     @tck_test("1.11", Kind.OPTIONAL)
-    def test_optional_spec111_multicast_must_produce_the_same_elements_in_the_same_sequence_to_all_of_its_subscribers_when_requesting_many_upfront(
+    def test_optional_spec111_multicast_must_produce_the_same_elements_in_the_same_sequence_to_all_of_its_subscribers_when_requesting_many_upfront(  # noqa: E501
         self,
     ) -> None:
         """Three subscribers requesting 4 each from a 3-element stream see the same sequence."""
@@ -467,11 +482,13 @@ class PublisherVerification(VerificationBase, ABC):
         subs = [self._subscribe(publisher) for _ in range(3)]
         for sub in subs:
             sub.request(4)
-        sequences = [sub.next_elements(3, "Rule 1.11: request(4) must produce 3 elements") for sub in subs]
+        sequences = [
+            sub.next_elements(3, "Rule 1.11: request(4) must produce 3 elements") for sub in subs
+        ]
         _same_sequences(*sequences)
 
     @tck_test("1.11", Kind.OPTIONAL)
-    def test_optional_spec111_multicast_must_produce_the_same_elements_in_the_same_sequence_to_all_of_its_subscribers_when_requesting_many_upfront_and_complete_as_expected(
+    def test_optional_spec111_multicast_must_produce_the_same_elements_in_the_same_sequence_to_all_of_its_subscribers_when_requesting_many_upfront_and_complete_as_expected(  # noqa: E501
         self,
     ) -> None:
         """As above, and every subscriber sees on_complete."""
@@ -479,7 +496,9 @@ class PublisherVerification(VerificationBase, ABC):
         subs = [self._subscribe(publisher) for _ in range(3)]
         for sub in subs:
             sub.request(4)
-        sequences = [sub.next_elements(3, "Rule 1.11: request(4) must produce 3 elements") for sub in subs]
+        sequences = [
+            sub.next_elements(3, "Rule 1.11: request(4) must produce 3 elements") for sub in subs
+        ]
         for sub in subs:
             sub.expect_completion("Rule 1.11: every subscriber must see on_complete")
         _same_sequences(*sequences)
@@ -523,7 +542,7 @@ class PublisherVerification(VerificationBase, ABC):
     def test_required_spec302_must_allow_synchronous_request_calls_from_on_next_and_on_subscribe(
         self,
     ) -> None:
-        """request may be called from on_subscribe (three times) and from every on_next."""
+        """Request may be called from on_subscribe (three times) and from every on_next."""
         sub = _RequestOnNextSubscriber(self.env, on_subscribe=3, per_element=1)
         self._subscribe(self._active(6, completion=False), sub)
         if not sub.wait_for(lambda: sub._delivered >= 6 or sub._terminal is not None):
@@ -546,14 +565,20 @@ class PublisherVerification(VerificationBase, ABC):
                 "Rule 3.3: on_next -> request -> on_next recursion overflowed the stack; "
                 "use a trampoline"
             ) from exc
-        sub.wait_for(lambda: sub._delivered >= bound + 1 or sub.stopped or sub._terminal is not None)
+        sub.wait_for(
+            lambda: sub._delivered >= bound + 1 or sub.stopped or sub._terminal is not None
+        )
         self.env.verify_no_async_errors()
 
     @tck_test("3.4", Kind.UNTESTED, reason="'heavy computation' has no portable definition")
     def test_untested_spec304_request_should_not_perform_heavy_computations(self) -> None:
         """Rule 3.4 is not verified."""
 
-    @tck_test("3.5", Kind.UNTESTED, reason="'heavy computation' has no portable definition; see the spec305 concurrency test")
+    @tck_test(
+        "3.5",
+        Kind.UNTESTED,
+        reason="'heavy computation' has no portable definition; see the spec305 concurrency test",
+    )
     def test_untested_spec305_cancel_must_not_synchronously_perform_heavy_computation(
         self,
     ) -> None:
@@ -590,13 +615,17 @@ class PublisherVerification(VerificationBase, ABC):
         if any(thread.is_alive() for thread in threads):
             raise TckFailure("Rule 3.5: concurrent cancel() calls did not return (deadlock?)")
         if problems:
-            raise TckFailure(f"Rule 3.5: cancel() from several threads at once raised {problems[0]}")
+            raise TckFailure(
+                f"Rule 3.5: cancel() from several threads at once raised {problems[0]}"
+            )
         sub.request(1)
-        sub.expect_none("Rule 3.5: after concurrent cancel() calls the subscription must be cancelled")
+        sub.expect_none(
+            "Rule 3.5: after concurrent cancel() calls the subscription must be cancelled"
+        )
 
     @tck_test("3.6", Kind.REQUIRED)
     def test_required_spec306_after_subscription_is_cancelled_request_must_be_nops(self) -> None:
-        """request after cancel does nothing."""
+        """Request after cancel does nothing."""
         sub = self._subscribe(self._active(3, completion=False))
         sub.cancel()
         sub.request(1)
@@ -609,7 +638,7 @@ class PublisherVerification(VerificationBase, ABC):
     def test_required_spec307_after_subscription_is_cancelled_additional_cancelations_must_be_nops(
         self,
     ) -> None:
-        """cancel after cancel does nothing."""
+        """Cancel after cancel does nothing."""
         sub = self._subscribe(self._active(1, completion=False))
         sub.cancel()
         sub.cancel()
@@ -644,7 +673,11 @@ class PublisherVerification(VerificationBase, ABC):
         message = str(error)
         if not any(
             token in message
-            for token in ("3.9", "non-positive subscription request", "negative subscription request")
+            for token in (
+                "3.9",
+                "non-positive subscription request",
+                "negative subscription request",
+            )
         ):
             raise TckFailure(
                 f"Rule 3.9: the error message should cite Rule 3.9 or say 'non-positive "
@@ -653,7 +686,7 @@ class PublisherVerification(VerificationBase, ABC):
 
     @tck_test("3.9", Kind.REQUIRED)
     def test_required_spec309_request_non_int_must_signal_type_error(self) -> None:
-        """Beyond the JVM TCK: request(1.5), request("1"), request(None), request(True) signal TypeError."""
+        """Beyond the JVM TCK: a non-int request (1.5, "1", None, True) signals TypeError."""
         for bad in (1.5, "1", None, True):
             self._expect_demand_error(bad, TypeError)
 
@@ -682,7 +715,7 @@ class PublisherVerification(VerificationBase, ABC):
         self.env.verify_no_async_errors_no_delay()
 
     @tck_test("3.13", Kind.REQUIRED)
-    def test_required_spec313_cancel_must_make_the_publisher_eventually_drop_all_references_to_the_subscriber(
+    def test_required_spec313_cancel_must_make_the_publisher_eventually_drop_all_references_to_the_subscriber(  # noqa: E501
         self,
     ) -> None:
         """After cancel the subscriber becomes garbage (weakref + gc.collect())."""
@@ -717,7 +750,9 @@ class PublisherVerification(VerificationBase, ABC):
             return
         second = self._subscribe(self._active(1, completion=True))
         second.request(2)
-        second.next_element("Rule 3.15: request(2) on a 1-element publisher must produce an element")
+        second.next_element(
+            "Rule 3.15: request(2) on a 1-element publisher must produce an element"
+        )
         second.expect_completion("Rule 3.15: the 1-element publisher must complete")
         second.cancel()
         second.cancel()
@@ -766,8 +801,12 @@ class PublisherVerification(VerificationBase, ABC):
         sub.request(MAX_DEMAND // 2)
         sub.request(MAX_DEMAND // 2)
         sub.request(1)
-        sub.next_elements(3, "Rule 3.17: a cumulative demand of MAX_DEMAND must produce all 3 elements")
-        sub.expect_completion("Rule 3.17: a cumulative demand of MAX_DEMAND must lead to on_complete")
+        sub.next_elements(
+            3, "Rule 3.17: a cumulative demand of MAX_DEMAND must produce all 3 elements"
+        )
+        sub.expect_completion(
+            "Rule 3.17: a cumulative demand of MAX_DEMAND must lead to on_complete"
+        )
         self.env.verify_no_async_errors()
 
     @tck_test("3.17", Kind.REQUIRED)
@@ -801,8 +840,8 @@ class PublisherVerification(VerificationBase, ABC):
         Needs ``hypothesis``; skipped without it.
         """
         try:
-            from hypothesis import HealthCheck, Phase, given, settings
-            from hypothesis import strategies as st
+            from hypothesis import HealthCheck, Phase, given, settings  # noqa: PLC0415
+            from hypothesis import strategies as st  # noqa: PLC0415
         except ImportError:
             self.skip("needs the hypothesis package (pip install hypothesis)")
         maximum = min(self.max_elements_from_publisher, 12)
@@ -830,7 +869,9 @@ class PublisherVerification(VerificationBase, ABC):
 
         check()
 
-    def _run_schedule(self, elements: int, schedule: list[tuple[str, int]], *, completes: bool) -> None:
+    def _run_schedule(
+        self, elements: int, schedule: list[tuple[str, int]], *, completes: bool
+    ) -> None:
         env = self.env
         sub = _ScheduleSubscriber(env, self.bounded_depth_of_on_next_and_request_recursion)
         self._subscribe(self._active(elements, completion=False), sub)

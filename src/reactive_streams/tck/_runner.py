@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ._cases import CaseResult, Kind, Outcome, iter_cases, run_case
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable
 
     from ._base import VerificationBase
     from ._environment import TestEnvironment
@@ -78,6 +79,10 @@ class Report:
         }
 
 
+def _same(env: TestEnvironment) -> TestEnvironment:
+    return env
+
+
 def run_verification(
     verification: type[VerificationBase],
     *,
@@ -101,14 +106,12 @@ def run_verification(
     """
     started = time.monotonic()
     results: list[CaseResult] = []
-    cases: Iterable = iter_cases(verification)
-    for case in cases:
+    for case in iter_cases(verification):
         if select is not None and not select(case.name):
             continue
         instance = verification()
         if env is not None:
-            fixed = env
-            instance.environment = lambda: fixed  # type: ignore[method-assign]
+            instance.environment = functools.partial(_same, env)  # type: ignore[method-assign]
         result = run_case(instance, case)
         results.append(result)
         if on_result is not None:

@@ -32,6 +32,7 @@ __all__ = [
     "ManualSubscriber",
     "SerialCallChecker",
     "describe",
+    "is_none",
     "subscribe",
 ]
 
@@ -49,6 +50,11 @@ END_OF_STREAM: Final = _EndOfStream()
 _NEXT: Final = "on_next"
 _COMPLETE: Final = "on_complete"
 _ERROR: Final = "on_error"
+
+
+def is_none(value: object) -> bool:
+    """``value is None``, for run-time checks of arguments typed as not optional."""
+    return value is None
 
 
 def describe(signal: str, value: object = None) -> str:
@@ -181,7 +187,7 @@ class ManualSubscriber(Subscriber[Any]):
 
     def on_subscribe(self, subscription: Subscription) -> None:
         """Record the subscription; a second one is flopped (Rule 1.9) and cancelled."""
-        if subscription is None:
+        if is_none(subscription):
             self.env.flop("Rule 2.13: the publisher signalled on_subscribe(None)")
             raise TypeError("Rule 2.13: on_subscribe(None): the subscription must not be None")
         self._serial.enter("on_subscribe")
@@ -205,7 +211,9 @@ class ManualSubscriber(Subscriber[Any]):
     def on_next(self, element: Any) -> None:
         """Record one element, checking Rules 1.1, 1.7 and 1.9."""
         if element is None:
-            self.env.flop("Rule 2.13: the publisher signalled on_next(None); None is never an element")
+            self.env.flop(
+                "Rule 2.13: the publisher signalled on_next(None); None is never an element"
+            )
             raise TypeError("Rule 2.13: on_next(None): None is never an element")
         self._serial.enter("on_next")
         try:
@@ -228,7 +236,7 @@ class ManualSubscriber(Subscriber[Any]):
 
     def on_error(self, error: Exception) -> None:
         """Record the error; unless a test expects it, it fails the test."""
-        if error is None:
+        if is_none(error):
             self.env.flop("Rule 2.13: the publisher signalled on_error(None)")
             raise TypeError("Rule 2.13: on_error(None): the error must not be None")
         self._serial.enter("on_error")
@@ -316,9 +324,7 @@ class ManualSubscriber(Subscriber[Any]):
         through the private counters of a subclass or through ``self._inbox``.
         """
         with self._cond:
-            return self._cond.wait_for(
-                predicate, self.env.timeout if timeout is None else timeout
-            )
+            return self._cond.wait_for(predicate, self.env.timeout if timeout is None else timeout)
 
     # -- actions, called by the test ----------------------------------------------------
 
@@ -330,7 +336,9 @@ class ManualSubscriber(Subscriber[Any]):
         """
         with self._cond:
             if not self._cond.wait_for(lambda: self._subscription is not None, self.env.timeout):
-                raise TckFailure(f"{what}; on_subscribe did not arrive within {_fmt(self.env.timeout)}")
+                raise TckFailure(
+                    f"{what}; on_subscribe did not arrive within {_fmt(self.env.timeout)}"
+                )
             assert self._subscription is not None
             return self._subscription
 
@@ -346,6 +354,8 @@ class ManualSubscriber(Subscriber[Any]):
                 self._requested += n
         try:
             subscription.request(n)
+        except (RecursionError, TckFailure):
+            raise  # unbounded recursion (Rule 3.3), or a check that failed deeper down
         except Exception as exc:
             self.env.flop_and_fail(
                 f"Rule 3.16: request({n!r}) raised {type(exc).__name__}: {exc}; it must "
@@ -550,7 +560,7 @@ class ManualPublisher(Publisher[Any]):
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
         """Attach ``subscriber`` and signal ``on_subscribe`` on the calling thread."""
-        if subscriber is None:
+        if is_none(subscriber):
             raise TypeError("Rule 1.9: subscribe(None): the subscriber must not be None")
         with self._cond:
             if self._subscriber is not None:
@@ -579,8 +589,7 @@ class ManualPublisher(Publisher[Any]):
                 return
             if type(n) is not int or n <= 0:
                 self.env.flop(
-                    f"Rule 3.9: the subscriber called request({n!r}); demand must be a "
-                    f"positive int"
+                    f"Rule 3.9: the subscriber called request({n!r}); demand must be a positive int"
                 )
                 return
             with self._cond:
