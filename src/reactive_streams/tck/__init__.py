@@ -29,9 +29,16 @@ from ._environment import TckFailure as TckFailure
 from ._environment import TckSkip as TckSkip
 from ._environment import TestEnvironment as TestEnvironment
 from ._helper import HelperPublisher as HelperPublisher
+from ._processor import IdentityProcessorVerification as IdentityProcessorVerification
 from ._publisher import PublisherVerification as PublisherVerification
 from ._runner import Report as Report
 from ._runner import run_verification as run_verification
+from ._subscriber import SubscriberBlackboxVerification as SubscriberBlackboxVerification
+from ._subscriber import SubscriberPuppet as SubscriberPuppet
+from ._subscriber import SubscriberWhiteboxVerification as SubscriberWhiteboxVerification
+from ._subscriber import TckTestError as TckTestError
+from ._subscriber import WhiteboxSubscriberProbe as WhiteboxSubscriberProbe
+from ._subscriber import probed as probed
 from ._support import END_OF_STREAM as END_OF_STREAM
 from ._support import Latch as Latch
 from ._support import ManualPublisher as ManualPublisher
@@ -41,6 +48,7 @@ __all__ = [
     "END_OF_STREAM",
     "CaseResult",
     "HelperPublisher",
+    "IdentityProcessorVerification",
     "Kind",
     "Latch",
     "ManualPublisher",
@@ -48,13 +56,19 @@ __all__ = [
     "Outcome",
     "PublisherVerification",
     "Report",
+    "SubscriberBlackboxVerification",
+    "SubscriberPuppet",
+    "SubscriberWhiteboxVerification",
     "TckCase",
     "TckFailure",
     "TckSkip",
+    "TckTestError",
     "TestEnvironment",
     "VerificationBase",
+    "WhiteboxSubscriberProbe",
     "iter_cases",
     "run_case",
+    "probed",
     "run_verification",
     "tck_test",
 ]
@@ -62,6 +76,7 @@ __all__ = [
 for _obj in (
     CaseResult,
     HelperPublisher,
+    IdentityProcessorVerification,
     Kind,
     Latch,
     ManualPublisher,
@@ -69,13 +84,19 @@ for _obj in (
     Outcome,
     PublisherVerification,
     Report,
+    SubscriberBlackboxVerification,
+    SubscriberPuppet,
+    SubscriberWhiteboxVerification,
     TckCase,
     TckFailure,
     TckSkip,
+    TckTestError,
     TestEnvironment,
     VerificationBase,
+    WhiteboxSubscriberProbe,
     iter_cases,
     run_case,
+    probed,
     run_verification,
     tck_test,
 ):

@@ -76,6 +76,7 @@ class _HelperSubscription(Subscription):
         self._end = publisher._elements
         self._create = publisher._create_element
         self._index = 0
+        self._subscribed = False
         self._election = EmitterElection()
         self._loop = DrainLoop(
             self._drain,
@@ -85,14 +86,11 @@ class _HelperSubscription(Subscription):
         )
 
     def start(self) -> None:
-        subscriber = self._subscriber
-        assert subscriber is not None
-        if not signal_on_subscribe(subscriber, self):
-            self._election.cancel()
-            self._subscriber = None
-            return
-        if self._end == 0:
-            self._loop.schedule()
+        # on_subscribe runs inside the drain loop, so that no on_next can overlap it when
+        # the subscriber requests from on_subscribe (Rule 1.3); with an executor it runs
+        # there, like every later signal.
+        if self._election.acquire():
+            self._loop.start_owned()
 
     def request(self, n: int) -> None:
         if self._election.request(n):
@@ -113,8 +111,17 @@ class _HelperSubscription(Subscription):
         subscriber = self._subscriber
         if subscriber is None or election.terminated:
             return False
-        if election.cancelled:
+        if not self._subscribed:
+            self._subscribed = True
+            if not signal_on_subscribe(subscriber, self):
+                election.cancel()  # Rule 2.13
+        if _cancelled(election):
             self._subscriber = None
+            return False
+        if self._index == self._end and self._end != MAX_DEMAND:
+            election.terminate()
+            self._subscriber = None
+            signal_on_complete(subscriber)  # an empty stream completes without demand
             return False
         error = election.take_error()
         if error is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import random
 import threading
+import time
 import weakref
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -543,7 +544,7 @@ class PublisherVerification(VerificationBase, ABC):
         self,
     ) -> None:
         """Request may be called from on_subscribe (three times) and from every on_next."""
-        sub = _RequestOnNextSubscriber(self.env, on_subscribe=3, per_element=1)
+        sub = _RequestOnNextSubscriber(self.env, on_subscribe=3, per_element=1, limit=6)
         self._subscribe(self._active(6, completion=False), sub)
         if not sub.wait_for(lambda: sub._delivered >= 6 or sub._terminal is not None):
             raise TckFailure(
@@ -721,13 +722,15 @@ class PublisherVerification(VerificationBase, ABC):
         """After cancel the subscriber becomes garbage (weakref + gc.collect())."""
         publisher = self._active(3, completion=False)
         reference = self._subscribe_and_cancel(publisher)
-        deadline_polls = max(1, int(self.env.gc_timeout / self.env.poll_interval))
-        gone = threading.Event()
-        for _ in range(deadline_polls):
+        deadline = time.monotonic() + self.env.gc_timeout
+        pause = threading.Event()
+        while True:
             gc.collect()
             if reference() is None:
                 return
-            gone.wait(self.env.poll_interval)
+            if time.monotonic() >= deadline:
+                break
+            pause.wait(self.env.poll_interval)
         raise TckFailure(
             f"Rule 3.13: {self.env.gc_timeout:g} s after cancel() the publisher still "
             f"references the subscriber (gc.collect() could not free it)"
@@ -775,7 +778,10 @@ class PublisherVerification(VerificationBase, ABC):
                 ) from exc
             sub.cancel()
             sub.drain()
-        sub = self._subscribe(self._active(3, completion=False))
+        sub = self._subscribe(
+            self._active(3, completion=False),
+            _RequestOnNextSubscriber(self.env, on_subscribe=0, per_element=0, limit=3),
+        )
         sub.request(2**64)  # above MAX_DEMAND: capped, effectively unbounded (Rule 3.17)
         sub.next_elements(3, "Rule 3.16: request(2**64) must be accepted as unbounded demand")
         sub.cancel()
@@ -921,18 +927,34 @@ def _same_sequences(*sequences: list[Any]) -> None:
 
 
 class _RequestOnNextSubscriber(ManualSubscriber):
-    """Requests ``on_subscribe`` times 1 from on_subscribe and ``per_element`` per element."""
+    """Requests 1 ``on_subscribe`` times from on_subscribe and ``per_element`` per element.
 
-    def __init__(self, env: TestEnvironment, *, on_subscribe: int, per_element: int) -> None:
+    With a ``limit`` it cancels once that many elements arrived, so that an infinite
+    synchronous publisher does not keep the test thread busy forever.
+    """
+
+    def __init__(
+        self,
+        env: TestEnvironment,
+        *,
+        on_subscribe: int,
+        per_element: int,
+        limit: int | None = None,
+    ) -> None:
         super().__init__(env)
         self._initial = on_subscribe
         self._per_element = per_element
+        self._limit = limit
 
     def when_subscribed(self, subscription: Subscription) -> None:
         for _ in range(self._initial):
             self.request(1)
 
     def when_next(self, element: Any) -> None:
+        if self._limit is not None and self._delivered >= self._limit:
+            if self._delivered == self._limit:
+                self.cancel()
+            return
         if self._per_element:
             self.request(self._per_element)
 
@@ -972,7 +994,7 @@ class _RecursionSubscriber(ManualSubscriber):
                     f"thread; bounded_depth_of_on_next_and_request_recursion = {self._bound}"
                 )
                 return
-            if not self.stopped:
+            if not self.stopped and self._delivered <= self._bound:
                 self.request(1)
         finally:
             self._local.depth = depth - 1

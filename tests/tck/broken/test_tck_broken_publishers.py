@@ -6,8 +6,8 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import pytest
-import tck_broken_publishers as broken
 
+from broken import tck_broken_publishers as broken
 from reactive_streams.tck import (
     Outcome,
     PublisherVerification,
