@@ -305,6 +305,10 @@ def from_async_iterable(
     Each subscriber gets its own ``aiter(aiterable)``: an async generator can be consumed
     once, an async iterable whose ``__aiter__`` returns a fresh iterator many times.
 
+    Because nothing is pulled without demand, the end of the source is discovered when the
+    item after the last one is awaited: a subscriber that requested exactly as many items
+    as there were gets ``on_complete`` after its next ``request`` (Rules 1.2, 2.9).
+
     Args:
         aiterable: the source; each item is one ``on_next``.
         loop: the event loop that runs the iteration and every signal. ``None`` uses the

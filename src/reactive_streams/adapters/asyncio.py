@@ -11,11 +11,13 @@ from __future__ import annotations
 from ._async_iterator import AsyncIteratorSubscriber, to_async_iterator
 from ._async_publisher import AsyncIterablePublisher, from_async_iterable
 
-for _obj in (
-    AsyncIteratorSubscriber,
-    to_async_iterator,
-    AsyncIterablePublisher,
-    from_async_iterable,
-):
-    _obj.__module__ = __name__
-del _obj
+__all__ = [
+    "AsyncIterablePublisher",
+    "AsyncIteratorSubscriber",
+    "from_async_iterable",
+    "to_async_iterator",
+]
+
+for _name in __all__:
+    globals()[_name].__module__ = __name__
+del _name

@@ -8,18 +8,18 @@
 
 from __future__ import annotations
 
-from ._iterable import ExecutorIterablePublisher as ExecutorIterablePublisher
-from ._iterable import IterablePublisher as IterablePublisher
-from ._range import RangePublisher as RangePublisher
-from ._subscribers import ExecutorSubscriber as ExecutorSubscriber
-from ._subscribers import SyncSubscriber as SyncSubscriber
+from ._iterable import ExecutorIterablePublisher, IterablePublisher
+from ._range import RangePublisher
+from ._subscribers import ExecutorSubscriber, SyncSubscriber
 
-for _cls in (
-    ExecutorIterablePublisher,
-    IterablePublisher,
-    RangePublisher,
-    ExecutorSubscriber,
-    SyncSubscriber,
-):
-    _cls.__module__ = __name__
-del _cls
+__all__ = [
+    "ExecutorIterablePublisher",
+    "ExecutorSubscriber",
+    "IterablePublisher",
+    "RangePublisher",
+    "SyncSubscriber",
+]
+
+for _name in __all__:
+    globals()[_name].__module__ = __name__
+del _name

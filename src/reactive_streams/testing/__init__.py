@@ -8,8 +8,10 @@
 
 from __future__ import annotations
 
-from ._recording import RecordingSubscriber as RecordingSubscriber
-from ._recording import collect as collect
+from ._recording import RecordingSubscriber, collect
 
-RecordingSubscriber.__module__ = __name__
-collect.__module__ = __name__
+__all__ = ["RecordingSubscriber", "collect"]
+
+for _name in __all__:
+    globals()[_name].__module__ = __name__
+del _name
