@@ -20,7 +20,30 @@ T = TypeVar("T")
 _NOTHING: Final = object()
 
 
-class IterablePublisher(Publisher[T], Generic[T]):
+class _IterablePublisherBase(Publisher[T], Generic[T]):
+    """What both iterable publishers share: one ``_IteratorSubscription`` per subscriber."""
+
+    __slots__ = ("_batch_size", "_executor", "_iterable")
+
+    def __init__(self, iterable: Iterable[T], executor: Executor | None, batch_size: int) -> None:
+        self._iterable = iterable
+        self._executor = executor
+        self._batch_size = batch_size
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        """Start a new iteration for ``subscriber`` (Rules 1.9, 1.11).
+
+        Raises:
+            TypeError: if ``subscriber`` is ``None`` (Rule 1.9).
+        """
+        if subscriber is None:
+            raise TypeError("Rule 1.9: subscribe() requires a subscriber, got None")
+        _IteratorSubscription(
+            subscriber, self._iterable, executor=self._executor, batch_size=self._batch_size
+        ).start()
+
+
+class IterablePublisher(_IterablePublisherBase[T]):
     """Publishes the elements of an iterable, synchronously, on demand.
 
     Each subscriber gets its own ``iter(iterable)`` (unicast, Rule 1.11), so a list can be
@@ -49,28 +72,16 @@ class IterablePublisher(Publisher[T], Generic[T]):
         ['a', 'b', 'c']
     """
 
-    __slots__ = ("_iterable",)
+    __slots__ = ()
 
     def __init__(self, iterable: Iterable[T]) -> None:
-        self._iterable = iterable
-
-    def subscribe(self, subscriber: Subscriber[T]) -> None:
-        """Start a new iteration for ``subscriber`` (Rules 1.9, 1.11).
-
-        Raises:
-            TypeError: if ``subscriber`` is ``None`` (Rule 1.9).
-        """
-        if subscriber is None:
-            raise TypeError("Rule 1.9: subscribe() requires a subscriber, got None")
-        _IteratorSubscription(
-            subscriber, self._iterable, executor=None, batch_size=MAX_DEMAND
-        ).start()
+        super().__init__(iterable, None, MAX_DEMAND)
 
     def __repr__(self) -> str:
         return f"IterablePublisher({self._iterable!r})"
 
 
-class ExecutorIterablePublisher(Publisher[T], Generic[T]):
+class ExecutorIterablePublisher(_IterablePublisherBase[T]):
     """Publishes the elements of an iterable from tasks on a ``concurrent.futures.Executor``.
 
     Every signal of a subscription, ``on_subscribe`` included, runs in an executor task,
@@ -95,7 +106,7 @@ class ExecutorIterablePublisher(Publisher[T], Generic[T]):
         TypeError: if ``executor`` has no ``submit`` method.
     """
 
-    __slots__ = ("_batch_size", "_executor", "_iterable")
+    __slots__ = ()
 
     def __init__(
         self, iterable: Iterable[T], executor: Executor, *, batch_size: int = 1024
@@ -104,21 +115,7 @@ class ExecutorIterablePublisher(Publisher[T], Generic[T]):
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         if not callable(getattr(executor, "submit", None)):
             raise TypeError(f"executor must be a concurrent.futures.Executor, got {executor!r}")
-        self._iterable = iterable
-        self._executor = executor
-        self._batch_size = batch_size
-
-    def subscribe(self, subscriber: Subscriber[T]) -> None:
-        """Schedule ``on_subscribe`` and the iteration for ``subscriber`` on the executor.
-
-        Raises:
-            TypeError: if ``subscriber`` is ``None`` (Rule 1.9).
-        """
-        if subscriber is None:
-            raise TypeError("Rule 1.9: subscribe() requires a subscriber, got None")
-        _IteratorSubscription(
-            subscriber, self._iterable, executor=self._executor, batch_size=self._batch_size
-        ).start()
+        super().__init__(iterable, executor, batch_size)
 
     def __repr__(self) -> str:
         return f"ExecutorIterablePublisher({self._iterable!r}, batch_size={self._batch_size})"
