@@ -10,7 +10,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar
 
 import pytest
-from tck_samples import BatchSubscriber, FailedPublisher, PassThroughProcessor
 
 from reactive_streams import MAX_DEMAND, Processor, Publisher, Subscriber
 from reactive_streams.tck import (
@@ -23,6 +22,7 @@ from reactive_streams.tck import (
     WhiteboxSubscriberProbe,
     probed,
 )
+from tests.tck.tck_samples import BatchSubscriber, FailedPublisher, PassThroughProcessor
 
 
 class TestSynchronousHelperPublisher(PublisherVerification):

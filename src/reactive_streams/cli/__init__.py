@@ -9,6 +9,8 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from ._demo import demo
+from ._tck import tck
 
 __all__ = ["main"]
 
@@ -19,6 +21,5 @@ def main() -> None:
     """Reactive Streams for Python: demand-driven streams with bounded memory."""
 
 
-from ._tck import tck as _tck_group  # noqa: E402
-
-main.add_command(_tck_group)
+main.add_command(demo)
+main.add_command(tck)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tck_samples import BatchSubscriber
+from tests.tck.tck_samples import BatchSubscriber
 
 if TYPE_CHECKING:
     from reactive_streams import Subscription

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from broken import tck_broken_publishers as broken
 from reactive_streams.tck import (
     Outcome,
     PublisherVerification,
@@ -15,6 +14,7 @@ from reactive_streams.tck import (
     TestEnvironment,
     run_verification,
 )
+from tests.tck.broken import tck_broken_publishers as broken
 
 if TYPE_CHECKING:
     from reactive_streams import Publisher

@@ -6,9 +6,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from tck_samples import BatchSubscriber
 
-from broken import tck_broken_subscribers as broken
 from reactive_streams.tck import (
     Outcome,
     SubscriberBlackboxVerification,
@@ -18,6 +16,8 @@ from reactive_streams.tck import (
     probed,
     run_verification,
 )
+from tests.tck.broken import tck_broken_subscribers as broken
+from tests.tck.tck_samples import BatchSubscriber
 
 if TYPE_CHECKING:
     from reactive_streams import Subscriber
