@@ -898,12 +898,15 @@ class PublisherVerification(VerificationBase, ABC):
             sub.request(amount)
 
             def settled() -> bool:
+                # Every requested element has arrived; once more was requested than the
+                # stream has, on_complete must arrive too (a publisher may need that extra
+                # demand to find out that its source is exhausted).
                 target = min(sub._requested, elements)
                 if sub._terminal is not None:
                     return True
                 if sub._delivered < target:
                     return False
-                return not (completes and sub._requested >= elements)
+                return not (completes and sub._requested > elements)
 
             if not sub.wait_for(settled):
                 raise TckFailure(
