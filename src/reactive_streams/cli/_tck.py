@@ -63,6 +63,8 @@ def _print_report(report: Report, *, title: str) -> None:
     from ..tck import Outcome  # noqa: PLC0415
 
     console = Console()
+    if not console.is_terminal:  # a log or a pipe: keep each test on one line
+        console = Console(width=240)
     table = Table(title=title, show_lines=False)
     table.add_column("rule", no_wrap=True)
     table.add_column("test", overflow="fold")
