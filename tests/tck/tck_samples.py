@@ -90,6 +90,8 @@ class _Downstream(Subscription):
 class PassThroughProcessor(Processor[Any, Any]):
     """An identity processor for one subscriber: downstream demand goes straight upstream."""
 
+    errors_need_demand = False  # a broken subclass sets it (Rule 4.2)
+
     def __init__(self, buffer_size: int) -> None:
         self._lock = threading.Lock()
         self._upstream: Subscription | None = None
@@ -221,6 +223,8 @@ class PassThroughProcessor(Processor[Any, Any]):
         with self._lock:
             finished = not self._queue and bool(self._terminal)
             terminal = self._terminal[0] if finished else None
+        if terminal is not None and self.errors_need_demand and election.demand == 0:
+            return False
         if finished:
             election.terminate()
             self._downstream = None

@@ -99,7 +99,8 @@ class TestSyncSubscriberBlackbox(SubscriberBlackboxVerification):
 
 class TestSyncSubscriberWhitebox(SubscriberWhiteboxVerification):
     def create_subscriber(self, probe: WhiteboxSubscriberProbe) -> Subscriber[Any]:
-        return probed(_Collecting(batch_size=4), probe)
+        subscriber = _Collecting(batch_size=4)
+        return probed(subscriber, probe, cancel=subscriber.cancel)
 
 
 class TestExecutorSubscriberBlackbox(SubscriberBlackboxVerification):

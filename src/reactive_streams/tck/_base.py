@@ -26,6 +26,17 @@ class VerificationBase:
     env: TestEnvironment
     """The environment of the test that is running (a fresh one per test)."""
 
+    current_case: TckCase | None = None
+    """The test that is running."""
+
+    @property
+    def current_rule(self) -> str | None:
+        """The rule of the running test, or ``None`` for setup and configuration tests."""
+        case = self.current_case
+        if case is None or not case.rule[:1].isdigit():
+            return None
+        return case.rule
+
     def environment(self) -> TestEnvironment:
         """The settings to run with; override to change timeouts in code.
 

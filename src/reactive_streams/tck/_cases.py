@@ -124,6 +124,7 @@ class Verification(Protocol):
     """What ``run_case`` needs from a verification instance."""
 
     env: TestEnvironment
+    current_case: TckCase | None
 
     def environment(self) -> TestEnvironment:
         """The settings to run with."""
@@ -253,6 +254,7 @@ def run_case(verification: Verification, case: TckCase) -> CaseResult:
     base = verification.environment()
     env = base.fresh()
     verification.env = env
+    verification.current_case = case
 
     def done(outcome: Outcome, message: str, error: BaseException | None = None) -> CaseResult:
         return CaseResult(case, outcome, message, time.monotonic() - started, error)

@@ -149,7 +149,7 @@ class IdentityProcessorVerification(PublisherVerification, SubscriberWhiteboxVer
             )
 
     def _wired(self) -> tuple[ManualPublisher, Processor[Any, Any]]:
-        upstream = ManualPublisher(self.env)
+        upstream = ManualPublisher(self.env, rule=self.current_rule)
         processor = self._processor()
         upstream.subscribe(processor)
         return upstream, processor

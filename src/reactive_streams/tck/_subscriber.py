@@ -23,6 +23,8 @@ from ._environment import TckFailure
 from ._support import ManualPublisher, describe, is_none
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ._environment import TestEnvironment
 
 __all__ = [
@@ -160,27 +162,37 @@ class WhiteboxSubscriberProbe:
 class _SubscriptionPuppet(SubscriberPuppet):
     """A puppet that calls the subscription directly (what ``probed`` uses)."""
 
-    def __init__(self, subscription: Subscription) -> None:
+    def __init__(self, subscription: Subscription, cancel: Callable[[], None] | None) -> None:
         self._subscription = subscription
+        self._cancel = cancel
 
     def trigger_request(self, n: int) -> None:
         self._subscription.request(n)
 
     def signal_cancel(self) -> None:
-        self._subscription.cancel()
+        if self._cancel is not None:
+            self._cancel()
+        else:
+            self._subscription.cancel()
 
 
 class _Probed(Subscriber[Any]):
-    def __init__(self, subscriber: Subscriber[Any], probe: WhiteboxSubscriberProbe) -> None:
+    def __init__(
+        self,
+        subscriber: Subscriber[Any],
+        probe: WhiteboxSubscriberProbe,
+        cancel: Callable[[], None] | None,
+    ) -> None:
         self._subscriber = subscriber
         self._probe = probe
+        self._cancel = cancel
         self._subscribed = False
 
     def on_subscribe(self, subscription: Subscription) -> None:
         self._subscriber.on_subscribe(subscription)
         if not self._subscribed:
             self._subscribed = True
-            self._probe.register_on_subscribe(_SubscriptionPuppet(subscription))
+            self._probe.register_on_subscribe(_SubscriptionPuppet(subscription, self._cancel))
 
     def on_next(self, element: Any) -> None:
         self._subscriber.on_next(element)
@@ -195,14 +207,24 @@ class _Probed(Subscriber[Any]):
         self._probe.register_on_complete()
 
 
-def probed(subscriber: Subscriber[Any], probe: WhiteboxSubscriberProbe) -> Subscriber[Any]:
+def probed(
+    subscriber: Subscriber[Any],
+    probe: WhiteboxSubscriberProbe,
+    *,
+    cancel: Callable[[], None] | None = None,
+) -> Subscriber[Any]:
     """Wrap ``subscriber`` so that it reports to ``probe`` (a whitebox shortcut).
 
-    Each signal is delegated first and reported after it returned. The puppet calls the
-    subscription directly, as the JVM TCK's examples do; a subscriber that must decide
-    its own requests should implement the probe calls itself instead.
+    Each signal is delegated first and reported after it returned. The puppet's
+    ``trigger_request`` calls the subscription directly, as the JVM TCK's examples do.
+
+    Args:
+        subscriber: the subscriber under test.
+        probe: the probe of the running test.
+        cancel: what the puppet's ``signal_cancel`` calls, typically the subscriber's own
+            ``cancel`` method; by default the subscription's ``cancel``.
     """
-    return _Probed(subscriber, probe)
+    return _Probed(subscriber, probe, cancel)
 
 
 class _Stage:
@@ -211,7 +233,7 @@ class _Stage:
     def __init__(self, verification: _SubscriberVerificationBase, subscriber: Subscriber[Any]):
         self.verification = verification
         self.env = verification.env
-        self.publisher = ManualPublisher(self.env)
+        self.publisher = ManualPublisher(self.env, rule=verification.current_rule)
         self.subscriber = subscriber
         self._index = 0
 

@@ -543,10 +543,13 @@ class ManualPublisher(Publisher[Any]):
 
     Args:
         env: the environment of the current test.
+        rule: the rule of the test using it; a subscriber method that raises is reported
+            against this rule (and Rule 2.13).
     """
 
-    def __init__(self, env: TestEnvironment) -> None:
+    def __init__(self, env: TestEnvironment, *, rule: str | None = None) -> None:
         self.env = env
+        self.rule = rule
         self._cond = threading.Condition(threading.Lock())
         self._subscriber: Subscriber[Any] | None = None
         self._subscription: _ManualSubscription | None = None
@@ -637,9 +640,14 @@ class ManualPublisher(Publisher[Any]):
         try:
             method(*args)
         except Exception as exc:
+            call = f"{name}({', '.join(repr(arg) for arg in args)})"
+            if self.rule is None or self.rule == "2.13":
+                prefix, suffix = "Rule 2.13: ", ""
+            else:
+                prefix, suffix = f"Rule {self.rule}: ", " (Rule 2.13)"
             self.env.flop_and_fail(
-                f"Rule 2.13: {name}({', '.join(repr(arg) for arg in args)}) raised "
-                f"{type(exc).__name__}: {exc}; subscriber methods must return normally"
+                f"{prefix}{call} raised {type(exc).__name__}: {exc}; subscriber methods "
+                f"must return normally{suffix}"
             )
 
     def send_next(self, element: object) -> None:

@@ -108,8 +108,7 @@ class RangeSubscription(Subscription):
                     self.cancel_from_emitter()
                     return
             if self.index >= self.end and not self.cancelled:
-                self.terminate()
-                subscriber.on_complete()
+                self.complete(subscriber)
                 return
             with self.lock:
                 self.demand = self.consume(self.demand, sent)
@@ -121,6 +120,11 @@ class RangeSubscription(Subscription):
                     break
                 return
         self.drop_subscriber()
+
+    def complete(self, subscriber: Subscriber[int]) -> None:
+        """Rule 1.5: the end of the range is signalled."""
+        self.terminate()
+        subscriber.on_complete()
 
     def terminate(self) -> None:
         """Rule 1.6: a terminal signal cancels the subscription; the emitter keeps ownership."""
@@ -350,3 +354,93 @@ class NeverFailsPublisher(Publisher[int]):
         if subscriber is None:
             raise TypeError("Rule 1.9: subscribe(None)")
         subscriber.on_subscribe(_NoopSubscription())
+
+
+class _NeverCompletes(RangeSubscription):
+    def complete(self, subscriber: Subscriber[int]) -> None:
+        with self.lock:
+            self.emitting = False  # Rule 1.5 broken: the end is never signalled
+
+
+class NeverCompletesPublisher(RangePublisher):
+    """Rules 1.2 / 1.5: the stream ends without on_complete."""
+
+    subscription_class = _NeverCompletes
+
+
+class _NotReentrant(RangeSubscription):
+    def request(self, n: int) -> None:
+        if self.emitting:
+            raise RuntimeError("request() is not re-entrant")  # Rule 3.2 broken
+        super().request(n)
+
+
+class NotReentrantPublisher(RangePublisher):
+    """Rule 3.2: request() from inside on_next raises."""
+
+    subscription_class = _NotReentrant
+
+
+class _CancelOnce(RangeSubscription):
+    def cancel(self) -> None:
+        if self.cancelled:
+            raise RuntimeError("already cancelled")  # Rules 3.7 / 3.15 broken
+        super().cancel()
+
+
+class CancelTwiceRaisesPublisher(RangePublisher):
+    """Rule 3.7: a second cancel() raises."""
+
+    subscription_class = _CancelOnce
+
+
+class _UnsafeCancel(RangeSubscription):
+    cancelling = False
+
+    def cancel(self) -> None:
+        if self.cancelling:
+            raise RuntimeError("cancel() is not thread-safe")  # Rule 3.5 broken
+        self.cancelling = True
+        threading.Event().wait(0.01)  # a slow, unguarded critical section
+        super().cancel()
+        self.cancelling = False
+
+
+class UnsafeCancelPublisher(RangePublisher):
+    """Rule 3.5: concurrent cancel() calls collide and raise."""
+
+    subscription_class = _UnsafeCancel
+
+
+class _Unchecked(RangeSubscription):
+    def check(self, n: object) -> Exception | None:
+        if n <= 0:  # type: ignore[operator]  # Rule 3.16 broken: raises for a str or None
+            return ValueError(f"Rule 3.9: non-positive subscription request (n={n})")
+        return None
+
+
+class UncheckedRequestPublisher(RangePublisher):
+    """Rule 3.16: request('3') raises TypeError to the caller."""
+
+    subscription_class = _Unchecked
+
+
+class _Propagates(RangeSubscription):
+    def emit(self) -> None:
+        subscriber = self.subscriber
+        with self.lock:
+            demand = self.demand
+        while demand > 0 and self.index < self.end and subscriber is not None:
+            element = self.index
+            self.index += 1
+            demand -= 1
+            subscriber.on_next(element)  # Rule 2.13 broken: a raise escapes request()
+        with self.lock:
+            self.demand = demand
+            self.emitting = False
+
+
+class PropagatesSubscriberErrorPublisher(RangePublisher):
+    """Rule 2.13: an exception from on_next escapes from request()."""
+
+    subscription_class = _Propagates

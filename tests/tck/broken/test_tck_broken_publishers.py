@@ -118,6 +118,45 @@ CASES = [
         r"^Rule 1\.3: signals to one subscriber must not overlap, but on_next started on thread",
         id="emits-from-two-threads",
     ),
+    pytest.param(
+        broken.NeverCompletesPublisher,
+        "test_required_spec102_may_signal_less_than_requested_and_terminate_subscription",
+        r"^Rule 1\.2: after its 3 elements the publisher must signal on_complete; no signal "
+        r"arrived within 0\.3 s$",
+        id="never-completes",
+    ),
+    pytest.param(
+        broken.NotReentrantPublisher,
+        "test_required_spec302_must_allow_synchronous_request_calls_from_on_next_and_on_subscribe",
+        r"^Rule 3\.2: with request\(1\) x3 from on_subscribe and request\(1\) from each "
+        r"on_next, 6 elements must arrive; got [0-5]",
+        id="request-not-reentrant",
+    ),
+    pytest.param(
+        broken.CancelTwiceRaisesPublisher,
+        "test_required_spec307_after_subscription_is_cancelled_additional_cancelations_must_be_nops",
+        r"^Rule 3\.15: cancel\(\) raised RuntimeError: already cancelled; it must return normally$",
+        id="second-cancel-raises",
+    ),
+    pytest.param(
+        broken.UnsafeCancelPublisher,
+        "test_required_spec305_cancel_from_many_threads_at_once_must_be_thread_safe_and_idempotent",
+        r"^Rule 3\.5: cancel\(\) from several threads at once raised RuntimeError: cancel\(\) "
+        r"is not thread-safe$",
+        id="cancel-not-thread-safe",
+    ),
+    pytest.param(
+        broken.UncheckedRequestPublisher,
+        "test_required_spec316_request_must_return_normally_even_with_bad_arguments",
+        r"^Rule 3\.16: request\('3'\) raised TypeError: .*; it must return normally",
+        id="request-raises-on-bad-argument",
+    ),
+    pytest.param(
+        broken.PropagatesSubscriberErrorPublisher,
+        "test_required_spec213_subscriber_raising_from_on_next_must_be_treated_as_cancelled",
+        r"^Rule 2\.13: the exception raised by on_next escaped from request\(5\)",
+        id="subscriber-error-escapes-request",
+    ),
 ]
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from reactive_streams.tck import (
+    IdentityProcessorVerification,
     Outcome,
     SubscriberBlackboxVerification,
     SubscriberWhiteboxVerification,
@@ -17,7 +18,7 @@ from reactive_streams.tck import (
     run_verification,
 )
 from tests.tck.broken import tck_broken_subscribers as broken
-from tests.tck.tck_samples import BatchSubscriber
+from tests.tck.tck_samples import BatchSubscriber, PassThroughProcessor
 
 if TYPE_CHECKING:
     from reactive_streams import Subscriber
@@ -74,6 +75,22 @@ CASES = [
         r"^Rule 2\.13: on_next\(None\) returned normally; it must raise TypeError$",
         id="accepts-on-next-none",
     ),
+    pytest.param(
+        broken.RaisesOnEarlyCompletionSubscriber,
+        "spec209_{box}must_be_prepared_to_receive_an_on_complete_signal_without_preceding_"
+        "request_call",
+        r"^Rule 2\.9: on_complete\(\) raised RuntimeError: completed before any element; "
+        r"subscriber methods must return normally \(Rule 2\.13\)$",
+        id="raises-on-early-completion",
+    ),
+    pytest.param(
+        broken.RaisesOnEarlyErrorSubscriber,
+        "spec210_{box}must_be_prepared_to_receive_an_on_error_signal_without_preceding_"
+        "request_call",
+        r"^Rule 2\.10: on_error\(TckTestError\(.*\)\) raised RuntimeError: failed before any "
+        r"element; subscriber methods must return normally \(Rule 2\.13\)$",
+        id="raises-on-early-error",
+    ),
 ]
 
 
@@ -90,3 +107,65 @@ def test_the_tck_fails_a_broken_subscriber_on_the_rule_it_breaks(
     assert result.outcome is Outcome.FAILED, result.message
     assert re.search(message, result.message), result.message
     assert not report.ok
+
+
+def test_blackbox_catches_a_subscriber_that_never_requests() -> None:
+    name = "test_required_spec201_blackbox_must_signal_demand_via_subscription_request"
+    report = run_verification(
+        blackbox_for(broken.NeverRequestsSubscriber), env=FAST, select=lambda n: n == name
+    )
+    result = report[name]
+    assert result.outcome is Outcome.FAILED
+    assert re.match(
+        r"^Rule 2\.1: the subscriber must signal demand with request\(n\); no request\(n\) "
+        r"arrived within 0\.3 s$",
+        result.message,
+    ), result.message
+
+
+def test_whitebox_catches_a_subscriber_that_raises_on_elements_after_cancel() -> None:
+    def create_subscriber(self: Any, probe: WhiteboxSubscriberProbe) -> Subscriber[Any]:
+        subscriber = broken.RaisesAfterCancelSubscriber()
+        return probed(subscriber, probe, cancel=subscriber.cancel)
+
+    verification = type(
+        "WhiteboxRaisesAfterCancel",
+        (SubscriberWhiteboxVerification,),
+        {"create_subscriber": create_subscriber},
+    )
+    name = (
+        "test_required_spec208_must_be_prepared_to_receive_on_next_signals_after_having_"
+        "called_subscription_cancel"
+    )
+    result = run_verification(verification, env=FAST, select=lambda n: n == name)[name]
+    assert result.outcome is Outcome.FAILED
+    assert re.match(
+        r"^Rule 2\.8: on_next\(0\) raised RuntimeError: element after cancel; subscriber "
+        r"methods must return normally \(Rule 2\.13\)$",
+        result.message,
+    ), result.message
+
+
+def test_the_processor_verification_catches_errors_that_wait_for_demand() -> None:
+    class ErrorsWaitForDemand(PassThroughProcessor):
+        errors_need_demand = True
+
+    verification = type(
+        "VerifyErrorsWaitForDemand",
+        (IdentityProcessorVerification,),
+        {
+            "max_supported_subscribers": 1,
+            "create_identity_processor": lambda self, size: ErrorsWaitForDemand(size),
+        },
+    )
+    name = (
+        "test_required_spec402_must_immediately_pass_on_on_error_events_received_from_its_"
+        "upstream_to_its_downstream"
+    )
+    result = run_verification(verification, env=FAST, select=lambda n: n == name)[name]
+    assert result.outcome is Outcome.FAILED
+    assert re.match(
+        r"^Rule 4\.2: an upstream on_error must reach downstream without a request; no signal "
+        r"arrived within 0\.3 s$",
+        result.message,
+    ), result.message
