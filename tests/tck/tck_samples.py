@@ -12,6 +12,7 @@ from collections import deque
 from typing import Any
 
 from reactive_streams import (
+    MAX_DEMAND,
     DrainLoop,
     EmitterElection,
     Processor,
@@ -24,6 +25,7 @@ from reactive_streams import (
     signal_on_error,
     signal_on_next,
     signal_on_subscribe,
+    validate_request,
 )
 from reactive_streams.tck._support import is_none
 
@@ -243,3 +245,167 @@ class FailedPublisher(Publisher[Any]):
             raise TypeError("Rule 1.9: subscribe(None)")
         if signal_on_subscribe(subscriber, _NoopSubscription()):
             signal_on_error(subscriber, RuntimeError("this publisher always fails"))
+
+
+class _Member(Subscription):
+    """One downstream subscriber of ``MulticastProcessor``: its queue, demand and drain."""
+
+    def __init__(self, processor: MulticastProcessor, subscriber: Subscriber[Any]) -> None:
+        self.processor = processor
+        self.subscriber: Subscriber[Any] | None = subscriber
+        self.queue: deque[Any] = deque()
+        self.demand = 0
+        self.error: Exception | None = None  # a Rule 3.9 error to signal
+        self.cancelled = False
+        self.done = False
+        self.loop = DrainLoop(self.drain)
+
+    def request(self, n: int) -> None:
+        self.processor._request(self, n)
+
+    def cancel(self) -> None:
+        self.processor._cancel(self)
+
+    def drain(self) -> bool:
+        processor = self.processor
+        while True:
+            with processor._lock:
+                subscriber = self.subscriber
+                if subscriber is None or self.done:
+                    return False
+                if self.cancelled:
+                    self.subscriber = None  # Rule 3.13
+                    return False
+                error = self.error or (processor._error if processor._terminated else None)
+                if error is not None:  # Rules 3.9 and 4.2: errors do not wait for demand
+                    self.done = True
+                    self.subscriber = None
+                    self.queue.clear()
+                    terminal: str | None = "error"
+                elif not self.queue and processor._terminated:
+                    self.done = True
+                    self.subscriber = None
+                    terminal = "complete"
+                elif self.queue and self.demand > 0:
+                    element = self.queue.popleft()
+                    if self.demand != MAX_DEMAND:
+                        self.demand -= 1
+                    terminal = None
+                else:
+                    return False
+            if terminal == "error":
+                assert error is not None
+                signal_on_error(subscriber, error)
+                return False
+            if terminal == "complete":
+                signal_on_complete(subscriber)
+                return False
+            if not signal_on_next(subscriber, element):
+                self.cancel()
+                return False
+            processor._replenish()
+
+
+class MulticastProcessor(Processor[Any, Any]):
+    """An identity processor for any number of subscribers, each with its own queue.
+
+    Upstream demand follows the hungriest subscriber; an element goes into the queue of
+    every subscriber present when it arrives; an error reaches everyone at once (Rule 4.2).
+    """
+
+    def __init__(self, buffer_size: int) -> None:
+        self._lock = threading.Lock()
+        self._upstream: Subscription | None = None
+        self._upstream_outstanding = 0
+        self._members: list[_Member] = []
+        self._terminated = False
+        self._error: Exception | None = None
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if is_none(subscription):
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        with self._lock:
+            duplicate = self._upstream is not None
+            if not duplicate:
+                self._upstream = subscription
+        if duplicate:
+            subscription.cancel()  # Rule 2.5
+            return
+        self._replenish()
+
+    def on_next(self, element: Any) -> None:
+        if is_none(element):
+            raise TypeError("Rule 2.13: on_next(None)")
+        with self._lock:
+            self._upstream_outstanding -= 1
+            members = list(self._members)
+            for member in members:
+                member.queue.append(element)
+        for member in members:
+            member.loop.schedule()
+
+    def on_error(self, error: Exception) -> None:
+        if is_none(error):
+            raise TypeError("Rule 2.13: on_error(None)")
+        self._terminate(error)
+
+    def on_complete(self) -> None:
+        self._terminate(None)
+
+    def _terminate(self, error: Exception | None) -> None:
+        with self._lock:
+            if self._terminated:
+                return
+            self._terminated = True
+            self._error = error
+            members = list(self._members)
+        for member in members:
+            member.loop.schedule()
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        if is_none(subscriber):
+            raise TypeError("Rule 1.9: subscribe(None)")
+        member = _Member(self, subscriber)
+        with self._lock:
+            self._members.append(member)
+        if not signal_on_subscribe(subscriber, member):
+            self._cancel(member)
+            return
+        member.loop.schedule()  # a terminal signal that came before this subscriber
+
+    def _request(self, member: _Member, n: int) -> None:
+        with self._lock:
+            if member.cancelled or member.done:
+                return
+            try:
+                member.demand = add_demand(member.demand, validate_request(n))
+            except ProtocolViolationError as error:
+                member.error = member.error or error
+        member.loop.schedule()
+        self._replenish()
+
+    def _cancel(self, member: _Member) -> None:
+        with self._lock:
+            member.cancelled = True
+            if member in self._members:
+                self._members.remove(member)
+            last = not self._members and not self._terminated
+            upstream = self._upstream if last else None
+        member.loop.schedule()
+        if upstream is not None:
+            upstream.cancel()  # the last subscriber left: let the cancel flow upstream
+
+    def _replenish(self) -> None:
+        """Request upstream what the hungriest subscriber still lacks."""
+        with self._lock:
+            upstream = self._upstream
+            if upstream is None or self._terminated:
+                return
+            wanted = max(
+                (min(m.demand, MAX_DEMAND) - len(m.queue) for m in self._members), default=0
+            )
+            missing = min(wanted, MAX_DEMAND) - self._upstream_outstanding
+            if missing <= 0:
+                return
+            self._upstream_outstanding += missing
+        upstream.request(missing)

@@ -22,7 +22,12 @@ from reactive_streams.tck import (
     WhiteboxSubscriberProbe,
     probed,
 )
-from tests.tck.tck_samples import BatchSubscriber, FailedPublisher, PassThroughProcessor
+from tests.tck.tck_samples import (
+    BatchSubscriber,
+    FailedPublisher,
+    MulticastProcessor,
+    PassThroughProcessor,
+)
 
 
 class TestSynchronousHelperPublisher(PublisherVerification):
@@ -62,6 +67,11 @@ class TestPassThroughProcessor(IdentityProcessorVerification):
 
     def create_identity_processor(self, buffer_size: int) -> Processor[Any, Any]:
         return PassThroughProcessor(buffer_size)
+
+
+class TestMulticastProcessor(IdentityProcessorVerification):
+    def create_identity_processor(self, buffer_size: int) -> Processor[Any, Any]:
+        return MulticastProcessor(buffer_size)
 
 
 def test_the_bases_are_not_collected_and_carry_rule_markers() -> None:
