@@ -17,6 +17,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
 
+from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
 from ._environment import TckFailure
 
@@ -181,6 +182,7 @@ class ManualSubscriber(Subscriber[Any]):
         self._terminal: str | None = None
         self._error: BaseException | None = None
         self._error_flop: BaseException | None = None
+        self._cancelled = False
         self._serial = SerialCallChecker(env, "1.3", "signals to one subscriber")
 
     # -- signals, called by the publisher under test --------------------------------------
@@ -317,6 +319,17 @@ class ManualSubscriber(Subscriber[Any]):
         with self._cond:
             return self._error
 
+    def statistics(self) -> StreamStatistics:
+        """A snapshot: requested, delivered, signals not yet read, cancelled, terminated."""
+        with self._cond:
+            return StreamStatistics(
+                requested=self._requested,
+                delivered=self._delivered,
+                buffered=len(self._inbox),
+                cancelled=self._cancelled or self._terminal is not None,
+                terminated=self._terminal is not None,
+            )
+
     def wait_for(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
         """Wait until ``predicate()`` (evaluated under the inbox lock) holds; ``False`` on timeout.
 
@@ -369,6 +382,8 @@ class ManualSubscriber(Subscriber[Any]):
             TckFailure: ``cancel`` raised (Rule 3.15).
         """
         subscription = self._require_subscription()
+        with self._cond:
+            self._cancelled = True
         try:
             subscription.cancel()
         except Exception as exc:
@@ -555,6 +570,9 @@ class ManualPublisher(Publisher[Any]):
         self._subscription: _ManualSubscription | None = None
         self._requests: deque[int] = deque()
         self._demand = 0
+        self._requested = 0
+        self._sent = 0
+        self._terminated = False
         self._in_terminal = threading.local()
         self._serial = SerialCallChecker(env, "2.7", "calls on a subscription")
         self.extra_requests: list[int] = []
@@ -598,6 +616,7 @@ class ManualPublisher(Publisher[Any]):
             with self._cond:
                 self._requests.append(n)
                 self._demand += n
+                self._requested += n
                 self._cond.notify_all()
         finally:
             self._serial.exit()
@@ -660,10 +679,13 @@ class ManualPublisher(Publisher[Any]):
             if self._demand <= 0:
                 raise TckFailure("the TCK tried to send an element without demand (Rule 1.1)")
             self._demand -= 1
+            self._sent += 1
         self._call("on_next", self.subscriber.on_next, element)
 
     def send_completion(self) -> None:
         """Signal ``on_complete`` (marking the thread for the Rule 2.3 check)."""
+        with self._cond:
+            self._terminated = True
         self._in_terminal.signal = "on_complete()"
         try:
             self._call("on_complete", self.subscriber.on_complete)
@@ -672,6 +694,8 @@ class ManualPublisher(Publisher[Any]):
 
     def send_error(self, error: Exception) -> None:
         """Signal ``on_error(error)`` (marking the thread for the Rule 2.3 check)."""
+        with self._cond:
+            self._terminated = True
         self._in_terminal.signal = f"on_error({error!r})"
         try:
             self._call("on_error", self.subscriber.on_error, error)
@@ -716,6 +740,17 @@ class ManualPublisher(Publisher[Any]):
         if subscription is None:
             raise TckFailure(f"{what}; the subscriber never subscribed")
         subscription.cancelled.expect_close(f"{what}: cancel() was expected", timeout)
+
+    def statistics(self) -> StreamStatistics:
+        """A snapshot: requested by the subscriber, elements sent, cancelled, terminated."""
+        with self._cond:
+            return StreamStatistics(
+                requested=self._requested,
+                delivered=self._sent,
+                buffered=0,
+                cancelled=self.is_cancelled or self._terminated,
+                terminated=self._terminated,
+            )
 
     @property
     def is_cancelled(self) -> bool:
