@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-MODULE = '''
+MODULE = """
 from reactive_streams.tck import PublisherVerification
 from tests.tck.broken.tck_broken_publishers import IgnoresDemandPublisher, RangePublisher
 
@@ -21,7 +21,7 @@ class TestGood(PublisherVerification):
 class TestIgnoresDemand(PublisherVerification):
     def create_publisher(self, elements):
         return IgnoresDemandPublisher(elements)
-'''
+"""
 
 
 def run_pytest(tmp_path: Path, *args: str) -> str:
