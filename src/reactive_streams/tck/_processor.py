@@ -161,8 +161,7 @@ class IdentityProcessorVerification(PublisherVerification, SubscriberWhiteboxVer
         return sub
 
     def _send_from_upstream(self, upstream: ManualPublisher, index: int) -> Any:
-        if upstream.demand == 0:
-            upstream.expect_request("Rule 2.1: the processor must request from its upstream")
+        upstream.expect_demand("Rule 2.1: the processor must request from its upstream")
         element = self.create_element(index)
         upstream.send_next(element)
         return element

@@ -461,14 +461,14 @@ class SubscriberWhiteboxVerification(_SubscriberVerificationBase, ABC):
         stage, probe, puppet = self._whitebox_stage()
         count = 8
         puppet.trigger_request(count)
-        granted = 0
-        while granted < count:
-            granted += stage.publisher.expect_request(
+        elements = []
+        problems: list[BaseException] = []
+        for _ in range(count):
+            stage.publisher.expect_demand(
                 f"Rule 2.11: the puppet's request({count}) must reach upstream"
             )
-        elements = [stage.next_element() for _ in range(count)]
-        problems: list[BaseException] = []
-        for element in elements:
+            element = stage.next_element()
+            elements.append(element)
 
             def send(value: Any = element) -> None:
                 try:

@@ -722,6 +722,20 @@ class ManualPublisher(Publisher[Any]):
                 raise TckFailure(f"{what}; no request(n) arrived within {_fmt(wait)}")
             return self._requests.popleft()
 
+    def expect_demand(self, what: str, timeout: float | None = None) -> int:
+        """Wait until there is outstanding demand (requested and not sent); return it.
+
+        Unlike ``expect_request`` this does not consume a recorded request.
+
+        Raises:
+            TckFailure: no demand within the timeout.
+        """
+        wait = self.env.timeout if timeout is None else timeout
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._demand > 0, wait):
+                raise TckFailure(f"{what}; no request(n) arrived within {_fmt(wait)}")
+            return self._demand
+
     def expect_exact_request(self, expected: int, what: str) -> None:
         """Wait for ``request(expected)``."""
         n = self.expect_request(what)
