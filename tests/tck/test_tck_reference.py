@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -32,8 +32,15 @@ class _Broken:
         raise RuntimeError("TCK: this iterable always fails")
 
 
-def _elements(elements: int) -> Iterator[int]:
-    return itertools.count() if elements == MAX_DEMAND else iter(range(elements))
+class _Naturals:
+    """0, 1, 2, ... for ever; iterable any number of times (one sequence per subscriber)."""
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.count()
+
+
+def _elements(elements: int) -> Iterable[int]:
+    return _Naturals() if elements == MAX_DEMAND else range(elements)
 
 
 class TestRangePublisher(PublisherVerification):
