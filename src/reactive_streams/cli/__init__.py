@@ -9,6 +9,8 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from ._demo import demo
+from ._tck import tck
 
 __all__ = ["main"]
 
@@ -17,3 +19,7 @@ __all__ = ["main"]
 @click.version_option(__version__, "--version", prog_name="reactive-streams")
 def main() -> None:
     """Reactive Streams for Python: demand-driven streams with bounded memory."""
+
+
+main.add_command(demo)
+main.add_command(tck)
