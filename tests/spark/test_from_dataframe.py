@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.spark
 
-TIMEOUT = 120.0
+TIMEOUT = 90.0
 
 
 def test_dicts_round_trip(spark: SparkSession) -> None:

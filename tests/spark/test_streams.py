@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.spark
 
-TIMEOUT = 180.0
+TIMEOUT = 90.0
 
 
 def _rows(count: int) -> SequencePublisher[dict[str, Any]]:
