@@ -27,6 +27,7 @@ from .._hooks import report_undeliverable
 from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
 from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
+from ._dropped import DROPPED
 from ._errors import SparkBridgeError
 from .session import is_connect_session
 
@@ -86,6 +87,8 @@ class _DataFrameSubscription(Subscription):
                 return
             self._cancelled = True
             started = self._thread is not None
+            if not started:
+                self._subscriber = DROPPED  # Rule 3.13: nothing else will signal it
             self._cond.notify_all()
         if started and not is_connect_session(self._publisher.dataframe):
             # Interrupt a partition job that is computing right now (cheap: one py4j call).
@@ -164,6 +167,7 @@ class _DataFrameSubscription(Subscription):
             failure.__cause__ = exc
             self._terminate(failure)
         finally:
+            self._subscriber = DROPPED  # Rule 3.13: the stream is over for the subscriber
             if elements is not None:
                 _close(elements)
 
