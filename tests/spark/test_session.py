@@ -48,6 +48,7 @@ def _fake_java(tmp_path: Path, banner: str) -> Path:
     return home
 
 
+@pytest.mark.spark
 def test_require_java_finds_the_real_one() -> None:
     info = require_java(17)
     assert info.major >= 17
