@@ -17,3 +17,8 @@ __all__ = ["main"]
 @click.version_option(__version__, "--version", prog_name="reactive-streams")
 def main() -> None:
     """Reactive Streams for Python: demand-driven streams with bounded memory."""
+
+
+from ._pipeline import pipeline as _pipeline_command  # noqa: E402
+
+main.add_command(_pipeline_command)

