@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
-import pyarrow.json as pa_json  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ._errors import PipelineUsageError
 from ._schema import normalize_schema
+from ._validate import infer_schema
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -193,6 +193,12 @@ def _columns_and_rows(item: InputFile) -> tuple[list[str], bool | None]:
 
 
 def _infer_schema(item: InputFile) -> pa.Schema:
+    """The first file's schema: Parquet's own, or inferred from a sample of the records.
+
+    CSV and JSON Lines types come from the first ``SCHEMA_INFERENCE_BYTES`` of the file by
+    ``infer_schema``: a column takes the most specific type that nearly all its values fit,
+    so a few malformed values become dead letters instead of turning the column into text.
+    """
     if item.format == "parquet":
         return pq.read_schema(item.path).remove_metadata()
     if item.format == "csv":
@@ -200,12 +206,32 @@ def _infer_schema(item: InputFile) -> pa.Schema:
             item.path,
             read_options=pa_csv.ReadOptions(use_threads=False, block_size=SCHEMA_INFERENCE_BYTES),
             parse_options=pa_csv.ParseOptions(invalid_row_handler=lambda _row: "skip"),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={}, strings_can_be_null=False, auto_dict_encode=False
+            ),
         )
         try:
-            return reader.schema
+            names = list(reader.schema.names)
+            reader.close()
+            reader = pa_csv.open_csv(
+                item.path,
+                read_options=pa_csv.ReadOptions(
+                    use_threads=False, block_size=SCHEMA_INFERENCE_BYTES
+                ),
+                parse_options=pa_csv.ParseOptions(invalid_row_handler=lambda _row: "skip"),
+                convert_options=pa_csv.ConvertOptions(
+                    column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False
+                ),
+            )
+            try:
+                sample = reader.read_next_batch().to_pylist()
+            except StopIteration:
+                sample = []
         finally:
             reader.close()
-    lines: list[bytes] = []
+        return infer_schema(names, sample)
+    records: list[dict[str, object]] = []
+    fields: list[str] = []
     size = 0
     with item.path.open("rb") as handle:
         for raw in handle:
@@ -217,13 +243,15 @@ def _infer_schema(item: InputFile) -> pa.Schema:
                 continue  # a malformed line is a dead letter later, not a schema
             if not isinstance(record, dict):
                 continue
-            lines.append(raw if raw.endswith(b"\n") else raw + b"\n")
+            if not records:
+                fields = list(record)  # the first record's fields are the columns
+            records.append(record)
             size += len(raw)
             if size >= SCHEMA_INFERENCE_BYTES:
                 break
-    if not lines:
+    if not records:
         raise PipelineUsageError(f"no JSON object in {item.path} to infer the schema from")
-    return pa_json.read_json(pa.BufferReader(b"".join(lines))).schema
+    return infer_schema(fields, records)
 
 
 def plan_inputs(paths: Sequence[Path]) -> InputPlan:

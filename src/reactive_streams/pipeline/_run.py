@@ -360,9 +360,9 @@ class Pipeline:
                 "process); use --master instead"
             )
         plan = plan_inputs(config.inputs) if config.inputs else default_input()
-        if config.sql is None:
-            choose_mode(None, requested=config.output_mode, keys=config.keys,
-                        aggregates=True, columns=plan.schema.names)  # fmt: skip
+        # Mode and key problems that do not depend on the query's plan fail here, early.
+        choose_mode(config.sql, requested=config.output_mode, keys=config.keys,
+                    aggregates=None, columns=plan.schema.names)  # fmt: skip
         check_output_dir(config.output)
         if config.checkpoint is not None:
             check_output_dir(config.checkpoint)

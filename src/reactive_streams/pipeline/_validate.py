@@ -296,3 +296,67 @@ class Validator:
     def slow_chunks(self) -> int:
         """Chunks that needed the record-by-record path (they held malformed records)."""
         return self._slow_chunks
+
+
+INFERENCE_SHARE = 0.9
+"""A column gets a type when at least this share of its sampled non-null values fit it."""
+
+INFERENCE_SAMPLE = 10_000
+"""Values per column looked at to infer its type."""
+
+
+def _to_bool_strict(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConversionError("not a boolean")
+
+
+def _to_date_strict(value: object) -> dt.date:
+    if isinstance(value, str) and len(value.strip()) == 10:
+        return dt.date.fromisoformat(value.strip())
+    raise ConversionError("not a date")
+
+
+_LADDER: tuple[tuple[pa.DataType, Callable[[object], object]], ...] = (
+    (pa.int64(), _to_int),
+    (pa.float64(), _to_float),
+    (pa.date32(), _to_date_strict),
+    (pa.timestamp("us", tz="UTC"), _to_timestamp),
+    (pa.bool_(), _to_bool_strict),
+)
+
+
+def infer_type(values: list[object]) -> pa.DataType:
+    """The most specific type that most of ``values`` fit (text when none does).
+
+    Null values and null text (``NULL_TEXT``) are ignored. A type is chosen when at least
+    ``INFERENCE_SHARE`` of the rest convert to it, so a few malformed values in the sample
+    do not turn a numeric column into text: they become dead letters instead.
+    """
+    present = [
+        value
+        for value in values[:INFERENCE_SAMPLE]
+        if value is not None and not (isinstance(value, str) and value.strip() in NULL_TEXT)
+    ]
+    if not present:
+        return pa.string()
+    for data_type, convert in _LADDER:
+        fits = 0
+        for value in present:
+            try:
+                convert(value)
+            except (ValueError, TypeError, OverflowError):
+                continue
+            fits += 1
+        if fits >= INFERENCE_SHARE * len(present):
+            return data_type
+    return pa.string()
+
+
+def infer_schema(names: list[str], rows: list[dict[str, object]]) -> pa.Schema:
+    """Infer each column's type from sample ``rows`` (``infer_type``)."""
+    return pa.schema(
+        [pa.field(name, infer_type([row.get(name) for row in rows])) for name in names]
+    )
