@@ -12,6 +12,7 @@ so that ``reactive-streams --help`` stays fast.
 
 from __future__ import annotations
 
+import logging
 import sys
 import traceback
 from pathlib import Path
@@ -175,7 +176,15 @@ def pipeline(
         rate=rate,
         output_mode=output_mode,  # type: ignore[arg-type]
         keys=keys,
+        spark_log_level="WARN" if debug else "OFF",
     )
+    if not debug:
+        # py4j logs every failed Python callback (a failing micro-batch) with a traceback;
+        # the summary already names the error, so keep tracebacks for --debug.
+        for name in ("py4j", "pyspark"):
+            noisy = logging.getLogger(name)
+            noisy.addHandler(logging.NullHandler())
+            noisy.propagate = False
     console = Console(stderr=False)
     pipe: Pipeline | None = None
     try:
@@ -201,6 +210,11 @@ def pipeline(
             pipe.close()
         _fail(f"{type(exc).__name__}: {exc}".splitlines()[0], 1, exc, debug=debug)
     pipe.close()
+    if result.rejected:  # a usage error: one line, no summary
+        if debug and result.exception is not None:
+            traceback.print_exception(result.exception, file=sys.stderr)
+        click.echo(f"Error: Spark refused the query: {result.error}", err=True)
+        sys.exit(2)
     _report(console, result, quiet=quiet)
     if result.status == "failed":
         if debug and result.exception is not None:

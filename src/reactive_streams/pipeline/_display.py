@@ -65,7 +65,8 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
         "spark",
         f"{_count(progress.records_processed)} processed",
         "",
-        f"{_count(progress.in_flight)} in flight, {_count(progress.batches)} micro-batches",
+        f"{_count(progress.in_flight)} in flight ({_count(progress.bridge_held)} waiting "
+        f"for a trigger), {_count(progress.batches)} micro-batches",
     )
     table.add_row(
         "sink",

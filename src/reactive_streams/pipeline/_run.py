@@ -19,8 +19,11 @@ one trigger's records and one micro-batch's output whatever the input size.
 
 from __future__ import annotations
 
+import os
+import re
 import resource
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -82,6 +85,8 @@ class PipelineConfig:
         output_mode: the streaming output mode, or ``"auto"``.
         keys: the result's key columns for update mode.
         chunk_rows: records the source reads and converts at a time, at most.
+        spark_log_level: the JVM's log level when the pipeline starts Spark (``"OFF"``
+            hides Spark's own error logs: the summary names the error anyway).
     """
 
     inputs: tuple[Path, ...] = ()
@@ -97,6 +102,7 @@ class PipelineConfig:
     output_mode: OutputModeChoice = "auto"
     keys: tuple[str, ...] = ()
     chunk_rows: int = DEFAULT_CHUNK_ROWS
+    spark_log_level: str = "ERROR"
 
     @property
     def dead_letter_path(self) -> Path:
@@ -121,6 +127,7 @@ class PipelineProgress:
         groups: rows in the result so far.
         late_rows: rows dropped as late by a watermark.
         total_rows: records in the input when known up front, else ``None``.
+        bridge_held: records held in the ``to_spark_stream`` bridge, waiting for a trigger.
     """
 
     phase: str
@@ -135,6 +142,7 @@ class PipelineProgress:
     groups: int
     late_rows: int
     total_rows: int | None
+    bridge_held: int = 0
 
     @property
     def in_flight(self) -> int:
@@ -174,16 +182,42 @@ class PipelineResult:
     top: list[dict[str, object]] = field(default_factory=list)
     error: str = ""
     exception: BaseException | None = None
+    rejected: bool = False
 
     @property
     def exit_code(self) -> int:
-        """``0`` completed, ``1`` failed, ``130`` interrupted (the shell's Ctrl-C status)."""
+        """``0`` completed, ``1`` failed, ``2`` the query was rejected, ``130`` interrupted."""
+        if self.rejected:
+            return 2
         return {"completed": 0, "failed": 1, "interrupted": 130}[self.status]
 
     @property
     def rows_per_second(self) -> float:
         """Input records per second of wall time."""
         return self.progress.records_read / self.wall_time if self.wall_time > 0 else 0.0
+
+
+_LOG4J_TEMPLATE = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+def _log4j_config(level: str) -> Path:
+    """A log4j2 configuration at ``level``, so the JVM is quiet from its first line."""
+    directory = Path(tempfile.gettempdir()) / "reactive-streams-pipeline"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"log4j2-{level.lower()}.properties"
+    if not path.exists():
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(_LOG4J_TEMPLATE.format(level=level.lower()), encoding="utf-8")
+        temporary.replace(path)
+    return path
 
 
 def _first_line(error: BaseException) -> str:
@@ -193,17 +227,38 @@ def _first_line(error: BaseException) -> str:
     return type(error).__name__
 
 
+def _causes(error: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+_SPARK_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\][^\n]*")
+_PYTHON_ERROR_LINE = re.compile(r"^\s*([\w.]+(?:Error|Exception)): (.+)$", re.MULTILINE)
+
+
 def summarize_error(error: BaseException) -> str:
-    """One line naming a failure and its root cause (Spark's errors are long)."""
-    summary = f"{type(error).__name__}: {_first_line(error)}"
-    seen = {id(error)}
-    cause = error.__cause__ or error.__context__
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        summary_cause = _first_line(cause)
-        if summary_cause not in summary:
-            summary += f" (caused by {type(cause).__name__}: {summary_cause})"
-        cause = cause.__cause__ or cause.__context__
+    """One line naming a failure and its root cause (Spark's errors are long).
+
+    Spark wraps errors in errors whose first line says little ("An exception was raised by
+    the Python Proxy. Return Message: Traceback..."): the root cause is the first error
+    class (``[USER_RAISED_EXCEPTION] ...``) found anywhere in the chain, else the last
+    ``SomethingError: message`` line.
+    """
+    head = _first_line(error).split(" Return Message:", 1)[0].rstrip(": ")
+    summary = f"{type(error).__name__}: {head}"
+    texts = "\n".join(str(cause) for cause in _causes(error))
+    match = _SPARK_ERROR_CLASS.search(texts)
+    if match is not None:
+        root = match.group(0).strip()
+    else:
+        lines = _PYTHON_ERROR_LINE.findall(texts)
+        root = f"{lines[-1][0]}: {lines[-1][1].strip()}" if lines else ""
+    if root and root not in summary:
+        summary += f" (cause: {root})"
     return summary
 
 
@@ -342,6 +397,7 @@ class Pipeline:
         self._phase = "starting"
         self._stopped = False
         self._own_session = False
+        self._bridge: Any = None
 
     # -- step 1 -------------------------------------------------------------------------
 
@@ -413,32 +469,53 @@ class Pipeline:
             raise PipelineUsageError(
                 f"the Spark bridges are not available in this installation: {exc}"
             ) from None
+        try:
+            from reactive_streams.spark import (  # type: ignore[attr-defined,unused-ignore]  # noqa: PLC0415
+                to_spark_stream_bridge,
+            )
+        except ImportError:
+            to_spark_stream_bridge = None
         if spark is None:
+            from pyspark.sql import SparkSession  # noqa: PLC0415
+
+            existing = SparkSession.getActiveSession()
             try:
                 spark = local_session(
                     config.master,
                     app_name="reactive-streams-pipeline",
-                    conf={"spark.sql.session.timeZone": "UTC"},
+                    conf={
+                        "spark.sql.session.timeZone": "UTC",
+                        "spark.driver.extraJavaOptions": (
+                            f"-Dlog4j2.configurationFile=file:{_log4j_config(config.spark_log_level)}"
+                        ),
+                    },
+                    log_level=config.spark_log_level,
                 )
             except Exception as exc:
                 raise PipelineFailedError(f"Spark did not start: {summarize_error(exc)}") from exc
-            self._own_session = True
+            self._own_session = existing is None  # never stop a session we did not start
         self.spark = spark
         spark.conf.set("spark.sql.session.timeZone", "UTC")
         self._source = FileSource(
             self.plan, dead_letters=self._dead, chunk_rows=config.chunk_rows, rate=config.rate
         )
-        events = to_spark_stream(
-            self._source,
-            spark,
-            spark_schema(self.plan.schema),
-            max_records_per_trigger=config.max_records_per_trigger,
-        )
+        schema = spark_schema(self.plan.schema)
+        if to_spark_stream_bridge is not None:  # the same stream, plus statistics and close
+            self._bridge = to_spark_stream_bridge(
+                self._source, spark, schema, max_records_per_trigger=config.max_records_per_trigger
+            )
+            events = self._bridge.dataframe
+        else:
+            events = to_spark_stream(
+                self._source, spark, schema, max_records_per_trigger=config.max_records_per_trigger
+            )
         events.createOrReplaceTempView(EVENTS_VIEW)
         try:
             result = spark.sql(config.sql) if config.sql is not None else None
         except Exception as exc:  # ParseException, AnalysisException
-            raise PipelineUsageError(f"the query does not parse: {_first_line(exc)}") from None
+            raise PipelineUsageError(
+                f"the query does not parse or resolve over `{EVENTS_VIEW}`: {_first_line(exc)}"
+            ) from None
         self.query = choose_mode(
             config.sql,
             requested=config.output_mode,
@@ -491,6 +568,12 @@ class Pipeline:
         with self._listener.lock:
             processed, late = self._listener.processed, self._listener.late
         emitted = source.stream.delivered if source is not None else 0
+        held = 0
+        if self._bridge is not None:
+            try:
+                held = int(self._bridge.statistics().buffered)
+            except Exception:  # statistics are best effort
+                held = 0
         return PipelineProgress(
             phase=self._phase,
             elapsed=time.monotonic() - self._started if self._started else 0.0,
@@ -506,6 +589,7 @@ class Pipeline:
             groups=sink.groups if sink is not None else 0,
             late_rows=late,
             total_rows=self.plan.total_rows if self.plan is not None else None,
+            bridge_held=held,
         )
 
     def finish(self, *, listener_timeout: float = 10.0) -> PipelineResult:
@@ -538,7 +622,15 @@ class Pipeline:
             )
         error = sink.error if sink is not None else None
         status: Status = "interrupted" if self._stopped and error is None else "failed"
+        # Spark refusing the query as a stream (an AnalysisException when it starts, before
+        # any batch) is a problem with the query, not a failure of the run.
+        rejected = (
+            error is not None
+            and progress.batches == 0
+            and any(type(cause).__name__ == "AnalysisException" for cause in _causes(error))
+        )
         return PipelineResult(
+            rejected=rejected,
             status=status,
             progress=progress,
             wall_time=wall,
@@ -554,6 +646,8 @@ class Pipeline:
         """Stop the source and, if ``start`` created it, the Spark session. Idempotent."""
         if self._source is not None:
             self._source.stop()
+        if self._bridge is not None:
+            self._bridge.close()
         self._dead.close()
         spark, self.spark = self.spark, None
         if spark is not None:
