@@ -42,8 +42,8 @@ def assert_same_result(actual: pd.DataFrame, expected: pd.DataFrame) -> None:
     for column in ("origin", "flights", "cancelled"):
         assert actual[column].tolist() == expected[column].tolist(), column
     for column in ("window_start", "window_end"):
-        left = pd.to_datetime(actual[column], utc=True)
-        assert (left == expected[column]).all(), column
+        stamps = pd.to_datetime(actual[column], utc=True)
+        assert (stamps == expected[column]).all(), column
     for column in ("avg_dep_delay", "max_dep_delay"):
         left = actual[column].astype("float64").to_numpy()
         right = expected[column].astype("float64").to_numpy()

