@@ -12,6 +12,7 @@ so that ``reactive-streams --help`` stays fast.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import traceback
@@ -131,6 +132,12 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     "aggregating --sql, append otherwise.",
 )
 @click.option("--key", "keys", multiple=True, help="Result key column for update mode.")
+@click.option(
+    "--summary-json",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the summary to this file as JSON (for scripts).",
+)
 @click.option("--quiet", is_flag=True, help="No progress display, no summary on success.")
 @click.option("--debug", is_flag=True, help="Show tracebacks.")
 def pipeline(
@@ -147,6 +154,7 @@ def pipeline(
     rate: float | None,
     output_mode: str,
     keys: tuple[str, ...],
+    summary_json: Path | None,
     quiet: bool,
     debug: bool,
 ) -> None:
@@ -210,6 +218,11 @@ def pipeline(
             pipe.close()
         _fail(f"{type(exc).__name__}: {exc}".splitlines()[0], 1, exc, debug=debug)
     pipe.close()
+    if summary_json is not None:
+        try:
+            summary_json.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        except OSError as exc:
+            click.echo(f"Error: cannot write {summary_json}: {exc.strerror or exc}", err=True)
     if result.rejected:  # a usage error: one line, no summary
         if debug and result.exception is not None:
             traceback.print_exception(result.exception, file=sys.stderr)

@@ -19,6 +19,7 @@ one trigger's records and one micro-batch's output whatever the input size.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import resource
@@ -37,7 +38,7 @@ from ._errors import PipelineFailedError, PipelineUsageError
 from ._inputs import InputPlan, default_input, plan_inputs
 from ._output import OutputFormat, check_output_dir, result_path
 from ._query import EVENTS_VIEW, OutputModeChoice, QueryPlan, choose_mode
-from ._schema import describe_schema
+from ._schema import UTC_TIMESTAMP, describe_schema
 from ._sink import ResultSink
 from ._source import DEFAULT_CHUNK_ROWS, FileSource
 
@@ -190,6 +191,28 @@ class PipelineResult:
         if self.rejected:
             return 2
         return {"completed": 0, "failed": 1, "interrupted": 130}[self.status]
+
+    def to_json(self) -> dict[str, object]:
+        """The summary as JSON-ready values (``--summary-json``)."""
+        progress = self.progress
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "input_rows": progress.records_read,
+            "rows_into_spark": progress.records_emitted,
+            "micro_batches": progress.batches,
+            "output_groups": progress.groups,
+            "dead_letters": progress.dead_letters,
+            "late_rows": progress.late_rows,
+            "wall_time_s": round(self.wall_time, 3),
+            "rows_per_s": round(self.rows_per_second, 1),
+            "driver_peak_memory_bytes": self.peak_memory,
+            "output": None if self.output_path is None else str(self.output_path),
+            "dead_letter_file": (
+                None if self.dead_letter_path is None else str(self.dead_letter_path)
+            ),
+            "error": self.error or None,
+        }
 
     @property
     def rows_per_second(self) -> float:
@@ -416,6 +439,13 @@ class Pipeline:
                 "process); use --master instead"
             )
         plan = plan_inputs(config.inputs) if config.inputs else default_input()
+        if config.sql is None and "time_hour" in plan.schema.names:
+            # The default query reads time_hour as a UTC timestamp, whatever the file holds
+            # (text such as "2013-01-01T10:00:00Z" is converted; a bad value is a dead letter).
+            index = plan.schema.get_field_index("time_hour")
+            if plan.schema.field(index).type != UTC_TIMESTAMP:
+                schema = plan.schema.set(index, pa.field("time_hour", UTC_TIMESTAMP))
+                plan = dataclasses.replace(plan, schema=schema)
         # Mode and key problems that do not depend on the query's plan fail here, early.
         choose_mode(config.sql, requested=config.output_mode, keys=config.keys,
                     aggregates=None, columns=plan.schema.names)  # fmt: skip
