@@ -31,29 +31,59 @@ from ._errors import SparkBridgeError as SparkBridgeError
 from ._errors import SparkConnectUnsupportedError as SparkConnectUnsupportedError
 from ._errors import SparkTransformError as SparkTransformError
 from ._errors import StreamingQueryFailedError as StreamingQueryFailedError
+from ._from_dataframe import DataFramePublisher as DataFramePublisher
+from ._from_dataframe import from_dataframe as from_dataframe
+from ._from_streaming_query import MicroBatch as MicroBatch
+from ._from_streaming_query import StreamingQueryPublisher as StreamingQueryPublisher
+from ._from_streaming_query import from_streaming_query as from_streaming_query
+from ._processor import SparkProcessor as SparkProcessor
+from ._processor import spark_processor as spark_processor
+from ._to_spark_stream import SparkStreamBridge as SparkStreamBridge
+from ._to_spark_stream import to_spark_stream as to_spark_stream
+from ._to_spark_stream import to_spark_stream_bridge as to_spark_stream_bridge
 from .session import local_session as local_session
 from .session import require_java as require_java
 
 __all__ = [
     "BridgeClosedError",
+    "DataFramePublisher",
     "JavaNotFoundError",
     "JavaVersionError",
+    "MicroBatch",
     "SparkBridgeError",
     "SparkConnectUnsupportedError",
+    "SparkProcessor",
+    "SparkStreamBridge",
     "SparkTransformError",
     "StreamingQueryFailedError",
+    "StreamingQueryPublisher",
+    "from_dataframe",
+    "from_streaming_query",
     "local_session",
     "require_java",
+    "spark_processor",
+    "to_spark_stream",
+    "to_spark_stream_bridge",
 ]
 
 for _obj in (
     BridgeClosedError,
+    DataFramePublisher,
     JavaNotFoundError,
     JavaVersionError,
+    MicroBatch,
     SparkBridgeError,
     SparkConnectUnsupportedError,
+    SparkProcessor,
+    SparkStreamBridge,
     SparkTransformError,
     StreamingQueryFailedError,
+    StreamingQueryPublisher,
+    from_dataframe,
+    from_streaming_query,
+    spark_processor,
+    to_spark_stream,
+    to_spark_stream_bridge,
 ):
     _obj.__module__ = __name__
 del _obj
