@@ -22,23 +22,17 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 try:
-    from reactive_streams.spark import (  # type: ignore[attr-defined,unused-ignore]
-        from_streaming_query as _from_streaming_query,
-    )
-    from reactive_streams.spark import (  # type: ignore[attr-defined,unused-ignore]
-        to_spark_stream as _to_spark_stream,
-    )
-except ImportError:  # pyspark missing, or the bridges of issue 5 not merged yet
+    from reactive_streams.spark import from_streaming_query, to_spark_stream
+except ImportError:  # pyspark is missing (the spark extra is not installed)
     _BRIDGES = False
 else:
-    _BRIDGES = _from_streaming_query is not None and _to_spark_stream is not None
+    _BRIDGES = callable(from_streaming_query) and callable(to_spark_stream)
 
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.skipif(
         not _BRIDGES,
-        reason="reactive_streams.spark has no to_spark_stream/from_streaming_query "
-        "(the bridges of issue 5 are not merged into this branch)",
+        reason="needs pyspark (the spark extra) for reactive_streams.spark",
     ),
 ]
 

@@ -45,6 +45,8 @@ from ._source import DEFAULT_CHUNK_ROWS, FileSource
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from ..spark import SparkStreamBridge
+
 __all__ = [
     "DEFAULT_MAX_RECORDS_PER_TRIGGER",
     "Pipeline",
@@ -420,7 +422,7 @@ class Pipeline:
         self._phase = "starting"
         self._stopped = False
         self._own_session = False
-        self._bridge: Any = None
+        self._bridge: SparkStreamBridge | None = None
 
     # -- step 1 -------------------------------------------------------------------------
 
@@ -490,21 +492,15 @@ class Pipeline:
         config = self.config
         self._started = time.monotonic()
         try:
-            from reactive_streams.spark import (  # type: ignore[attr-defined,unused-ignore]  # noqa: PLC0415
+            from reactive_streams.spark import (  # noqa: PLC0415
                 from_streaming_query,
-                to_spark_stream,
+                to_spark_stream_bridge,
             )
             from reactive_streams.spark.session import local_session  # noqa: PLC0415
         except ImportError as exc:
             raise PipelineUsageError(
                 f"the Spark bridges are not available in this installation: {exc}"
             ) from None
-        try:
-            from reactive_streams.spark import (  # type: ignore[attr-defined,unused-ignore]  # noqa: PLC0415
-                to_spark_stream_bridge,
-            )
-        except ImportError:
-            to_spark_stream_bridge = None
         if spark is None:
             from pyspark.sql import SparkSession  # noqa: PLC0415
 
@@ -530,15 +526,11 @@ class Pipeline:
             self.plan, dead_letters=self._dead, chunk_rows=config.chunk_rows, rate=config.rate
         )
         schema = spark_schema(self.plan.schema)
-        if to_spark_stream_bridge is not None:  # the same stream, plus statistics and close
-            self._bridge = to_spark_stream_bridge(
-                self._source, spark, schema, max_records_per_trigger=config.max_records_per_trigger
-            )
-            events = self._bridge.dataframe
-        else:
-            events = to_spark_stream(
-                self._source, spark, schema, max_records_per_trigger=config.max_records_per_trigger
-            )
+        # The bridge itself (not just its DataFrame): statistics for the display, and close.
+        self._bridge = to_spark_stream_bridge(
+            self._source, spark, schema, max_records_per_trigger=config.max_records_per_trigger
+        )
+        events = self._bridge.dataframe
         events.createOrReplaceTempView(EVENTS_VIEW)
         try:
             result = spark.sql(config.sql) if config.sql is not None else None
@@ -600,10 +592,7 @@ class Pipeline:
         emitted = source.stream.delivered if source is not None else 0
         held = 0
         if self._bridge is not None:
-            try:
-                held = int(self._bridge.statistics().buffered)
-            except Exception:  # statistics are best effort
-                held = 0
+            held = self._bridge.statistics().buffered
         return PipelineProgress(
             phase=self._phase,
             elapsed=time.monotonic() - self._started if self._started else 0.0,
