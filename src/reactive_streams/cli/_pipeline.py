@@ -104,7 +104,7 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     "--max-records-per-trigger",
     type=click.IntRange(min=1),
     default=None,
-    help="Records per micro-batch at most (the demand sent to the source).  [default: 50000]",
+    help="Records per micro-batch at most (the demand sent to the source).  [default: 100000]",
 )
 @click.option("--master", default=None, help="Spark master URL.  [default: local[2]]")
 @click.option("--remote", default=None, help="Spark Connect URL (not supported: see docs).")

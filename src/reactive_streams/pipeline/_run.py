@@ -56,10 +56,12 @@ __all__ = [
     "peak_memory_bytes",
 ]
 
-DEFAULT_MAX_RECORDS_PER_TRIGGER = 50_000
-"""Records per micro-batch by default: large enough that Spark's fixed cost per trigger
-(about 0.1 to 0.3 s) is small next to the work, small enough that one trigger's records
-(about 100 MB of Python dicts at most for a wide row) stay modest in the driver."""
+DEFAULT_MAX_RECORDS_PER_TRIGGER = 100_000
+"""Records per micro-batch by default. Each micro-batch costs Spark about 1 to 2 s here
+whatever its size (the Python data source's read, the state store, ``foreachBatch``), so
+fewer, larger batches are faster: on the flights, 100,000 takes 8 micro-batches against 14
+for 50,000, for the same driver peak memory (about 370 MiB); 200,000 pushes the peak to
+about 680 MiB (the bridge holds one trigger's records as Python dicts)."""
 
 Status = Literal["completed", "failed", "interrupted"]
 
