@@ -115,3 +115,13 @@ def test_a_chunk_of_good_records_takes_the_fast_path(tmp_path: Path) -> None:
     table, rejects = validator.convert(raw)
     assert (table.num_rows, rejects, validator.slow_chunks) == (100, [], 0)
     assert raw.positions == list(range(2, 102))
+
+
+def test_values_out_of_range_are_dead_letters_too(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(f'{{"a": {i}}}\n' for i in range(20)) + '{"a": 99999999999999999999}\n')
+    rows, letters = _read_all(path, chunk=50)
+    assert [row["a"] for row in rows] == list(range(20))
+    assert [(letter.position, letter.reason) for letter in letters] == [
+        (21, "column 'a': cannot convert 99999999999999999999 to int64: out of the BIGINT range")
+    ]

@@ -43,14 +43,24 @@ NULL_TEXT = frozenset(
 
 _TRUE = frozenset({"true", "t", "yes", "1"})
 _FALSE = frozenset({"false", "f", "no", "0"})
-_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+_CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError)
 
 
 class ConversionError(ValueError):
     """One value does not fit its column's type."""
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
 def _to_int(value: object) -> int:
+    number = _to_any_int(value)
+    if not _INT64_MIN <= number <= _INT64_MAX:
+        raise ConversionError("out of the BIGINT range")
+    return number
+
+
+def _to_any_int(value: object) -> int:
     if isinstance(value, bool):
         raise ConversionError("a boolean is not an integer")
     if isinstance(value, int):
