@@ -59,16 +59,18 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
         if quiet:
             while not pipe.wait(_REFRESH_SECONDS):
                 pass
-        else:
-            with Live(
-                render_progress(pipe.progress(), title=title),
-                console=console,
-                refresh_per_second=4,
-                transient=False,
-            ) as live:
-                while not pipe.wait(_REFRESH_SECONDS):
-                    live.update(render_progress(pipe.progress(), title=title))
+            return pipe.finish()
+        with Live(
+            render_progress(pipe.progress(), title=title),
+            console=console,
+            refresh_per_second=4,
+            transient=False,
+        ) as live:
+            while not pipe.wait(_REFRESH_SECONDS):
                 live.update(render_progress(pipe.progress(), title=title))
+            result = pipe.finish()
+            live.update(render_progress(result.progress, title=title))
+        return result
     except KeyboardInterrupt:
         console.print("[yellow]Interrupted: stopping the query...[/yellow]")
         pipe.stop()

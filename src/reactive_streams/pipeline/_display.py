@@ -26,7 +26,7 @@ def _cell(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:,.3f}"
+        return f"{value:,.2f}"
     if isinstance(value, int):
         return _count(value)
     if isinstance(value, dt.datetime):
@@ -36,12 +36,12 @@ def _cell(value: object) -> str:
 
 def render_schema(columns: list[tuple[str, str]], source: str) -> RenderableType:
     """The inferred input schema, as a compact two-column table."""
-    table = Table(title=f"Input schema ({source})", title_justify="left", show_edge=False)
+    table = Table(show_edge=False)
     table.add_column("column")
     table.add_column("type")
     for name, kind in columns:
         table.add_row(name, kind)
-    return table
+    return Group(Text(f"Input schema, inferred from {source}:", style="bold"), table)
 
 
 def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType:
@@ -109,7 +109,8 @@ def render_top(result: PipelineResult) -> RenderableType | None:
     columns = list(result.top[0])
     table = Table(title="Top 10 groups", title_justify="left")
     for name in columns:
-        table.add_column(name, justify="left" if name in ("origin",) else "right")
+        text = isinstance(result.top[0][name], str)
+        table.add_column(name, justify="left" if text else "right", no_wrap=True)
     for row in result.top:
         table.add_row(*(_cell(row[name]) for name in columns))
     return table

@@ -133,6 +133,7 @@ class PipelineProgress:
         late_rows: rows dropped as late by a watermark.
         total_rows: records in the input when known up front, else ``None``.
         bridge_held: records held in the ``to_spark_stream`` bridge, waiting for a trigger.
+        reading: seconds since the source read its first record (``0.0`` before).
     """
 
     phase: str
@@ -148,6 +149,7 @@ class PipelineProgress:
     late_rows: int
     total_rows: int | None
     bridge_held: int = 0
+    reading: float = 0.0
 
     @property
     def in_flight(self) -> int:
@@ -156,8 +158,8 @@ class PipelineProgress:
 
     @property
     def rate(self) -> float:
-        """Records read per second since the start."""
-        return self.records_read / self.elapsed if self.elapsed > 0 else 0.0
+        """Records read per second since the first one (Spark's start excluded)."""
+        return self.records_read / self.reading if self.reading > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -425,6 +427,7 @@ class Pipeline:
         self._stopped = False
         self._own_session = False
         self._bridge: SparkStreamBridge | None = None
+        self._source_done_at: float | None = None
 
     # -- step 1 -------------------------------------------------------------------------
 
@@ -611,6 +614,11 @@ class Pipeline:
             late_rows=late,
             total_rows=self.plan.total_rows if self.plan is not None else None,
             bridge_held=held,
+            reading=(
+                (self._source_done_at or time.monotonic()) - source.first_read_at
+                if source is not None and source.first_read_at is not None
+                else 0.0
+            ),
         )
 
     def finish(self, *, listener_timeout: float = 10.0) -> PipelineResult:
@@ -626,6 +634,8 @@ class Pipeline:
         if self.spark is not None:
             self._listener.remove(self.spark)
         wall = time.monotonic() - self._started if self._started else 0.0
+        self._source_done_at = time.monotonic()
+        self._phase = "done"
         progress = self.progress()
         dead_path = self.config.dead_letter_path if self._dead.count else None
         if sink is not None and sink.completed:

@@ -69,6 +69,7 @@ class SourceStatistics:
             about to be, emitted).
         current: the file being read, or ``""``.
         files_done: input files read to the end.
+        first_read_at: ``time.monotonic()`` when the first record was read, or ``None``.
     """
 
     stream: StreamStatistics
@@ -76,6 +77,7 @@ class SourceStatistics:
     dead_letters: int
     current: str
     files_done: int
+    first_read_at: float | None = None
 
 
 class FileSource(Publisher[Record]):
@@ -175,6 +177,7 @@ class _FileSubscription(Subscription):
         self._current = ""
         self._records_read = 0
         self._started: float | None = None
+        self._first_read_at: float | None = None
         self._emitted_total = 0
         self._closed = False
 
@@ -241,6 +244,8 @@ class _FileSubscription(Subscription):
                 if self._reader is None:
                     self._current = ""
                     return False
+            if self._first_read_at is None:
+                self._first_read_at = time.monotonic()
             chunk = self._reader.read(min(self._chunk_rows, wanted))
             if chunk is None:
                 self._reader.close()
@@ -334,4 +339,5 @@ class _FileSubscription(Subscription):
             dead_letters=self._dead_letters.count,
             current=self._current,
             files_done=self._files_done,
+            first_read_at=self._first_read_at,
         )
