@@ -131,3 +131,26 @@ def test_a_spark_failure_mid_run_is_exit_1_without_partial_files(
     assert "delay too long" in result.stderr
     assert "Traceback" not in result.stderr
     assert list(out.iterdir()) == []  # no result, no temporary file
+
+
+def test_rerun_with_a_checkpoint_gives_the_same_exact_result(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    data = tmp_path / "flights.csv"
+    good = _flights_csv(data, 1_500)
+    checkpoint = tmp_path / "checkpoint"
+    expected = default_query_with_pandas(good)
+    for attempt in range(2):
+        out = tmp_path / f"out-{attempt}"
+        pipe = Pipeline(
+            PipelineConfig(
+                inputs=(data,), output=out, checkpoint=checkpoint, max_records_per_trigger=400
+            )
+        )
+        _run(pipe, spark)
+        result = pipe.finish()
+        pipe.close()
+        assert result.status == "completed", result.error
+        assert_same_result(pq.read_table(out / "result.parquet").to_pandas(), expected)
+        assert (checkpoint / "sink").is_dir()  # every batch journaled
+        assert bool(result.notes) == (attempt == 1)

@@ -99,6 +99,8 @@ def render_summary(result: PipelineResult) -> RenderableType:
         table.add_row("dead-letter file", str(result.dead_letter_path))
     if result.error:
         table.add_row("error", result.error)
+    for note in result.notes:
+        table.add_row("note", note)
     return table
 
 

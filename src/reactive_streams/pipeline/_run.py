@@ -23,6 +23,7 @@ import dataclasses
 import os
 import re
 import resource
+import shutil
 import sys
 import tempfile
 import threading
@@ -177,6 +178,8 @@ class PipelineResult:
         top: up to 10 rows of the result, largest first by its first measure.
         error: a one-line summary of what failed, or ``""``.
         exception: the failure itself, for ``--debug``.
+        rejected: Spark refused the query as a stream (a usage error: exit status 2).
+        notes: things the user should know about the run (e.g. a checkpoint not resumed).
     """
 
     status: Status
@@ -190,6 +193,7 @@ class PipelineResult:
     error: str = ""
     exception: BaseException | None = None
     rejected: bool = False
+    notes: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -218,6 +222,7 @@ class PipelineResult:
                 None if self.dead_letter_path is None else str(self.dead_letter_path)
             ),
             "error": self.error or None,
+            "notes": list(self.notes),
         }
 
     @property
@@ -428,6 +433,7 @@ class Pipeline:
         self._own_session = False
         self._bridge: SparkStreamBridge | None = None
         self._source_done_at: float | None = None
+        self.notes: list[str] = []
 
     # -- step 1 -------------------------------------------------------------------------
 
@@ -558,7 +564,10 @@ class Pipeline:
                 f"--key column(s) {', '.join(missing)} not in the query's result "
                 f"(columns: {', '.join(result.columns)})"
             )
-        journal = None if config.checkpoint is None else config.checkpoint / "sink"
+        journal = None
+        if config.checkpoint is not None:
+            self._reset_checkpoint(config.checkpoint)
+            journal = config.checkpoint / "sink"
         self._sink = ResultSink(
             config.output, config.fmt, mode=self.query.mode, keys=self.query.keys, journal=journal
         )
@@ -572,6 +581,25 @@ class Pipeline:
         )
         self._phase = "running"
         publisher.subscribe(self._sink)
+
+    def _reset_checkpoint(self, checkpoint: Path) -> None:
+        """Start over when the checkpoint holds an earlier run that cannot be resumed.
+
+        ``to_spark_stream`` serves a live publisher and cannot start at a later offset or
+        replay an uncommitted batch, so Spark cannot resume this query from its
+        checkpoint. The run starts from the first record instead (clearing the query's
+        checkpoint and the sink's journal), so the result is still exact; ``notes`` says so.
+        """
+        query = checkpoint / "query"
+        offsets = query / "offsets"
+        if offsets.is_dir() and any(offsets.iterdir()):
+            shutil.rmtree(query)
+            shutil.rmtree(checkpoint / "sink", ignore_errors=True)
+            self.notes.append(
+                f"the checkpoint {checkpoint} held an earlier run; to_spark_stream cannot resume "
+                "a live stream at an offset, so the run started over from the first record "
+                "(the result is exact)"
+            )
 
     # -- step 3 -------------------------------------------------------------------------
 
@@ -650,6 +678,7 @@ class Pipeline:
                 dead_letter_path=dead_path,
                 result=table,
                 top=top_rows(table, keys) if table is not None else [],
+                notes=tuple(self.notes),
             )
         error = sink.error if sink is not None else None
         status: Status = "interrupted" if self._stopped and error is None else "failed"
@@ -671,6 +700,7 @@ class Pipeline:
             result=None,
             error="" if error is None else summarize_error(error),
             exception=error,
+            notes=tuple(self.notes),
         )
 
     def close(self) -> None:
