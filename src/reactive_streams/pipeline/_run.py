@@ -46,7 +46,7 @@ from ._source import DEFAULT_CHUNK_ROWS, FileSource
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from ..spark import SparkStreamBridge
+    from ..spark import SparkStreamBridge, StreamingQueryPublisher
 
 __all__ = [
     "DEFAULT_MAX_RECORDS_PER_TRIGGER",
@@ -349,57 +349,38 @@ def top_rows(table: pa.Table, keys: tuple[str, ...], limit: int = 10) -> list[di
     return top
 
 
-class _ProgressListener:
-    """Counts finished micro-batches' input rows and late rows from Spark's listener bus."""
+class _QueryProgress:
+    """Input rows and late rows per finished micro-batch, from the query's own progress.
+
+    Polls ``StreamingQuery.recentProgress`` (kept by the JVM, exact once a batch is done;
+    still readable after the query ended) rather than a listener, whose events reach
+    Python late. Batches are keyed by id, so a poll that sees one twice counts it once.
+    """
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.query_id: str | None = None
-        self.processed = 0
-        self.late = 0
-        self.terminated = threading.Event()
-        self.listener: Any = None
+        self._lock = threading.Lock()
+        self._batches: dict[int, tuple[int, int]] = {}
 
-    def install(self, spark: SparkSession) -> None:
-        from pyspark.sql.streaming.listener import StreamingQueryListener  # noqa: PLC0415
+    def poll(self, query: Any) -> None:
+        try:
+            recent = query.recentProgress
+        except Exception:  # the session is gone: keep what was seen
+            return
+        seen: dict[int, tuple[int, int]] = {}
+        for progress in recent:
+            late = sum(
+                int(state.numRowsDroppedByWatermark or 0) for state in progress.stateOperators
+            )
+            seen[int(progress.batchId)] = (int(progress.numInputRows), late)
+        with self._lock:
+            self._batches.update(seen)
 
-        owner = self
-
-        class Listener(StreamingQueryListener):
-            def onQueryStarted(self, event: Any) -> None:
-                with owner.lock:
-                    if owner.query_id is None:
-                        owner.query_id = str(event.id)
-
-            def onQueryProgress(self, event: Any) -> None:
-                progress = event.progress
-                with owner.lock:
-                    if str(progress.id) != owner.query_id:
-                        return
-                    owner.processed += int(progress.numInputRows)
-                    owner.late += sum(
-                        int(getattr(state, "numRowsDroppedByWatermark", 0) or 0)
-                        for state in progress.stateOperators
-                    )
-
-            def onQueryIdle(self, event: Any) -> None:
-                return
-
-            def onQueryTerminated(self, event: Any) -> None:
-                with owner.lock:
-                    if str(event.id) == owner.query_id:
-                        owner.terminated.set()
-
-        self.listener = Listener()
-        spark.streams.addListener(self.listener)
-
-    def remove(self, spark: SparkSession) -> None:
-        if self.listener is not None:
-            try:
-                spark.streams.removeListener(self.listener)
-            except Exception:  # the session is already gone
-                return
-            self.listener = None
+    def totals(self) -> tuple[int, int]:
+        """``(input rows, late rows)`` over the finished micro-batches seen."""
+        with self._lock:
+            rows = sum(value[0] for value in self._batches.values())
+            late = sum(value[1] for value in self._batches.values())
+        return rows, late
 
 
 class Pipeline:
@@ -426,7 +407,8 @@ class Pipeline:
         self._dead = DeadLetterWriter(config.dead_letter_path)
         self._source: FileSource | None = None
         self._sink: ResultSink | None = None
-        self._listener = _ProgressListener()
+        self._query_progress = _QueryProgress()
+        self._publisher: StreamingQueryPublisher | None = None
         self._started = 0.0
         self._phase = "starting"
         self._stopped = False
@@ -571,7 +553,6 @@ class Pipeline:
         self._sink = ResultSink(
             config.output, config.fmt, mode=self.query.mode, keys=self.query.keys, journal=journal
         )
-        self._listener.install(spark)
         publisher = from_streaming_query(
             result,
             output_mode=self.query.mode,
@@ -579,6 +560,7 @@ class Pipeline:
             if config.checkpoint is None
             else str(config.checkpoint / "query"),
         )
+        self._publisher = publisher
         self._phase = "running"
         publisher.subscribe(self._sink)
 
@@ -620,8 +602,10 @@ class Pipeline:
         """A snapshot of the counters."""
         source = self._source.statistics() if self._source is not None else None
         sink = self._sink.statistics() if self._sink is not None else None
-        with self._listener.lock:
-            processed, late = self._listener.processed, self._listener.late
+        query = self._query()
+        if query is not None:
+            self._query_progress.poll(query)
+        processed, late = self._query_progress.totals()
         emitted = source.stream.delivered if source is not None else 0
         held = 0
         if self._bridge is not None:
@@ -649,18 +633,20 @@ class Pipeline:
             ),
         )
 
-    def finish(self, *, listener_timeout: float = 10.0) -> PipelineResult:
+    def _query(self) -> Any:
+        """The running (or ended) ``StreamingQuery``, once ``from_streaming_query`` has one."""
+        publisher = self._publisher
+        if publisher is None or not publisher.subscriptions:
+            return None
+        return getattr(publisher.subscriptions[-1], "query", None)
+
+    def finish(self) -> PipelineResult:
         """Close everything and say how the run ended (after ``wait`` returned ``True``)."""
         sink = self._sink
         self._phase = "finishing"
-        if sink is not None and sink.completed:
-            # The last progress event (input rows, late rows) follows the query's end.
-            self._listener.terminated.wait(listener_timeout)
         if self._source is not None:
             self._source.stop()
         self._dead.close()
-        if self.spark is not None:
-            self._listener.remove(self.spark)
         wall = time.monotonic() - self._started if self._started else 0.0
         self._source_done_at = time.monotonic()
         self._phase = "done"
@@ -711,12 +697,10 @@ class Pipeline:
             self._bridge.close()
         self._dead.close()
         spark, self.spark = self.spark, None
-        if spark is not None:
-            self._listener.remove(spark)
-            if self._own_session:
-                for query in spark.streams.active:
-                    query.stop()
-                spark.stop()
+        if spark is not None and self._own_session:
+            for query in spark.streams.active:
+                query.stop()
+            spark.stop()
 
     @property
     def output_path(self) -> Path:
