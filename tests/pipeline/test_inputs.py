@@ -94,3 +94,14 @@ def test_an_empty_file_among_others_is_fine(tmp_path: Path) -> None:
     _csv(tmp_path / "b.csv", "x\n1\n")
     plan = plan_inputs([tmp_path])
     assert plan.schema.names == ["x"]
+
+
+def test_integral_floats_make_a_double_column(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "a.csv", "x,y\n1.0,1\n2.0,2\n")
+    assert plan_inputs([path]).schema == pa.schema([("x", pa.float64()), ("y", pa.int64())])
+
+
+def test_a_few_bad_values_do_not_make_a_column_text(tmp_path: Path) -> None:
+    rows = "".join(f"{i},{i}.5\n" for i in range(30))
+    path = _csv(tmp_path / "a.csv", "x,y\n" + rows + "oops,nope\n")
+    assert plan_inputs([path]).schema == pa.schema([("x", pa.int64()), ("y", pa.float64())])

@@ -43,6 +43,7 @@ def _report(console: Console, result: PipelineResult, *, quiet: bool) -> None:
 
     if quiet and result.status == "completed":
         return
+    console.print()
     console.print(render_summary(result))
     top = render_top(result)
     if top is not None and not quiet:

@@ -315,6 +315,16 @@ INFERENCE_SAMPLE = 10_000
 """Values per column looked at to infer its type."""
 
 
+def _to_int_strict(value: object) -> int:
+    # For inference only: "12.0" or 12.0 makes a DOUBLE column, or a later "12.5" would be
+    # refused; conversion itself still accepts integral floats in a BIGINT column.
+    if isinstance(value, float) or (
+        isinstance(value, str) and not value.strip().lstrip("+-").isdigit()
+    ):
+        raise ConversionError("not an integer literal")
+    return _to_int(value)
+
+
 def _to_bool_strict(value: object) -> bool:
     if isinstance(value, bool):
         return value
@@ -330,7 +340,7 @@ def _to_date_strict(value: object) -> dt.date:
 
 
 _LADDER: tuple[tuple[pa.DataType, Callable[[object], object]], ...] = (
-    (pa.int64(), _to_int),
+    (pa.int64(), _to_int_strict),
     (pa.float64(), _to_float),
     (pa.date32(), _to_date_strict),
     (pa.timestamp("us", tz="UTC"), _to_timestamp),
