@@ -154,3 +154,41 @@ def test_rerun_with_a_checkpoint_gives_the_same_exact_result(
         assert_same_result(pq.read_table(out / "result.parquet").to_pandas(), expected)
         assert (checkpoint / "sink").is_dir()  # every batch journaled
         assert bool(result.notes) == (attempt == 1)
+
+
+def test_an_aggregating_sql_runs_in_complete_mode(spark: SparkSession, tmp_path: Path) -> None:
+    data = tmp_path / "flights.csv"
+    good = _flights_csv(data, 1_000)
+    out = tmp_path / "out"
+    pipe = Pipeline(
+        PipelineConfig(
+            inputs=(data,),
+            output=out,
+            fmt="jsonl",
+            sql="SELECT origin, count(*) AS n FROM events GROUP BY origin",
+            max_records_per_trigger=300,
+        )
+    )
+    _run(pipe, spark)
+    result = pipe.finish()
+    pipe.close()
+    assert result.status == "completed", result.error
+    assert pipe.query is not None
+    assert pipe.query.mode == "complete"
+    rows = [json.loads(line) for line in (out / "result.jsonl").read_text().splitlines()]
+    expected = good.groupby("origin").size().to_dict()
+    assert {row["origin"]: row["n"] for row in rows} == expected
+
+
+def test_a_query_spark_cannot_stream_is_exit_2(spark: SparkSession, tmp_path: Path) -> None:
+    data = tmp_path / "flights.csv"
+    _flights_csv(data, 100)
+    result = CliRunner().invoke(
+        main,
+        ["pipeline", "--quiet", "--input", str(data), "--output", str(tmp_path / "out"),
+         "--sql", "SELECT * FROM events ORDER BY dep_delay"],
+    )  # fmt: skip
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("Error: Spark refused the query: ")
+    assert "Sorting is not supported" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
