@@ -9,6 +9,9 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from ._demo import demo
+from ._pipeline import pipeline
+from ._tck import tck
 
 __all__ = ["main"]
 
@@ -19,6 +22,6 @@ def main() -> None:
     """Reactive Streams for Python: demand-driven streams with bounded memory."""
 
 
-from ._pipeline import pipeline as _pipeline_command  # noqa: E402
-
-main.add_command(_pipeline_command)
+main.add_command(demo)
+main.add_command(tck)
+main.add_command(pipeline)
