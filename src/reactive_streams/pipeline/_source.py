@@ -26,6 +26,7 @@ Concurrency:
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -126,8 +127,7 @@ class FileSource(Publisher[Record]):
             raise TypeError("Rule 1.9: subscribe(None) is not allowed")
         subscription = _FileSubscription(self, subscriber)
         self._latest = subscription
-        if not signal_on_subscribe(subscriber, subscription):
-            subscription.cancel()  # Rule 2.13: treat as cancelled
+        subscription.start(subscriber)
 
     def stop(self) -> None:
         """Cancel the latest subscription on its subscriber's behalf (Ctrl-C, failures).
@@ -180,6 +180,32 @@ class _FileSubscription(Subscription):
         self._first_read_at: float | None = None
         self._emitted_total = 0
         self._closed = False
+        self._startup_error: PipelineFailedError | None = None
+
+    def start(self, subscriber: Subscriber[Record]) -> None:
+        """Signal ``on_subscribe``, then let the reading thread serve the demand.
+
+        The election is owned while ``on_subscribe`` runs, so a ``request`` made from
+        inside it only adds demand: no ``on_next`` can overlap ``on_subscribe`` (Rule 1.3),
+        and the reading thread starts once it has returned.
+        """
+        self._startup_error = self._check_inputs()
+        self._election.acquire()
+        if not signal_on_subscribe(subscriber, self):
+            self._cancelled.set()  # Rule 2.13: treat as cancelled
+            self._election.cancel()
+        self._loop.start_owned()
+
+    def _check_inputs(self) -> PipelineFailedError | None:
+        """A file that went missing since the plan was made fails the stream at once.
+
+        Signalled right after ``on_subscribe``, without waiting for demand (Rules 1.4,
+        1.9): a publisher that cannot serve says so.
+        """
+        for item in self._plan.files:
+            if not os.access(item.path, os.R_OK):
+                return PipelineFailedError(f"cannot read input {item.path}")
+        return None
 
     # -- Subscription -------------------------------------------------------------------
 
@@ -281,6 +307,9 @@ class _FileSubscription(Subscription):
             self._close()
             self._subscriber = None
             self._executor.shutdown(wait=False)
+            return False
+        if self._startup_error is not None:  # Rules 1.4, 1.9: the input cannot be read
+            self._finish(self._startup_error)
             return False
         error = election.take_error()
         if error is not None:  # Rule 3.9: signal the bad request and stop
