@@ -12,9 +12,12 @@ so that ``reactive-streams --help`` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -51,32 +54,46 @@ def _report(console: Console, result: PipelineResult, *, quiet: bool) -> None:
 
 
 def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> PipelineResult:
-    """Wait for the end, showing progress; Ctrl-C stops the run cleanly."""
+    """Wait for the end, showing progress; Ctrl-C stops the run cleanly.
+
+    SIGINT only sets an event while the stream runs: a ``KeyboardInterrupt`` raised in the
+    middle of a py4j call would leave the connection to the JVM unusable, and stopping the
+    query needs it. (PySpark starts the JVM ignoring SIGINT, so Spark keeps running until
+    the pipeline stops the query.)
+    """
     from rich.live import Live
 
     from ..pipeline._display import render_progress
 
+    interrupted = threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
     try:
-        if quiet:
-            while not pipe.wait(_REFRESH_SECONDS):
-                pass
-            return pipe.finish()
-        with Live(
-            render_progress(pipe.progress(), title=title),
-            console=console,
-            refresh_per_second=4,
-            transient=False,
-        ) as live:
-            while not pipe.wait(_REFRESH_SECONDS):
-                live.update(render_progress(pipe.progress(), title=title))
+        with (
+            Live(
+                render_progress(pipe.progress(), title=title),
+                console=console,
+                refresh_per_second=4,
+                transient=False,
+            )
+            if not quiet
+            else contextlib.nullcontext() as live
+        ):
+            while not pipe.wait(_REFRESH_SECONDS) and not interrupted.is_set():
+                if live is not None:
+                    live.update(render_progress(pipe.progress(), title=title))
+            if interrupted.is_set():
+                console.print("[yellow]Interrupted: stopping the query...[/yellow]")
+                pipe.stop()
+                pipe.wait(30.0)
             result = pipe.finish()
-            live.update(render_progress(result.progress, title=title))
+            if live is not None:
+                live.update(render_progress(result.progress, title=title))
         return result
-    except KeyboardInterrupt:
-        console.print("[yellow]Interrupted: stopping the query...[/yellow]")
-        pipe.stop()
-        pipe.wait(30.0)
-    return pipe.finish()
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 @click.command("pipeline")
