@@ -20,6 +20,7 @@ from .test_end_to_end import _BRIDGES
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.slow,
+    pytest.mark.timeout(400),  # a fresh JVM, then up to 120 s to stop
     pytest.mark.skipif(not _BRIDGES, reason="needs pyspark (the spark extra)"),
 ]
 

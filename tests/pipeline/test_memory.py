@@ -22,6 +22,7 @@ from .test_end_to_end import _BRIDGES
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.slow,
+    pytest.mark.timeout(600),  # two fresh JVMs and 3.7 million rows: about 3.5 minutes
     pytest.mark.skipif(
         not _BRIDGES,
         reason="needs pyspark (the spark extra) for reactive_streams.spark",
