@@ -30,6 +30,7 @@ else:
 
 pytestmark = [
     pytest.mark.spark,
+    pytest.mark.timeout(300),  # a whole streaming query on a shared, possibly busy machine
     pytest.mark.skipif(
         not _BRIDGES,
         reason="needs pyspark (the spark extra) for reactive_streams.spark",

@@ -14,7 +14,7 @@ from .reference import assert_same_result, default_query_with_pandas
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]  # the JVM may start here
 
 
 def test_default_query_as_a_batch_job_equals_pandas(spark: SparkSession) -> None:
