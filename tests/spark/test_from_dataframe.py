@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.spark
 
-TIMEOUT = 120.0
+TIMEOUT = 90.0
 
 
 def test_dicts_round_trip(spark: SparkSession) -> None:
@@ -100,3 +100,11 @@ def test_streaming_dataframes_are_refused(spark: SparkSession) -> None:
     streaming = spark.readStream.format("rate").load()
     with pytest.raises(ValueError, match="needs a batch DataFrame"):
         from_dataframe(streaming)
+
+
+def test_nested_columns_become_nested_dicts(spark: SparkSession) -> None:
+    df = spark.sql("SELECT 1 AS id, named_struct('a', 2, 'b', 'x') AS s, array(3, 4) AS xs")
+    collector: Collector[dict[str, Any]] = Collector()
+    from_dataframe(df).subscribe(collector)
+    assert collector.done.wait(TIMEOUT)
+    assert collector.items == [{"id": 1, "s": {"a": 2, "b": "x"}, "xs": [3, 4]}]

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# Two executor JVMs take ~10 s to start, and the checks run four bridges: more than the
+# suite's default per-test timeout on a loaded machine.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[2]
 

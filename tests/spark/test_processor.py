@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.spark
 
-TIMEOUT = 120.0
+TIMEOUT = 90.0
 
 
 def _double(df: DataFrame) -> DataFrame:
@@ -127,3 +127,25 @@ def test_upstream_error_is_passed_on(spark: SparkSession) -> None:
 def test_bad_arguments_are_refused(spark: SparkSession) -> None:
     with pytest.raises(ValueError, match="batch_rows and max_in_flight must be >= 1"):
         spark_processor(_double, spark, batch_rows=0)
+
+
+def test_a_python_worker_that_dies_ends_in_on_error(spark: SparkSession) -> None:
+    import os
+
+    from pyspark.sql.functions import udf
+
+    die_at_5 = udf(lambda x: os._exit(3) if x == 5 else x, "long")
+    publisher = SequencePublisher(lambda: ({"x": index} for index in range(1_000)))
+    processor = spark_processor(
+        lambda df: df.select(die_at_5("x").alias("x")), spark, batch_rows=100, schema="x long"
+    )
+    publisher.subscribe(processor)
+    collector: Collector[dict[str, Any]] = Collector()
+    processor.subscribe(collector)
+    assert collector.done.wait(TIMEOUT)
+    assert isinstance(collector.error, SparkTransformError)
+    message = str(collector.error)
+    assert message.startswith("spark_processor batch 0 (100 rows) failed: ")
+    assert "Python worker exited unexpectedly" in message
+    assert publisher.cancelled.is_set()
+    assert collector.items == []

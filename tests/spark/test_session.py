@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -48,6 +49,10 @@ def _fake_java(tmp_path: Path, banner: str) -> Path:
     return home
 
 
+@pytest.mark.spark
+@pytest.mark.skipif(
+    shutil.which("java") is None and not os.environ.get("JAVA_HOME"), reason="no Java here"
+)
 def test_require_java_finds_the_real_one() -> None:
     info = require_java(17)
     assert info.major >= 17

@@ -18,15 +18,17 @@ from reactive_streams.spark._from_streaming_query import MicroBatch, from_stream
 from reactive_streams.spark._stream_source import recv_frame, recv_json, send_json
 from reactive_streams.spark._to_spark_stream import to_spark_stream, to_spark_stream_bridge
 
-from ._helpers import Collector, SequencePublisher
+from ._helpers import Collector, OneShot, SequencePublisher, wait_until
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 pytestmark = pytest.mark.spark
 
-TIMEOUT = 180.0
+TIMEOUT = 90.0
 
 
 def _rows(count: int) -> SequencePublisher[dict[str, Any]]:
@@ -229,3 +231,68 @@ def test_connect_sessions_fail_fast() -> None:
 def test_from_streaming_query_refuses_batch_dataframes(spark: SparkSession) -> None:
     with pytest.raises(ValueError, match="needs a streaming DataFrame"):
         from_streaming_query(spark.range(3))
+
+
+def test_a_failing_query_ends_in_on_error_naming_the_cause(spark: SparkSession) -> None:
+    df = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 20)
+        .load()
+        .selectExpr("IF(value >= 3, raise_error('meter 3 is broken'), value) AS value")
+    )
+    collector: Collector[MicroBatch] = Collector()
+    from_streaming_query(df, query_name="meters").subscribe(collector)
+    assert collector.done.wait(TIMEOUT)
+    assert isinstance(collector.error, StreamingQueryFailedError)
+    assert str(collector.error).startswith("the streaming query meters failed: ")
+    assert "meter 3 is broken" in str(collector.error)
+    assert collector.error.__cause__ is not None
+
+
+def test_a_restart_from_the_checkpoint_replays_the_uncommitted_batch_id(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    checkpoint = str(tmp_path / "checkpoint")
+
+    def rate() -> Any:
+        return spark.readStream.format("rate").option("rowsPerSecond", 50).load()
+
+    first: OneShot[MicroBatch] = OneShot(2)
+    source = from_streaming_query(rate(), checkpoint_location=checkpoint)
+    source.subscribe(first)
+    assert first.wait_for(2, TIMEOUT)
+    assert [batch.batch_id for batch in first.items] == [0, 1]
+    # Batch 2 is planned and waits in foreachBatch for demand that never comes.
+    query = source.subscriptions[0].query
+    assert query is not None
+    offsets, commits = tmp_path / "checkpoint" / "offsets", tmp_path / "checkpoint" / "commits"
+    assert wait_until((offsets / "2").exists, TIMEOUT)
+    assert first.subscription is not None
+    first.subscription.cancel()
+    _await_stopped(query)
+    assert (commits / "1").exists()
+    assert not (commits / "2").exists()  # cancelled while waiting: left uncommitted
+
+    second: OneShot[MicroBatch] = OneShot(1)
+    again = from_streaming_query(rate(), checkpoint_location=checkpoint)
+    again.subscribe(second)
+    assert second.wait_for(1, TIMEOUT)
+    assert second.items[0].batch_id == 2  # replayed, same id: at-least-once, dedupe by id
+    assert second.subscription is not None
+    second.subscription.cancel()
+    restarted = again.subscriptions[0].query
+    assert restarted is not None
+    _await_stopped(restarted)
+
+
+def test_a_query_that_cannot_start_ends_in_on_error(spark: SparkSession) -> None:
+    publisher = _rows(10)
+    df = to_spark_stream(publisher, spark, "x long, s string")
+    collector: Collector[MicroBatch] = Collector()
+    # "complete" needs an aggregation: Spark refuses to start the query.
+    from_streaming_query(df, output_mode="complete").subscribe(collector)
+    assert collector.done.wait(TIMEOUT)
+    assert isinstance(collector.error, StreamingQueryFailedError)
+    assert str(collector.error).startswith("the streaming query could not start: ")
+    assert "Invalid streaming output mode: complete" in str(collector.error)
+    assert publisher.requested == 0  # the publisher was never asked for anything

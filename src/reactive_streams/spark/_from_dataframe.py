@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark.serializers import NoOpSerializer
 from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import ArrayType, MapType, StructType
 from pyspark.util import _local_iterator_from_socket
 
 from .._demand import MAX_DEMAND, validate_request
@@ -26,6 +27,7 @@ from .._hooks import report_undeliverable
 from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
 from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
+from ._dropped import DROPPED
 from ._errors import SparkBridgeError
 from .session import is_connect_session
 
@@ -85,6 +87,8 @@ class _DataFrameSubscription(Subscription):
                 return
             self._cancelled = True
             started = self._thread is not None
+            if not started:
+                self._subscriber = DROPPED  # Rule 3.13: nothing else will signal it
             self._cond.notify_all()
         if started and not is_connect_session(self._publisher.dataframe):
             # Interrupt a partition job that is computing right now (cheap: one py4j call).
@@ -138,9 +142,10 @@ class _DataFrameSubscription(Subscription):
                         self.cancel()  # Rule 2.13: treat as cancelled
                         return
                     sent += 1
-                    with self._cond:
-                        if self._cancelled:
-                            return
+                    # An unlocked read of a flag that only goes False -> True: a cancel seen
+                    # one element late is allowed (Rules 2.8, 3.12), a lock per row is slow.
+                    if self._cancelled:
+                        return
                 with self._cond:
                     self._delivered += sent
                     if self._demand != MAX_DEMAND:
@@ -162,6 +167,7 @@ class _DataFrameSubscription(Subscription):
             failure.__cause__ = exc
             self._terminate(failure)
         finally:
+            self._subscriber = DROPPED  # Rule 3.13: the stream is over for the subscriber
             if elements is not None:
                 _close(elements)
 
@@ -175,6 +181,12 @@ class _DataFrameSubscription(Subscription):
             signal_on_complete(self._subscriber)
         else:
             signal_on_error(self._subscriber, error)
+
+
+def _is_flat(schema: StructType) -> bool:
+    """No struct, array or map columns: a row's values need no conversion."""
+    nested = (StructType, ArrayType, MapType)
+    return not any(isinstance(field.dataType, nested) for field in schema.fields)
 
 
 def _chunks(rows: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
@@ -202,11 +214,14 @@ class DataFramePublisher(Publisher[Any]):
     Concurrency: every signal comes from the subscription's dedicated thread.
     """
 
-    def __init__(self, dataframe: DataFrame, *, arrow: bool = False) -> None:
+    def __init__(
+        self, dataframe: DataFrame, *, arrow: bool = False, prefetch_partitions: bool = False
+    ) -> None:
         if dataframe.isStreaming:
             raise ValueError("from_dataframe needs a batch DataFrame; use from_streaming_query")
         self.dataframe = dataframe
         self.arrow = arrow
+        self.prefetch_partitions = prefetch_partitions
         self.subscriptions: list[_DataFrameSubscription] = []
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
@@ -237,12 +252,18 @@ class DataFramePublisher(Publisher[Any]):
         context = df.sparkSession.sparkContext
         context.setJobGroup(job_group, "reactive_streams from_dataframe", interruptOnCancel=True)
         if not self.arrow:
-            return (row.asDict(recursive=True) for row in df.toLocalIterator())
+            spark_rows = df.toLocalIterator(prefetchPartitions=self.prefetch_partitions)
+            if _is_flat(df.schema):
+                names = df.columns  # a Row is a tuple: zip is asDict without its checks
+                return (dict(zip(names, row, strict=True)) for row in spark_rows)
+            return (row.asDict(recursive=True) for row in spark_rows)
         schema = to_arrow_schema(df.schema, timezone="UTC")
         # One Arrow IPC record batch message per element, one job per partition, lazily.
         jvm = context._jvm
         assert jvm is not None
-        sock_info = jvm.PythonRDD.toLocalIteratorAndServe(df._jdf.toArrowBatchRdd(), False)
+        sock_info = jvm.PythonRDD.toLocalIteratorAndServe(
+            df._jdf.toArrowBatchRdd(), self.prefetch_partitions
+        )
         messages = _local_iterator_from_socket(sock_info, NoOpSerializer())
         return _ArrowBatches(messages, schema)
 
@@ -267,7 +288,9 @@ class _ArrowBatches:
         self._messages = iter(())
 
 
-def from_dataframe(dataframe: DataFrame, *, arrow: bool = False) -> DataFramePublisher:
+def from_dataframe(
+    dataframe: DataFrame, *, arrow: bool = False, prefetch_partitions: bool = False
+) -> DataFramePublisher:
     """The rows of a batch DataFrame as a ``Publisher``, pulled only as demand arrives.
 
     With ``arrow=False`` each element is a row as a ``dict`` (``Row.asDict(recursive=True)``);
@@ -291,6 +314,9 @@ def from_dataframe(dataframe: DataFrame, *, arrow: bool = False) -> DataFramePub
     Args:
         dataframe: a batch (not streaming) DataFrame.
         arrow: emit ``pyarrow.RecordBatch`` elements instead of dicts.
+        prefetch_partitions: let Spark compute partition ``k + 1`` while partition ``k`` is
+            read: faster (jobs overlap with this process's work), at the price of one job
+            (and one partition held in the driver) beyond the demand.
 
     Returns:
         A unicast publisher: each subscriber gets its own pass over the DataFrame.
@@ -310,4 +336,4 @@ def from_dataframe(dataframe: DataFrame, *, arrow: bool = False) -> DataFramePub
         ``on_error(SparkBridgeError)`` naming Spark's error (``__cause__``) and how many
         elements were delivered before it, when a job fails.
     """
-    return DataFramePublisher(dataframe, arrow=arrow)
+    return DataFramePublisher(dataframe, arrow=arrow, prefetch_partitions=prefetch_partitions)

@@ -21,6 +21,7 @@ from .._hooks import report_undeliverable
 from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
 from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
+from ._dropped import DROPPED
 from ._errors import StreamingQueryFailedError
 from .session import require_classic
 
@@ -98,6 +99,7 @@ class _QuerySubscription(Subscription):
             if self._cancelled:
                 return
             self._cancelled = True
+            self._subscriber = DROPPED  # Rule 3.13; a signal in flight may still land
             self._cond.notify_all()
         self._stop_query_async()
 
@@ -162,8 +164,10 @@ class _QuerySubscription(Subscription):
                     self._delivered += 1
             elif item is None:
                 signal_on_complete(self._subscriber)
+                self._subscriber = DROPPED  # Rule 3.13
             else:
                 signal_on_error(self._subscriber, item)
+                self._subscriber = DROPPED  # Rule 3.13
 
     def for_each_batch(self, batch_df: DataFrame, batch_id: int) -> None:
         """Spark's ``foreachBatch``: wait for demand, then hand the batch on.

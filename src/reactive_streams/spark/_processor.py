@@ -17,6 +17,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -25,7 +26,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType, _parse_datatype_string
 
 from .._demand import DrainLoop, EmitterElection
-from .._exceptions import MissingBackpressureError
+from .._exceptions import ExecutorRejectedError, MissingBackpressureError
 from .._hooks import report_undeliverable
 from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
 from .._statistics import StreamStatistics
@@ -68,8 +69,9 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]], Subscription)
     output rows are emitted only on downstream demand.
 
     Concurrency: upstream signals may come from any thread; Spark runs on one dedicated
-    thread (``rs-spark-processor``); downstream signals are serialised by a drain loop
-    that shares ownership with the downstream demand's emitter election (Rule 1.3).
+    thread (``rs-spark-processor``); downstream signals come from a second one
+    (``rs-spark-processor-emit``), driven by a drain loop that shares ownership with the
+    downstream demand's emitter election (Rule 1.3).
     """
 
     def __init__(
@@ -106,7 +108,17 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]], Subscription)
         # downstream side
         self._subscriber: Subscriber[dict[str, Any]] | None = None
         self._election = EmitterElection()
-        self._drain = DrainLoop(self._drain_pass, guard=self._election)
+        # Downstream emission (and the upstream requests it makes) runs on its own thread,
+        # so converting batch k to dicts overlaps with Spark computing batch k + 1.
+        self._emitter = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="rs-spark-processor-emit"
+        )
+        self._drain = DrainLoop(
+            self._drain_pass,
+            executor=self._emitter,
+            on_rejected=self._on_rejected,
+            guard=self._election,
+        )
         self._cleaned = False
 
     # ================================================================== upstream
@@ -283,7 +295,13 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]], Subscription)
         else:
             self._stop_upstream()
 
+    def _on_rejected(self, error: ExecutorRejectedError) -> None:
+        """The emitter was shut down: expected once the stream has ended."""
+        if not (self._election.terminated or self._election.cancelled):
+            report_undeliverable(error)
+
     def _stop_upstream(self) -> None:
+        self._emitter.shutdown(wait=False)
         with self._cond:
             if self._cleaned:
                 return
@@ -402,6 +420,7 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]], Subscription)
             election.produced(emitted)
         if self._finished():
             election.terminate()
+            self._emitter.shutdown(wait=False)
             signal_on_complete(subscriber)
         return False
 
@@ -446,7 +465,9 @@ def spark_processor(
 
     Concurrency:
         Spark calls run on one dedicated thread, one batch at a time; downstream signals
-        are serial (a drain loop); upstream signals may come from any thread.
+        come from a second dedicated thread (a drain loop, so they are serial) and
+        overlap with Spark's work on the next batch; upstream signals may come from any
+        thread.
 
     Raises:
         ValueError: ``batch_rows``, ``max_in_flight`` or ``flush_interval`` is not

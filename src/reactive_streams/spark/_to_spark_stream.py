@@ -72,7 +72,6 @@ _FORMAT_RE: Final = re.compile(_FORMAT_PREFIX + r"[0-9a-f]{32}")
 _HANDSHAKE_TIMEOUT: Final = 10.0
 _POLL_TIMEOUT: Final = 1.0
 _LINGER: Final = 0.05
-_STOP_TIMEOUT: Final = 120.0
 
 # format name -> bridge, to decide when a query reading several bridges has drained them all.
 _BRIDGES: weakref.WeakValueDictionary[str, SparkStreamBridge] = weakref.WeakValueDictionary()
