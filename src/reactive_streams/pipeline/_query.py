@@ -1,0 +1,118 @@
+"""The default query, and how a query's output mode and result keys are chosen.
+
+The default query runs over the view ``events`` (the input stream): per ``origin`` airport
+and per one-hour window of ``time_hour`` (UTC), the number of flights, the cancelled ones
+(no ``dep_time``), and the mean and maximum departure delay. It has no watermark, so no
+row is ever dropped as late, and it runs in update mode: each micro-batch carries the
+groups it changed and the sink keeps the latest row per ``(origin, window_start,
+window_end)``.
+
+A query given with ``--sql`` runs in ``complete`` mode if it aggregates (each micro-batch
+carries the whole result; the sink keeps the last) and in ``append`` mode otherwise (rows
+are written through), unless ``--output-mode`` says otherwise; ``update`` needs ``--key``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from ._errors import PipelineUsageError
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._sink import OutputMode
+
+__all__ = [
+    "DEFAULT_KEYS",
+    "DEFAULT_SQL",
+    "EVENTS_VIEW",
+    "OutputModeChoice",
+    "QueryPlan",
+    "choose_mode",
+]
+
+EVENTS_VIEW = "events"
+"""The name of the input stream in SQL."""
+
+DEFAULT_SQL = """\
+SELECT origin,
+       window.start AS window_start,
+       window.end AS window_end,
+       count(*) AS flights,
+       count_if(dep_time IS NULL) AS cancelled,
+       avg(dep_delay) AS avg_dep_delay,
+       max(dep_delay) AS max_dep_delay
+FROM events
+GROUP BY origin, window(time_hour, '1 hour')"""
+"""Per origin and hour of scheduled departure: flights, cancelled, mean and max delay."""
+
+DEFAULT_KEYS = ("origin", "window_start", "window_end")
+"""The columns that identify a group of the default query's result."""
+
+DEFAULT_REQUIRED_COLUMNS = ("origin", "time_hour", "dep_time", "dep_delay")
+"""Columns the default query reads; an input without them needs ``--sql``."""
+
+OutputModeChoice = Literal["auto", "append", "update", "complete"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueryPlan:
+    """The query to run and how its result is folded.
+
+    Attributes:
+        sql: the SQL text, over the view ``events``.
+        mode: the streaming output mode.
+        keys: the result's key columns (update mode), else empty.
+        default: whether this is the default query.
+    """
+
+    sql: str
+    mode: OutputMode
+    keys: tuple[str, ...]
+    default: bool
+
+
+def choose_mode(
+    sql: str | None,
+    *,
+    requested: OutputModeChoice,
+    keys: Sequence[str],
+    aggregates: bool | None,
+    columns: Sequence[str],
+) -> QueryPlan:
+    """Decide the output mode and keys of a query.
+
+    Args:
+        sql: the user's query, or ``None`` for the default one.
+        requested: ``--output-mode``; ``"auto"`` decides from the query.
+        keys: ``--key`` columns.
+        aggregates: whether the query aggregates (``None``: unknown, treated as no).
+        columns: the input's columns (the default query needs some of them).
+
+    Raises:
+        PipelineUsageError: the default query on an input without its columns, update
+            mode without keys, or keys given for another mode.
+    """
+    if sql is None:
+        missing = [name for name in DEFAULT_REQUIRED_COLUMNS if name not in columns]
+        if missing:
+            raise PipelineUsageError(
+                f"the default query needs the column(s) {', '.join(missing)} in the input; "
+                "pass --sql with a query over the view `events`"
+            )
+        mode: OutputMode = "update" if requested == "auto" else requested
+        chosen_keys = tuple(keys) or (DEFAULT_KEYS if mode == "update" else ())
+        return QueryPlan(sql=DEFAULT_SQL, mode=mode, keys=chosen_keys, default=True)
+    if requested == "auto":
+        mode = "update" if keys else ("complete" if aggregates else "append")
+    else:
+        mode = requested
+    if mode == "update" and not keys:
+        raise PipelineUsageError(
+            "--output-mode update needs the result's key columns: pass --key COLUMN (repeatable)"
+        )
+    if mode != "update" and keys:
+        raise PipelineUsageError(f"--key only applies to --output-mode update, not {mode}")
+    return QueryPlan(sql=sql, mode=mode, keys=tuple(keys), default=False)

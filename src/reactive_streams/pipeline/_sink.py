@@ -1,0 +1,373 @@
+"""The sink ``Subscriber``: micro-batches in, one exact result file out.
+
+It takes the ``MicroBatch`` elements of ``from_streaming_query`` (``batch_id: int``,
+``table: pyarrow.Table``) one at a time and folds them into the result according to the
+query's output mode:
+
+* ``"update"``: each batch holds the groups that changed; the sink keeps the latest row
+  per key (the ``keys`` columns), so the result has exactly one row per group;
+* ``"complete"``: each batch holds the whole result; the sink keeps the last one;
+* ``"append"``: each batch holds new rows; they are written through to the result file.
+
+A ``batch_id`` seen before is a replay (Spark re-runs an uncommitted batch after a
+restart: at-least-once) and is skipped, so the result stays exact. With a ``journal``
+directory (the run's checkpoint) every batch is also saved there before the next one is
+requested, and a new sink starts from what the journal holds: a rerun after a crash
+resumes with the same state.
+
+The result is written when the stream completes, under a temporary name renamed at the end
+(``ResultWriter``); after ``on_error`` or a cancel nothing is written.
+
+Backpressure:
+    Requests one batch at a time: the next only after the previous one was folded in (and
+    journaled), which holds Spark's next trigger back while the sink is busy.
+
+    ::
+
+        batches:  -b0-------b1----b1'---b2-|
+        request:  (1)  (1)       (1)   (1)
+        result:   ------------------------[file]
+
+Concurrency:
+    Signals may come from any thread, serially (Rule 1.3); ``wait`` and ``statistics``
+    may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+from .._statistics import StreamStatistics
+from ..api import Subscriber, Subscription
+from ._output import OutputFormat, ResultWriter
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+__all__ = ["MicroBatchLike", "OutputMode", "ResultSink", "SinkStatistics"]
+
+OutputMode = Literal["append", "update", "complete"]
+
+
+class MicroBatchLike(Protocol):
+    """What the sink needs of a micro-batch (``reactive_streams.spark.MicroBatch``)."""
+
+    @property
+    def batch_id(self) -> int:
+        """Spark's batch id; the same id again is a replay."""
+        ...
+
+    @property
+    def table(self) -> pa.Table:
+        """The batch's output rows."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SinkStatistics:
+    """A snapshot of the sink.
+
+    Attributes:
+        stream: demand and delivery counters; ``requested - delivered`` is the demand the
+            sink has outstanding.
+        batches: distinct micro-batches folded in.
+        replayed: micro-batches skipped because their ``batch_id`` was seen before.
+        rows_received: output rows received in the distinct batches.
+        groups: rows in the result so far (one per key in update mode).
+        last_batch_id: the highest ``batch_id`` seen, or ``-1``.
+    """
+
+    stream: StreamStatistics
+    batches: int
+    replayed: int
+    rows_received: int
+    groups: int
+    last_batch_id: int
+
+
+class ResultSink(Subscriber[MicroBatchLike]):
+    """Folds micro-batches into the final result and writes it at completion.
+
+    Args:
+        directory: the output directory (checked with ``check_output_dir``).
+        fmt: the result's format.
+        mode: the query's output mode.
+        keys: in update mode, the columns that identify a group (all required).
+        journal: a directory to save batches in and resume from (``--checkpoint``).
+
+    Raises:
+        ValueError: update mode without ``keys``.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        fmt: OutputFormat,
+        *,
+        mode: OutputMode,
+        keys: Sequence[str] = (),
+        journal: Path | None = None,
+    ) -> None:
+        if mode == "update" and not keys:
+            raise ValueError("update mode needs the key columns of the result")
+        self._directory = directory
+        self._fmt: OutputFormat = fmt
+        self._mode: OutputMode = mode
+        self._keys = tuple(keys)
+        self._journal = journal
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._subscription: Subscription | None = None
+        self._seen: set[int] = set()
+        self._latest: dict[tuple[object, ...], dict[str, object]] = {}
+        self._complete_table: pa.Table | None = None
+        self._schema: pa.Schema | None = None
+        self._writer: ResultWriter | None = None
+        self._requested = 0
+        self._delivered = 0
+        self._replayed = 0
+        self._rows = 0
+        self._appended = 0
+        self._last_batch_id = -1
+        self._error: BaseException | None = None
+        self._cancelled = False
+        self._completed = False
+        self._result: pa.Table | None = None
+        self._result_path: Path | None = None
+        if journal is not None:
+            self._replay_journal(journal)
+
+    # -- Subscriber ---------------------------------------------------------------------
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Keep the subscription and ask for the first batch (Rules 2.1, 2.5)."""
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None) is not allowed")
+        with self._lock:
+            if self._subscription is not None or self._done.is_set():
+                duplicate = True
+            else:
+                duplicate = False
+                self._subscription = subscription
+        if duplicate:
+            subscription.cancel()  # Rule 2.5
+            return
+        self._request_one(subscription)
+
+    def on_next(self, element: MicroBatchLike) -> None:
+        """Fold one micro-batch in, then ask for the next (Rule 2.13: never raises)."""
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None) is not allowed")
+        with self._lock:
+            self._delivered += 1
+            subscription = self._subscription
+            if self._done.is_set():
+                return  # after a cancel, batches under way may still arrive (Rule 2.8)
+        try:
+            self._fold(element)
+        except Exception as exc:  # a write failed: stop the stream, never raise (Rule 2.13)
+            self._fail(exc)
+            if subscription is not None:
+                subscription.cancel()
+            return
+        if subscription is not None:
+            self._request_one(subscription)
+
+    def on_error(self, error: Exception) -> None:
+        """The stream failed: nothing is written; ``wait`` returns and ``error`` is set."""
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None) is not allowed")
+        self._fail(error)
+
+    def on_complete(self) -> None:
+        """The stream ended: write the result under its final name."""
+        try:
+            self._write_result()
+        except Exception as exc:
+            self._fail(exc)
+            return
+        with self._lock:
+            self._completed = True
+            self._subscription = None
+        self._done.set()
+
+    # -- control ------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the stream (Ctrl-C): cancel upstream, write nothing, release ``wait``."""
+        with self._lock:
+            subscription, self._subscription = self._subscription, None
+            if not self._done.is_set():
+                self._cancelled = True
+        if subscription is not None:
+            subscription.cancel()
+        self._abort_writer()
+        self._done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the stream ended (any way); ``True`` if it did within ``timeout``."""
+        return self._done.wait(timeout)
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the stream failed (``on_error``, or a failure to write), else ``None``."""
+        return self._error
+
+    @property
+    def completed(self) -> bool:
+        """Whether the stream completed and the result was written."""
+        return self._completed
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether ``cancel`` stopped the stream before it ended."""
+        return self._cancelled
+
+    @property
+    def result(self) -> pa.Table | None:
+        """The final result (the file's content) once completed."""
+        return self._result
+
+    @property
+    def result_path(self) -> Path | None:
+        """The final result file once completed."""
+        return self._result_path
+
+    def statistics(self) -> SinkStatistics:
+        """A snapshot of the sink's counters."""
+        with self._lock:
+            if self._mode == "update":
+                groups = len(self._latest)
+            elif self._mode == "complete":
+                table = self._complete_table
+                groups = 0 if table is None else table.num_rows
+            else:
+                groups = self._appended
+            return SinkStatistics(
+                stream=StreamStatistics(
+                    requested=self._requested,
+                    delivered=self._delivered,
+                    buffered=0,
+                    cancelled=self._cancelled or self._done.is_set(),
+                    terminated=self._done.is_set() and not self._cancelled,
+                ),
+                batches=len(self._seen),
+                replayed=self._replayed,
+                rows_received=self._rows,
+                groups=groups,
+                last_batch_id=self._last_batch_id,
+            )
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _request_one(self, subscription: Subscription) -> None:
+        with self._lock:
+            self._requested += 1
+        subscription.request(1)
+
+    def _fail(self, error: BaseException) -> None:
+        with self._lock:
+            if self._error is None and not self._completed:
+                self._error = error
+            self._subscription = None
+        self._abort_writer()
+        self._done.set()
+
+    def _abort_writer(self) -> None:
+        with self._lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.abort()
+
+    def _fold(self, batch: MicroBatchLike) -> None:
+        batch_id = int(batch.batch_id)
+        with self._lock:
+            if batch_id in self._seen:
+                self._replayed += 1
+                return
+        table = batch.table
+        if self._journal is not None:
+            self._save(batch_id, table)
+        self._apply(batch_id, table)
+
+    def _apply(self, batch_id: int, table: pa.Table) -> None:
+        if self._schema is None:
+            self._schema = table.schema
+            missing = [key for key in self._keys if key not in table.schema.names]
+            if missing:
+                raise ValueError(f"the query's result has no key column(s) {missing}")
+        if self._mode == "update":
+            keys = self._keys
+            updates = {tuple(row[key] for key in keys): row for row in table.to_pylist()}
+            with self._lock:
+                self._latest.update(updates)
+        elif self._mode == "complete":
+            with self._lock:
+                self._complete_table = table
+        elif self._journal is None:  # append: write through (the journal keeps it otherwise)
+            if self._writer is None:
+                self._writer = ResultWriter(self._directory, self._fmt)
+            self._writer.write(table)
+        with self._lock:
+            self._seen.add(batch_id)
+            self._rows += table.num_rows
+            if self._mode == "append":
+                self._appended += table.num_rows
+            self._last_batch_id = max(self._last_batch_id, batch_id)
+
+    def _save(self, batch_id: int, table: pa.Table) -> None:
+        assert self._journal is not None
+        self._journal.mkdir(parents=True, exist_ok=True)
+        final = self._journal / f"batch-{batch_id:012d}.parquet"
+        temporary = self._journal / f".batch-{batch_id:012d}.{uuid.uuid4().hex}.tmp"
+        pq.write_table(table, temporary)
+        temporary.replace(final)
+
+    def _journal_files(self) -> list[tuple[int, Path]]:
+        assert self._journal is not None
+        found = []
+        for path in self._journal.glob("batch-*.parquet"):
+            try:
+                found.append((int(path.stem.split("-", 1)[1]), path))
+            except ValueError:
+                continue
+        return sorted(found)
+
+    def _replay_journal(self, journal: Path) -> None:
+        if not journal.is_dir():
+            return
+        for batch_id, path in self._journal_files():
+            self._apply(batch_id, pq.read_table(path))
+
+    def _final_table(self) -> pa.Table:
+        if self._mode == "update":
+            rows = list(self._latest.values())
+            schema = self._schema
+            if schema is None:
+                return pa.table({})
+            table = pa.Table.from_pylist(rows, schema=schema)
+            return table.sort_by([(key, "ascending") for key in self._keys])
+        if self._mode == "complete":
+            return self._complete_table if self._complete_table is not None else pa.table({})
+        parts = [pq.read_table(path) for _, path in self._journal_files()]
+        return pa.concat_tables(parts) if parts else pa.table({})
+
+    def _write_result(self) -> None:
+        if self._mode == "append" and self._journal is None:
+            writer = self._writer or ResultWriter(self._directory, self._fmt)
+            self._writer = None
+            self._result_path = writer.commit(self._schema)
+            self._result = None  # streamed to disk, not kept in memory
+            return
+        table = self._final_table()
+        writer = ResultWriter(self._directory, self._fmt)
+        writer.write(table)
+        self._result_path = writer.commit(table.schema)
+        self._result = table

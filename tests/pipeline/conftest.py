@@ -1,0 +1,80 @@
+"""Helpers for the pipeline tests: a recording subscriber, small input files, Spark."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+import pytest
+
+from reactive_streams import Subscriber, Subscription
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyspark.sql import SparkSession
+
+T = TypeVar("T")
+
+
+class Recorder(Subscriber[T], Generic[T]):
+    """Records every signal; requests only when the test says so."""
+
+    def __init__(self) -> None:
+        self.elements: list[T] = []
+        self.errors: list[Exception] = []
+        self.completed = False
+        self.subscription: Subscription | None = None
+        self.done = threading.Event()
+        self.changed = threading.Condition()
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+
+    def on_next(self, element: T) -> None:
+        with self.changed:
+            self.elements.append(element)
+            self.changed.notify_all()
+
+    def on_error(self, error: Exception) -> None:
+        self.errors.append(error)
+        self.done.set()
+        with self.changed:
+            self.changed.notify_all()
+
+    def on_complete(self) -> None:
+        self.completed = True
+        self.done.set()
+        with self.changed:
+            self.changed.notify_all()
+
+    def request(self, n: int) -> None:
+        assert self.subscription is not None
+        self.subscription.request(n)
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> None:
+        """Wait until ``count`` elements arrived or the stream ended."""
+        with self.changed:
+            ok = self.changed.wait_for(
+                lambda: len(self.elements) >= count or self.done.is_set(), timeout
+            )
+        assert ok, f"timed out with {len(self.elements)} of {count} elements"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The one local[2] session of the test process (shared through getOrCreate)."""
+    pytest.importorskip("pyspark")
+    from reactive_streams.spark.session import local_session
+
+    session = local_session(
+        "local[2]",
+        app_name="reactive-streams-tests",
+        conf={"spark.sql.session.timeZone": "UTC"},
+    )
+    try:
+        yield session
+    finally:
+        for query in session.streams.active:
+            query.stop()
+        session.stop()

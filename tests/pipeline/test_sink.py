@@ -1,0 +1,157 @@
+"""The result sink: latest row per key, replays skipped, one file written at the very end."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+import pytest
+
+from reactive_streams import Subscription
+from reactive_streams.pipeline import ResultSink
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Batch:
+    batch_id: int
+    table: pa.Table
+
+
+class FakeSubscription(Subscription):
+    def __init__(self) -> None:
+        self.requested = 0
+        self.cancelled = False
+
+    def request(self, n: int) -> None:
+        self.requested += n
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def _groups(*rows: tuple[str, int, int]) -> pa.Table:
+    return pa.table(
+        {
+            "origin": [row[0] for row in rows],
+            "hour": [row[1] for row in rows],
+            "flights": [row[2] for row in rows],
+        }
+    )
+
+
+def _files(directory: Path) -> list[str]:
+    return sorted(path.name for path in directory.iterdir())
+
+
+def test_update_mode_keeps_the_latest_row_per_key_and_skips_replays(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, "parquet", mode="update", keys=("origin", "hour"))
+    subscription = FakeSubscription()
+    sink.on_subscribe(subscription)
+    assert subscription.requested == 1  # one batch at a time
+    sink.on_next(Batch(0, _groups(("JFK", 1, 2), ("EWR", 1, 1))))
+    assert subscription.requested == 2
+    sink.on_next(Batch(1, _groups(("JFK", 1, 5), ("LGA", 2, 1))))
+    sink.on_next(Batch(1, _groups(("JFK", 1, 99))))  # a replay of batch 1: skipped
+    assert _files(tmp_path) == []  # nothing final before completion
+    sink.on_complete()
+    assert sink.wait(1)
+    assert sink.completed
+    table = pq.read_table(tmp_path / "result.parquet")
+    assert table.to_pylist() == [
+        {"origin": "EWR", "hour": 1, "flights": 1},
+        {"origin": "JFK", "hour": 1, "flights": 5},
+        {"origin": "LGA", "hour": 2, "flights": 1},
+    ]
+    stats = sink.statistics()
+    assert (stats.batches, stats.replayed, stats.groups, stats.last_batch_id) == (2, 1, 3, 1)
+    assert _files(tmp_path) == ["result.parquet"]
+
+
+def test_complete_mode_keeps_the_last_batch(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, "csv", mode="complete")
+    sink.on_subscribe(FakeSubscription())
+    sink.on_next(Batch(0, _groups(("JFK", 1, 2))))
+    sink.on_next(Batch(1, _groups(("JFK", 1, 3), ("EWR", 1, 1))))
+    sink.on_complete()
+    table = pa_csv.read_csv(tmp_path / "result.csv")
+    assert table.to_pylist() == [
+        {"origin": "JFK", "hour": 1, "flights": 3},
+        {"origin": "EWR", "hour": 1, "flights": 1},
+    ]
+
+
+def test_append_mode_writes_through_under_a_temporary_name(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, "jsonl", mode="append")
+    sink.on_subscribe(FakeSubscription())
+    sink.on_next(Batch(0, _groups(("JFK", 1, 2))))
+    sink.on_next(Batch(1, _groups(("EWR", 1, 1))))
+    names = _files(tmp_path)
+    assert len(names) == 1
+    assert names[0].startswith(".result.jsonl.")
+    sink.on_complete()
+    lines = (tmp_path / "result.jsonl").read_text().splitlines()
+    assert [json.loads(line)["origin"] for line in lines] == ["JFK", "EWR"]
+    assert _files(tmp_path) == ["result.jsonl"]
+
+
+@pytest.mark.parametrize("mode", ["append", "update"])
+def test_an_error_leaves_no_partial_file(tmp_path: Path, mode: str) -> None:
+    sink = ResultSink(tmp_path, "parquet", mode=mode, keys=("origin", "hour"))  # type: ignore[arg-type]
+    sink.on_subscribe(FakeSubscription())
+    sink.on_next(Batch(0, _groups(("JFK", 1, 2))))
+    failure = RuntimeError("executor lost")
+    sink.on_error(failure)
+    assert sink.wait(1)
+    assert sink.error is failure
+    assert not sink.completed
+    assert _files(tmp_path) == []
+
+
+def test_cancel_stops_upstream_and_writes_nothing(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, "parquet", mode="append")
+    subscription = FakeSubscription()
+    sink.on_subscribe(subscription)
+    sink.on_next(Batch(0, _groups(("JFK", 1, 2))))
+    sink.cancel()
+    assert subscription.cancelled
+    assert sink.cancelled
+    assert sink.wait(0)
+    assert _files(tmp_path) == []
+
+
+def test_a_missing_key_column_fails_the_stream_without_raising(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, "parquet", mode="update", keys=("nope",))
+    subscription = FakeSubscription()
+    sink.on_subscribe(subscription)
+    sink.on_next(Batch(0, _groups(("JFK", 1, 2))))  # Rule 2.13: must not raise
+    assert subscription.cancelled
+    assert isinstance(sink.error, ValueError)
+    assert "no key column(s) ['nope']" in str(sink.error)
+
+
+def test_journal_lets_a_rerun_resume_exactly(tmp_path: Path) -> None:
+    journal = tmp_path / "checkpoint" / "sink"
+    out = tmp_path / "out"
+    out.mkdir()
+    first = ResultSink(out, "parquet", mode="update", keys=("origin", "hour"), journal=journal)
+    first.on_subscribe(FakeSubscription())
+    first.on_next(Batch(0, _groups(("JFK", 1, 2), ("EWR", 1, 1))))
+    first.on_next(Batch(1, _groups(("JFK", 1, 4))))
+    # ...the process dies here; Spark replays batch 1 and goes on with batch 2.
+    second = ResultSink(out, "parquet", mode="update", keys=("origin", "hour"), journal=journal)
+    second.on_subscribe(FakeSubscription())
+    second.on_next(Batch(1, _groups(("JFK", 1, 4))))
+    second.on_next(Batch(2, _groups(("EWR", 1, 3))))
+    second.on_complete()
+    assert second.statistics().replayed == 1
+    assert pq.read_table(out / "result.parquet").to_pylist() == [
+        {"origin": "EWR", "hour": 1, "flights": 3},
+        {"origin": "JFK", "hour": 1, "flights": 4},
+    ]

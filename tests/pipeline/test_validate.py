@@ -1,0 +1,127 @@
+"""Reading chunks and converting them: malformed records become dead letters, never lost."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import TYPE_CHECKING
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+from reactive_streams.pipeline import DeadLetter, Validator, plan_inputs
+from reactive_streams.pipeline._readers import open_reader
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def _read_all(path: Path, chunk: int = 2) -> tuple[list[dict[str, object]], list[DeadLetter]]:
+    plan = plan_inputs([path])
+    validator = Validator(plan.schema)
+    reader = open_reader(plan.files[0], plan.schema.names)
+    rows: list[dict[str, object]] = []
+    letters: list[DeadLetter] = []
+    try:
+        while (raw := reader.read(chunk)) is not None:
+            table, rejects = validator.convert(raw)
+            assert table.schema == plan.schema
+            assert table.num_rows + len(rejects) == raw.size
+            rows.extend(table.to_pylist())
+            letters.extend(rejects)
+    finally:
+        reader.close()
+    return rows, letters
+
+
+def test_csv_malformed_records_go_to_dead_letters_with_their_lines(tmp_path: Path) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text(
+        "id,delay,when\n"  # line 1
+        "1,2.5,2013-01-01T10:00:00Z\n"  # 2
+        "2,abc,2013-01-01T11:00:00Z\n"  # 3: not a number
+        "3,1\n"  # 4: too few fields
+        "\n"  # 5: blank
+        "4,,2013-01-01 12:00:00\n"  # 6: null delay, time without offset is UTC
+        "5,7,yesterday\n"  # 7: not a timestamp
+        "6,NA,2013-01-01T13:00:00+01:00\n"  # 8
+        # lines 9 to 38: good records, so that inference sees that most values fit
+        + "".join(f"{i},{i}.5,2013-01-02T00:00:00Z\n" for i in range(7, 37))
+    )
+    rows, letters = _read_all(path, chunk=4)
+    utc = dt.UTC
+    assert rows[:3] == [
+        {"id": 1, "delay": 2.5, "when": dt.datetime(2013, 1, 1, 10, tzinfo=utc)},
+        {"id": 4, "delay": None, "when": dt.datetime(2013, 1, 1, 12, tzinfo=utc)},
+        {"id": 6, "delay": None, "when": dt.datetime(2013, 1, 1, 12, tzinfo=utc)},
+    ]
+    assert [row["id"] for row in rows[3:]] == list(range(7, 37))
+    assert [(letter.position, letter.position_kind) for letter in letters] == [
+        (3, "line"),
+        (4, "line"),
+        (5, "line"),
+        (7, "line"),
+    ]
+    assert letters[0].reason.startswith("column 'delay': cannot convert 'abc' to double")
+    assert letters[0].raw == {"id": "2", "delay": "abc", "when": "2013-01-01T11:00:00Z"}
+    assert letters[1].reason == "expected 3 fields, found 2"
+    assert letters[1].raw == "3,1"
+    assert letters[2].reason.startswith("empty record")
+    assert letters[3].reason.startswith("column 'when': cannot convert 'yesterday'")
+    record = json.loads(letters[0].to_json())
+    assert record["source"] == str(path)
+    assert record["line"] == 3
+
+
+def test_jsonl_malformed_lines_and_unknown_fields(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text(
+        '{"a": 1, "b": "x"}\n'  # 1
+        "{not json\n"  # 2
+        "\n"  # 3: blank, skipped
+        "[1, 2]\n"  # 4: not an object
+        '{"a": "two", "b": "y"}\n'  # 5: not an integer
+        '{"a": 3, "c": 1}\n'  # 6: unknown field
+        '{"b": "z"}\n'  # 7: missing a is null
+        '{"a": 4.0, "b": 5}\n'  # 8: integral float, number as text
+        + "".join(f'{{"a": {i}, "b": "v"}}\n' for i in range(5, 25))  # 9 to 28
+    )
+    rows, letters = _read_all(path)
+    assert rows[:3] == [{"a": 1, "b": "x"}, {"a": None, "b": "z"}, {"a": 4, "b": "5"}]
+    assert len(rows) == 23
+    assert [letter.position for letter in letters] == [2, 4, 5, 6]
+    assert letters[0].reason.startswith("malformed JSON")
+    assert letters[1].reason == "not a JSON object: list"
+    assert letters[3].reason == "unexpected field(s): c"
+
+
+def test_parquet_rows_are_numbered_from_zero(tmp_path: Path) -> None:
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"a": [1, 2, 3], "b": ["x", "y", None]}), path)
+    rows, letters = _read_all(path, chunk=2)
+    assert rows == [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}, {"a": 3, "b": None}]
+    assert letters == []
+
+
+def test_a_chunk_of_good_records_takes_the_fast_path(tmp_path: Path) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text("a,b\n" + "".join(f"{i},{i / 2}\n" for i in range(100)))
+    plan = plan_inputs([path])
+    validator = Validator(plan.schema)
+    reader = open_reader(plan.files[0], plan.schema.names)
+    raw = reader.read(1000)
+    reader.close()
+    assert raw is not None
+    table, rejects = validator.convert(raw)
+    assert (table.num_rows, rejects, validator.slow_chunks) == (100, [], 0)
+    assert raw.positions == list(range(2, 102))
+
+
+def test_values_out_of_range_are_dead_letters_too(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text("".join(f'{{"a": {i}}}\n' for i in range(20)) + '{"a": 99999999999999999999}\n')
+    rows, letters = _read_all(path, chunk=50)
+    assert [row["a"] for row in rows] == list(range(20))
+    assert [(letter.position, letter.reason) for letter in letters] == [
+        (21, "column 'a': cannot convert 99999999999999999999 to int64: out of the BIGINT range")
+    ]
