@@ -80,6 +80,7 @@ from .api import Processor as Processor
 from .api import Publisher as Publisher
 from .api import Subscriber as Subscriber
 from .api import Subscription as Subscription
+from .operators import Flow as Flow
 
 try:
     __version__ = version("reactive-streams-py")

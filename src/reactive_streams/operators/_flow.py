@@ -1,0 +1,309 @@
+"""``Flow``: the fluent, backpressured pipeline builder.
+
+A ``Flow[T]`` is a ``Publisher[T]``: an immutable description of a pipeline that can be
+subscribed many times (unicast by default: every subscriber gets its own run). Each method
+returns a new ``Flow`` and delegates to one operator module; adjacent synchronous operators
+are fused into one stage (see ``_fusion``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from ..api import Publisher, Subscriber
+from ._base import Operator, StageStatistics, walk
+from ._distinct import DistinctUntilChangedOp
+from ._filter import FilterOp
+from ._fusion import UNSET, FusedOp
+from ._map import MapOp
+from ._pull import PullPublisher
+from ._push import PushPublisher
+from ._reduce import ReduceOp, ReducePublisher
+from ._scan import ScanOp
+from ._sinks import (
+    NO_DEFAULT,
+    BlockingIterator,
+    CallbackSubscriber,
+    collect_list,
+    first,
+    for_each,
+)
+from ._skip import SkipOp
+from ._sources import DeferPublisher, ErrorPublisher, WrappedPublisher
+from ._take import TakeOp
+from ._take_while import TakeWhileOp
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+__all__ = ["Flow"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+A = TypeVar("A")
+
+
+def _check_count(what: str, count: int) -> int:
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"{what}() needs an int count, got {type(count).__qualname__}")
+    if count < 0:
+        raise ValueError(f"{what}() needs a count >= 0, got {count}")
+    return count
+
+
+class Flow(Publisher[T], Generic[T]):
+    """A publisher with a fluent operator API; every stage follows the specification.
+
+    Build a flow from a source, chain operators, then subscribe or use a sink:
+
+    >>> Flow.range(0, 10).map(lambda x: x * 2).filter(lambda x: x % 3 == 0).to_list()
+    [0, 6, 12, 18]
+    >>> Flow.just(1, 2, 3).reduce(lambda acc, x: acc + x, 0).first()
+    6
+
+    Demand travels from the last subscriber back to the source: nothing is produced that
+    was not requested, and every buffer in the pipeline is bounded.
+
+    Backpressure:
+        Each operator documents how it turns downstream demand into upstream demand.
+
+    Concurrency:
+        Synchronous operators run on the thread that delivers the upstream signal;
+        ``publish_on`` and ``subscribe_on`` move signals to an executor.
+    """
+
+    __slots__ = ("_node",)
+
+    def __init__(self, node: Publisher[T]) -> None:
+        self._node = node
+
+    def __repr__(self) -> str:
+        name = self._node.name if isinstance(self._node, Operator) else type(self._node).__name__
+        return f"Flow({name})"
+
+    # ------------------------------------------------------------------ Publisher
+    @overload
+    def subscribe(self, subscriber: Subscriber[T]) -> None: ...
+
+    @overload
+    def subscribe(
+        self,
+        subscriber: None = None,
+        *,
+        on_next: Callable[[T], object] | None = None,
+        on_error: Callable[[Exception], object] | None = None,
+        on_complete: Callable[[], object] | None = None,
+        prefetch: int = 256,
+    ) -> None: ...
+
+    def subscribe(
+        self,
+        subscriber: Subscriber[T] | None = None,
+        *,
+        on_next: Callable[[T], object] | None = None,
+        on_error: Callable[[Exception], object] | None = None,
+        on_complete: Callable[[], object] | None = None,
+        prefetch: int = 256,
+    ) -> None:
+        """Subscribe a ``Subscriber``, or plain callables.
+
+        Args:
+            subscriber: a ``Subscriber``; ``None`` is allowed only together with at least
+                one callable (Rule 1.9).
+            on_next: called with each element.
+            on_error: called with the terminal error (by default it goes to the
+                undeliverable hook: errors are never lost).
+            on_complete: called at completion.
+            prefetch: demand batch of the callback subscriber, replenished at 75%.
+
+        Raises:
+            TypeError: neither a subscriber nor any callable was given (Rule 1.9).
+        """
+        if subscriber is None:
+            if on_next is None and on_error is None and on_complete is None:
+                raise TypeError("Rule 1.9: subscribe() requires a Subscriber, got None")
+            subscriber = CallbackSubscriber(on_next, on_error, on_complete, prefetch=prefetch)
+        self._node.subscribe(subscriber)
+
+    # ------------------------------------------------------------------ sources
+    @staticmethod
+    def from_iterable(iterable: Iterable[R]) -> Flow[R]:
+        """Emit the elements of ``iterable``; ``iter()`` is called once per subscriber.
+
+        A one-shot iterator (a generator) can therefore serve one subscriber only; pass a
+        re-iterable collection, or use ``Flow.defer``, for several.
+        """
+        if iterable is None:
+            raise TypeError("from_iterable() needs an iterable, got None")
+        return Flow(PullPublisher(lambda: iterable, (), "from_iterable"))
+
+    @staticmethod
+    def range(start: int, stop: int | None = None) -> Flow[int]:
+        """Emit ``range(start, stop)`` (or ``range(start)`` when ``stop`` is omitted).
+
+        >>> Flow.range(3).to_list()
+        [0, 1, 2]
+        """
+        numbers = range(start) if stop is None else range(start, stop)
+        return Flow(PullPublisher(lambda: numbers, (), "range"))
+
+    @staticmethod
+    def just(*items: R) -> Flow[R]:
+        """Emit the given items, then complete."""
+        if any(item is None for item in items):
+            raise TypeError("Rule 2.13: Flow.just() got None, which is never a valid element")
+        return Flow(PullPublisher(lambda: items, (), "just"))
+
+    @staticmethod
+    def empty() -> Flow[Any]:
+        """Complete without elements (at the first request)."""
+        return Flow(PullPublisher(tuple, (), "empty"))
+
+    @staticmethod
+    def error(error: Exception) -> Flow[Any]:
+        """Signal ``on_error(error)`` right after ``on_subscribe``, without waiting for demand."""
+        return Flow(ErrorPublisher(error))
+
+    @staticmethod
+    def from_publisher(publisher: Publisher[R]) -> Flow[R]:
+        """Wrap any publisher, including a third party's registered with ``Publisher.register``."""
+        if isinstance(publisher, Flow):
+            return publisher
+        return Flow(WrappedPublisher(publisher))
+
+    @staticmethod
+    def defer(factory: Callable[[], Publisher[R]]) -> Flow[R]:
+        """Call ``factory()`` for each subscriber and subscribe it to the publisher returned."""
+        return Flow(DeferPublisher(factory))
+
+    # ------------------------------------------------------------------ fused operators
+    def _fuse(self, op: FusedOp) -> Flow[Any]:
+        node = self._node
+        if isinstance(node, PullPublisher | PushPublisher):
+            return Flow(node.with_op(op))
+        if isinstance(op, ReduceOp):
+            return Flow(ReducePublisher(node, op.fn, op.initial))
+        return Flow(PushPublisher(node, (op,)))
+
+    def map(self, fn: Callable[[T], R]) -> Flow[R]:
+        """Apply ``fn`` to every element (fused with its synchronous neighbours).
+
+        A ``None`` result signals ``on_error(NoneResultError)`` (a ``TypeError``, Rule 2.13)
+        naming the element's position; an exception from ``fn`` cancels upstream and is
+        signalled downstream.
+
+        Backpressure: one output per input; demand passes through unchanged.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(MapOp(fn))
+
+    def filter(self, predicate: Callable[[T], object]) -> Flow[T]:
+        """Keep the elements for which ``predicate`` is truthy.
+
+        Backpressure: every dropped element is re-requested upstream, so downstream gets
+        what it asked for.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(FilterOp(predicate))
+
+    def scan(self, fn: Callable[[A, T], A], initial: A = UNSET) -> Flow[A]:
+        """Emit every running accumulation ``acc = fn(acc, x)`` (the seed is not emitted).
+
+        Backpressure: one output per input.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(ScanOp(fn, initial))
+
+    def reduce(self, fn: Callable[[A, T], A], initial: A = UNSET) -> Flow[A]:
+        """Fold the stream into one element, emitted when upstream completes.
+
+        Without ``initial`` the first element seeds the fold and an empty stream completes
+        empty.
+
+        Backpressure: requests upstream without bound (it keeps one accumulator) and emits
+        its one element only when requested.
+
+        Concurrency: fused after an iterable source it runs in ``functools.reduce``; after
+        another publisher it is a stage of its own.
+        """
+        return self._fuse(ReduceOp(fn, initial))
+
+    def distinct_until_changed(self, key: Callable[[T], object] | None = None) -> Flow[T]:
+        """Drop elements whose key equals the previous element's key.
+
+        Backpressure: dropped elements are re-requested upstream.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(DistinctUntilChangedOp(key))
+
+    def take(self, count: int) -> Flow[T]:
+        """Emit the first ``count`` elements, then complete and cancel upstream.
+
+        Backpressure: never reads past the ``count``-th element of an iterable source.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(TakeOp(_check_count("take", count)))
+
+    def skip(self, count: int) -> Flow[T]:
+        """Drop the first ``count`` elements.
+
+        Backpressure: skipped elements are re-requested upstream.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(SkipOp(_check_count("skip", count)))
+
+    def take_while(self, predicate: Callable[[T], object]) -> Flow[T]:
+        """Emit elements while ``predicate`` holds; the first failure completes the flow.
+
+        Backpressure: demand passes through; upstream is cancelled at the end.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(TakeWhileOp(predicate))
+
+    # ------------------------------------------------------------------ sinks
+    def to_list(self, timeout: float | None = None) -> list[T]:
+        """Block until completion and return all elements (see ``collect_list``)."""
+        return collect_list(self, timeout)
+
+    def for_each(self, fn: Callable[[T], object], timeout: float | None = None) -> None:
+        """Block, calling ``fn`` on each element, until completion (see ``for_each``)."""
+        for_each(self, fn, timeout)
+
+    def first(self, default: T = NO_DEFAULT, timeout: float | None = None) -> T:
+        """Return the first element (the rest is cancelled), or ``default`` if empty.
+
+        Raises:
+            LookupError: the flow is empty and no ``default`` was given.
+        """
+        return first(self, default, timeout)
+
+    def iterate(self, *, prefetch: int = 256, timeout: float | None = None) -> BlockingIterator[T]:
+        """A blocking iterator holding at most ``prefetch`` elements; close it to cancel."""
+        iterator: BlockingIterator[T] = BlockingIterator(prefetch, timeout)
+        self.subscribe(iterator)
+        return iterator
+
+    def __iter__(self) -> BlockingIterator[T]:
+        return self.iterate()
+
+    # ------------------------------------------------------------------ introspection
+    def metrics(self) -> dict[str, StageStatistics]:
+        """Per-stage statistics of the most recent run, sources first.
+
+        Keys are ``"<index>:<operator name>"``, fused stages show all their operators
+        (``"0:range|map|filter"``). Stages whose run has ended and been garbage-collected
+        are left out.
+        """
+        result: dict[str, StageStatistics] = {}
+        for index, operator in enumerate(walk(self)):
+            stats = operator.last_statistics()
+            if stats is not None:
+                result[f"{index}:{operator.name}"] = stats
+        return result
