@@ -75,6 +75,15 @@ class Recorder(Subscriber[T], Generic[T]):
         self.max_depth = 0
         self.threads: set[int] = set()
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+
+    def wait_for_count(self, count: int, timeout: float = 10.0) -> None:
+        """Block until at least ``count`` elements arrived (or the stream ended)."""
+        with self._changed:
+            arrived = self._changed.wait_for(
+                lambda: len(self.elements) >= count or self.terminated.is_set(), timeout
+            )
+        assert arrived, f"only {len(self.elements)} of {count} elements arrived in time"
 
     def on_subscribe(self, subscription: Subscription) -> None:
         self.subscription = subscription
@@ -95,6 +104,7 @@ class Recorder(Subscriber[T], Generic[T]):
             if self.terminated.is_set():
                 self.signals_after_terminal += 1
             self.elements.append(element)
+            self._changed.notify_all()
         self.depth += 1
         self.max_depth = max(self.max_depth, self.depth)
         try:
@@ -107,13 +117,17 @@ class Recorder(Subscriber[T], Generic[T]):
         if self.terminated.is_set():
             self.signals_after_terminal += 1
         self.errors.append(error)
-        self.terminated.set()
+        with self._changed:
+            self.terminated.set()
+            self._changed.notify_all()
 
     def on_complete(self) -> None:
         if self.terminated.is_set():
             self.signals_after_terminal += 1
         self.completed += 1
-        self.terminated.set()
+        with self._changed:
+            self.terminated.set()
+            self._changed.notify_all()
 
     def wait(self, timeout: float = 10.0) -> None:
         assert self.terminated.wait(timeout), "the stream did not terminate in time"

@@ -16,6 +16,7 @@ from ._distinct import DistinctUntilChangedOp
 from ._filter import FilterOp
 from ._fusion import UNSET, FusedOp
 from ._map import MapOp
+from ._publish_on import PublishOnOperator
 from ._pull import PullPublisher
 from ._push import PushPublisher
 from ._reduce import ReduceOp, ReducePublisher
@@ -30,11 +31,14 @@ from ._sinks import (
 )
 from ._skip import SkipOp
 from ._sources import DeferPublisher, ErrorPublisher, WrappedPublisher
+from ._subscribe_on import SubscribeOnOperator
 from ._take import TakeOp
 from ._take_while import TakeWhileOp
 
 if TYPE_CHECKING:
+    import asyncio
     from collections.abc import Callable, Iterable
+    from concurrent.futures import Executor
 
 __all__ = ["Flow"]
 
@@ -266,6 +270,44 @@ class Flow(Publisher[T], Generic[T]):
         Concurrency: runs on the thread that delivers the element.
         """
         return self._fuse(TakeWhileOp(predicate))
+
+    # ------------------------------------------------------------------ async boundaries
+    def publish_on(
+        self, executor: Executor | asyncio.AbstractEventLoop, *, prefetch: int = 256
+    ) -> Flow[T]:
+        """Deliver downstream signals on ``executor`` through a buffer of ``prefetch``.
+
+        Marble::
+
+            source:    -1-2-3-|        (any thread)
+            request:   (256) ... (192 each time 75% is consumed)
+            result:    --1-2-3-|       (on the executor)
+
+        Args:
+            executor: a ``concurrent.futures.Executor`` or an asyncio event loop.
+            prefetch: the buffer bound in elements, and the demand sent upstream.
+
+        Backpressure:
+            At most ``prefetch`` elements are buffered; upstream gets ``request(prefetch)``
+            and then ``request(k)`` each time ``k`` = 75% of ``prefetch`` has been consumed.
+
+        Concurrency:
+            Elements are handed to the executor in batches under one lock; one drain task
+            runs at a time, so downstream signals are serial (Rule 1.3).
+        """
+        return Flow(PublishOnOperator(self._node, executor, prefetch))
+
+    def subscribe_on(self, executor: Executor | asyncio.AbstractEventLoop) -> Flow[T]:
+        """Subscribe to, request from and cancel upstream on ``executor``.
+
+        Backpressure:
+            Demand is forwarded unchanged (coalesced while a forwarding task is pending).
+
+        Concurrency:
+            A synchronous source produces on the executor; upstream calls are serialised
+            (Rule 2.7).
+        """
+        return Flow(SubscribeOnOperator(self._node, executor))
 
     # ------------------------------------------------------------------ sinks
     def to_list(self, timeout: float | None = None) -> list[T]:
