@@ -10,16 +10,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from ..api import Publisher, Subscriber
+from ..api import Processor, Publisher, Subscriber
+from ._backpressure import OnBackpressureOperator, Overflow
 from ._base import Operator, StageStatistics, walk
+from ._buffer import BufferOperator
 from ._distinct import DistinctUntilChangedOp
 from ._filter import FilterOp
+from ._flat_map import FlatMapOperator
 from ._fusion import UNSET, FusedOp
+from ._interval import IntervalPublisher
 from ._map import MapOp
 from ._publish_on import PublishOnOperator
 from ._pull import PullPublisher
 from ._push import PushPublisher
 from ._reduce import ReduceOp, ReducePublisher
+from ._resume import ResumeOperator
 from ._scan import ScanOp
 from ._sinks import (
     NO_DEFAULT,
@@ -34,6 +39,8 @@ from ._sources import DeferPublisher, ErrorPublisher, WrappedPublisher
 from ._subscribe_on import SubscribeOnOperator
 from ._take import TakeOp
 from ._take_while import TakeWhileOp
+from ._via import ViaOperator
+from ._zip import ZipOperator
 
 if TYPE_CHECKING:
     import asyncio
@@ -53,6 +60,10 @@ def _check_count(what: str, count: int) -> int:
     if count < 0:
         raise ValueError(f"{what}() needs a count >= 0, got {count}")
     return count
+
+
+def _identity(value: Any) -> Any:
+    return value
 
 
 class Flow(Publisher[T], Generic[T]):
@@ -180,6 +191,71 @@ class Flow(Publisher[T], Generic[T]):
         """Call ``factory()`` for each subscriber and subscribe it to the publisher returned."""
         return Flow(DeferPublisher(factory))
 
+    @staticmethod
+    def interval(period: float, *, count: int | None = None) -> Flow[int]:
+        """A hot timer: ``0, 1, 2, ...`` every ``period`` seconds (``count`` ticks at most).
+
+        A tick without demand fails the flow with ``MissingBackpressureError``: follow it
+        with an ``on_backpressure_*`` operator to choose what to do instead.
+        """
+        return Flow(IntervalPublisher(period, count))
+
+    @staticmethod
+    def merge(*publishers: Publisher[R], concurrency: int | None = None) -> Flow[R]:
+        """Interleave the elements of several publishers as they arrive.
+
+        Backpressure: at most ``concurrency`` sources (all by default) are subscribed at
+        once, each with a bounded queue of 32; downstream demand is honoured exactly.
+
+        Concurrency: sources may emit on any threads; delivery is serial.
+        """
+        sources = tuple(publishers)
+        width = concurrency if concurrency is not None else max(1, len(sources))
+        return Flow(
+            FlatMapOperator(
+                PullPublisher(lambda: sources, (), "sources"),
+                _identity,
+                concurrency=width,
+                label="merge",
+            )
+        )
+
+    @staticmethod
+    def concat(*publishers: Publisher[R]) -> Flow[R]:
+        """All elements of the first publisher, then of the second, and so on.
+
+        Backpressure: one source at a time, with a bounded queue; demand carries over.
+        """
+        sources = tuple(publishers)
+        return Flow(
+            FlatMapOperator(
+                PullPublisher(lambda: sources, (), "sources"),
+                _identity,
+                concurrency=1,
+                label="concat",
+            )
+        )
+
+    @staticmethod
+    def zip(*publishers: Publisher[Any], prefetch: int = 32) -> Flow[tuple[Any, ...]]:
+        """Tuples of the n-th elements of every publisher; ends with the shortest.
+
+        Backpressure: each source has a bounded queue of ``prefetch``, refilled at 75%.
+        """
+        return Flow(ZipOperator(tuple(publishers), prefetch))
+
+    def merge_with(self, *others: Publisher[T], concurrency: int | None = None) -> Flow[T]:
+        """``Flow.merge(self, *others, concurrency=...)``."""
+        return Flow.merge(self, *others, concurrency=concurrency)
+
+    def concat_with(self, *others: Publisher[T]) -> Flow[T]:
+        """``Flow.concat(self, *others)``."""
+        return Flow.concat(self, *others)
+
+    def zip_with(self, *others: Publisher[Any], prefetch: int = 32) -> Flow[tuple[Any, ...]]:
+        """``Flow.zip(self, *others)``."""
+        return Flow.zip(self, *others, prefetch=prefetch)
+
     # ------------------------------------------------------------------ fused operators
     def _fuse(self, op: FusedOp) -> Flow[Any]:
         node = self._node
@@ -270,6 +346,103 @@ class Flow(Publisher[T], Generic[T]):
         Concurrency: runs on the thread that delivers the element.
         """
         return self._fuse(TakeWhileOp(predicate))
+
+    # ------------------------------------------------------------------ stage operators
+    def flat_map(
+        self,
+        fn: Callable[[T], Publisher[R] | Iterable[R]],
+        *,
+        concurrency: int = 16,
+        prefetch: int = 32,
+    ) -> Flow[R]:
+        """Map each element to a publisher (or iterable) and merge their elements.
+
+        Marble (``concurrency=2``)::
+
+            source:   -a-----b-|
+            fn(a):     -1--2-|
+            fn(b):           -3-4-|
+            result:   --1--2--3-4-|
+
+        Backpressure: at most ``concurrency`` inner publishers at once, each with a queue
+        of ``prefetch`` refilled at 75%; the outer flow is requested one element per
+        finished inner.
+
+        Concurrency: inner publishers may emit on any threads; delivery is serial and the
+        first error cancels everything.
+        """
+        return Flow(FlatMapOperator(self._node, fn, concurrency=concurrency, prefetch=prefetch))
+
+    def concat_map(
+        self, fn: Callable[[T], Publisher[R] | Iterable[R]], *, prefetch: int = 32
+    ) -> Flow[R]:
+        """``flat_map`` with ``concurrency=1``: inner publishers in order, one at a time."""
+        return Flow(
+            FlatMapOperator(self._node, fn, concurrency=1, prefetch=prefetch, label="concat_map")
+        )
+
+    def buffer(self, size: int, *, timeout: float | None = None) -> Flow[list[T]]:
+        """Lists of ``size`` elements; with ``timeout`` seconds, partial lists are flushed.
+
+        Backpressure: ``request(n)`` becomes ``request(n * size)`` upstream.
+
+        Concurrency: the timeout runs on a timer thread; delivery is serial.
+        """
+        return Flow(BufferOperator(self._node, size, timeout))
+
+    def via(self, processor: Processor[T, R] | Callable[[], Processor[T, R]]) -> Flow[R]:
+        """Route the flow through a ``Processor`` (an instance, or a factory of them)."""
+        return Flow(ViaOperator(self._node, processor))
+
+    def on_error_resume(self, fn: Callable[[Exception], Publisher[T]]) -> Flow[T]:
+        """On an upstream error, continue with the publisher ``fn(error)`` returns.
+
+        Backpressure: outstanding demand is carried over to the new publisher.
+        """
+        return Flow(ResumeOperator(self._node, fallback=fn, label="on_error_resume"))
+
+    def retry(self, times: int) -> Flow[T]:
+        """On an upstream error, subscribe again, at most ``times`` times.
+
+        Backpressure: outstanding demand is carried over to the new subscription.
+        """
+        return Flow(ResumeOperator(self._node, times=_check_count("retry", times), label="retry"))
+
+    def on_backpressure_buffer(
+        self,
+        capacity: int,
+        *,
+        overflow: Overflow = "error",
+        on_drop: Callable[[T], object] | None = None,
+    ) -> Flow[T]:
+        """Buffer up to ``capacity`` undemanded elements of a hot source.
+
+        Args:
+            capacity: elements kept beyond the downstream demand.
+            overflow: ``"error"`` (``MissingBackpressureError``), ``"drop_oldest"`` or
+                ``"drop_latest"``.
+            on_drop: called with each dropped element; drops are counted in
+                ``statistics().dropped``.
+
+        Backpressure: requests unbounded demand upstream.
+        """
+        return Flow(
+            OnBackpressureOperator(
+                self._node, capacity, overflow, on_drop, "on_backpressure_buffer"
+            )
+        )
+
+    def on_backpressure_drop(self, on_drop: Callable[[T], object] | None = None) -> Flow[T]:
+        """Drop (count, and pass to ``on_drop``) elements that arrive without demand."""
+        return Flow(
+            OnBackpressureOperator(self._node, 0, "drop_latest", on_drop, "on_backpressure_drop")
+        )
+
+    def on_backpressure_latest(self, on_drop: Callable[[T], object] | None = None) -> Flow[T]:
+        """Keep only the latest undemanded element; older ones are dropped and counted."""
+        return Flow(
+            OnBackpressureOperator(self._node, 1, "drop_oldest", on_drop, "on_backpressure_latest")
+        )
 
     # ------------------------------------------------------------------ async boundaries
     def publish_on(
