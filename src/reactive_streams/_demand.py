@@ -101,12 +101,13 @@ class WorkGuard:
     Concurrency: every method may be called from any thread.
     """
 
-    __slots__ = ("_lock", "_missed", "_owned")
+    __slots__ = ("_lock", "_missed", "_owned", "_retired")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._owned = False
         self._missed = False
+        self._retired = False
 
     def acquire(self) -> bool:
         """Try to become the owner; ``True`` means the caller must now do the work."""
@@ -121,13 +122,27 @@ class WorkGuard:
         return True
 
     def release(self) -> bool:
-        """Called by the owner after a pass: ``True`` means work was missed, pass again."""
+        """Called by the owner after a pass: ``True`` means work was missed, pass again.
+
+        A retired guard stays owned: ``release`` returns ``False`` and nobody can acquire it.
+        """
         with self._lock:
+            if self._retired:
+                return False
             if self._missed:
                 self._missed = False
                 return True
             self._owned = False
             return False
+
+    def retire(self) -> None:
+        """Owner only: keep ownership for good, so no pass ever runs again.
+
+        Used once a stream reached its terminal state (Rule 1.7) or was cancelled: later
+        callers find the guard owned and return at once, which makes them no-ops.
+        """
+        with self._lock:
+            self._retired = True
 
     @property
     def owned(self) -> bool:
@@ -231,6 +246,7 @@ class EmitterElection(WorkGuard):
         with self._lock:
             self._cancelled = True
             self._terminated = True
+            self._retired = True
 
     @property
     def demand(self) -> int:

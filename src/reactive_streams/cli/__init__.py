@@ -9,6 +9,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
+from ._demo import demo
 
 __all__ = ["main"]
 
@@ -17,3 +18,6 @@ __all__ = ["main"]
 @click.version_option(__version__, "--version", prog_name="reactive-streams")
 def main() -> None:
     """Reactive Streams for Python: demand-driven streams with bounded memory."""
+
+
+main.add_command(demo)

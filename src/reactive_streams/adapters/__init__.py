@@ -1,0 +1,1 @@
+"""Adapters between reactive streams and other concurrency libraries (``adapters.asyncio``)."""

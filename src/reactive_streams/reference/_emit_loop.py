@@ -1,0 +1,206 @@
+"""The emit loop shared by the reference publishers.
+
+One ``EmitLoopSubscription`` links one subscriber to one source. All of its signals come
+from a single emit loop run under an ``EmitterElection``:
+
+* ``request``/``cancel`` only update the election; the caller that finds it idle runs the
+  loop (synchronous publishers) or submits it to an executor (asynchronous ones). Anyone
+  arriving while the loop runs, including a re-entrant ``request`` from inside ``on_next``,
+  just leaves a mark and returns, so recursion depth is 1 (Rule 3.3) and signals never
+  overlap (Rule 1.3).
+* The loop's first pass signals ``on_subscribe`` (Rule 1.9), then emits at most the
+  outstanding demand (Rule 1.1), and ends the stream as soon as the source is exhausted or
+  failed, with or without demand (Rules 1.4, 1.5, 2.9, 2.10).
+* After a terminal signal or a cancel the election is retired: the loop never runs again,
+  so later ``request``/``cancel`` calls are no-ops (Rules 1.7, 3.6, 3.7), and the reference
+  to the subscriber is dropped (Rule 3.13).
+
+Subclasses supply the source: ``_open`` (prepare, on the loop), ``_emit`` (deliver up to
+``count`` elements), ``_exhausted``, ``_failure`` and ``_close``.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from .._demand import DrainLoop, EmitterElection
+from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from .._statistics import StreamStatistics
+from ..api import Subscriber, Subscription
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
+    from .._exceptions import ExecutorRejectedError
+
+__all__ = ["EmitLoopSubscription"]
+
+T = TypeVar("T")
+
+
+class EmitLoopSubscription(Subscription, Generic[T]):
+    """A subscription whose signals all come from one elected emit loop.
+
+    Args:
+        subscriber: the subscriber to serve; the subscription drops it once the stream is
+            over (Rule 3.13).
+        executor: run the loop as executor tasks (at most one at a time per subscription);
+            ``None`` runs it on the thread that calls ``request`` (Rule 3.10).
+        batch_size: at most this many elements per pass; with an executor, a task that
+            reaches it resubmits itself instead of hogging a worker.
+    """
+
+    __slots__ = ("_batch_size", "_election", "_loop", "_opened", "_subscriber")
+
+    def __init__(
+        self, subscriber: Subscriber[T], *, executor: Executor | None = None, batch_size: int
+    ) -> None:
+        self._subscriber: Subscriber[T] | None = subscriber
+        self._election = EmitterElection()
+        self._batch_size = batch_size
+        self._opened = False
+        self._loop = DrainLoop(
+            self._drain_pass,
+            executor=executor,
+            on_rejected=self._on_rejected,
+            guard=self._election,
+        )
+
+    # -- the Subscription interface -------------------------------------------------------
+
+    def request(self, n: int) -> None:
+        """Add ``n`` to the demand (Rule 3.8); a bad ``n`` becomes ``on_error`` (Rule 3.9).
+
+        Never raises (Rule 3.16). On a synchronous publisher the elements are emitted on
+        this thread before it returns, unless an emit loop is already running (for
+        example, this call comes from inside ``on_next``), which then emits them.
+        """
+        if self._election.request(n):
+            self._loop.start_owned()
+
+    def cancel(self) -> None:
+        """Stop the stream and drop the subscriber (Rules 3.5, 3.7, 3.12, 3.13).
+
+        Idempotent, thread-safe and quick: if the emit loop is running it stops at its next
+        element; otherwise a last pass releases the source here (or on the executor).
+        """
+        if self._election.cancel():
+            self._loop.start_owned()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run the first pass: ``on_subscribe``, then anything already due (Rule 1.9)."""
+        if self._election.acquire():
+            self._loop.start_owned()
+
+    def statistics(self) -> StreamStatistics:
+        """A snapshot of this subscription's counters."""
+        election = self._election
+        return StreamStatistics(
+            requested=election.requested,
+            delivered=election.delivered,
+            buffered=self._buffered(),
+            cancelled=election.cancelled,
+            terminated=election.terminated,
+        )
+
+    # -- the emit loop (runs only under the election) -------------------------------------
+
+    def _drain_pass(self) -> bool:
+        """One pass; ``True`` when it stopped at ``batch_size`` with demand left."""
+        election = self._election
+        subscriber = self._subscriber
+        if subscriber is None:  # cancelled, or already terminated
+            election.retire()
+            return False
+        if not self._opened:
+            self._opened = True
+            # Rule 1.9: on_subscribe first; a subscriber that raises counts as cancelled (2.13).
+            if not signal_on_subscribe(subscriber, self):
+                election.cancel()
+            elif not election.cancelled:
+                self._open()
+        if election.cancelled:  # Rule 3.12: stop, release the source, drop the subscriber
+            self._finish()
+            return False
+        error = election.take_error() or self._failure()
+        if error is not None:  # Rules 3.9 and 1.4: a terminal error needs no demand
+            self._finish()
+            election.terminate()
+            signal_on_error(subscriber, error)
+            return False
+        demand = election.demand
+        if demand and not self._exhausted():
+            emitted = self._emit(subscriber, min(demand, self._batch_size))
+            demand = election.produced(emitted)
+        if self._cancelled_meanwhile():  # on_next may have cancelled (Rules 2.13, 3.12)
+            self._finish()
+            return False
+        if self._exhausted():  # Rules 1.4 and 1.5: end at once, with or without demand
+            failure = self._failure()
+            self._finish()
+            election.terminate()
+            if failure is None:
+                signal_on_complete(subscriber)
+            else:
+                signal_on_error(subscriber, failure)
+            return False
+        return bool(demand)  # demand left after a full batch: yield and come back
+
+    def _cancelled_meanwhile(self) -> bool:
+        return self._election.cancelled
+
+    def _finish(self) -> None:
+        self._subscriber = None  # Rule 3.13
+        self._election.retire()
+        self._close()
+
+    def _on_rejected(self, error: ExecutorRejectedError) -> None:
+        # The executor refused the loop's task; we still own the election, so we may signal.
+        subscriber = self._subscriber
+        if subscriber is None:
+            return
+        if not self._opened:
+            self._opened = True
+            if not signal_on_subscribe(subscriber, self):
+                self._finish()
+                return
+        self._finish()
+        self._election.terminate()
+        signal_on_error(subscriber, error)
+
+    def _deliver_failed(self, subscriber: Subscriber[T], error: Exception) -> None:
+        """``on_next`` raised: Rule 2.13 says the subscription is now cancelled."""
+        report_violation(subscriber, "on_next", error)
+        self._election.cancel()
+
+    # -- the source, supplied by subclasses -----------------------------------------------
+
+    @abstractmethod
+    def _open(self) -> None:
+        """Prepare the source, on the loop, after ``on_subscribe`` returned."""
+
+    @abstractmethod
+    def _emit(self, subscriber: Subscriber[T], count: int) -> int:
+        """Deliver up to ``count`` elements with ``on_next``; return how many were delivered.
+
+        Stop early if the source is exhausted or fails, or if ``self._election.cancelled``
+        becomes true; call ``_deliver_failed`` if ``on_next`` raises.
+        """
+
+    @abstractmethod
+    def _exhausted(self) -> bool:
+        """Whether the source has no more elements (or failed)."""
+
+    @abstractmethod
+    def _failure(self) -> Exception | None:
+        """The error that ended the source, if it failed."""
+
+    def _close(self) -> None:
+        """Release the source's resources; called once, on the loop."""
+
+    def _buffered(self) -> int:
+        """Elements held by the subscription right now (a read-ahead element, say)."""
+        return 0

@@ -1,0 +1,299 @@
+"""The asyncio bridges: to_async_iterator and from_async_iterable."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from reactive_streams import (
+    ProtocolViolationError,
+    Publisher,
+    SourceCancelledError,
+    Subscriber,
+    Subscription,
+)
+from reactive_streams.adapters.asyncio import from_async_iterable, to_async_iterator
+from reactive_streams.reference import ExecutorIterablePublisher, IterablePublisher, RangePublisher
+from reactive_streams.testing import RecordingSubscriber, collect
+
+TIMEOUT = 10.0
+
+
+class _DemandRecorder(Publisher[int]):
+    """A publisher on a foreign thread that records every request it receives."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.requests: list[int] = []
+        self.cancelled = threading.Event()
+        self.max_outstanding = 0
+
+    def subscribe(self, subscriber: Subscriber[int]) -> None:
+        recorder = self
+        lock = threading.Lock()
+        state = {"demand": 0, "next": 0, "running": False}
+
+        def pump() -> None:
+            while True:
+                with lock:
+                    if (
+                        recorder.cancelled.is_set()
+                        or state["demand"] == 0
+                        or state["next"] >= recorder.total
+                    ):
+                        state["running"] = False
+                        done = state["next"] >= recorder.total and not recorder.cancelled.is_set()
+                        break
+                    state["demand"] -= 1
+                    element = state["next"]
+                    state["next"] += 1
+                subscriber.on_next(element)
+            if done:
+                subscriber.on_complete()
+
+        class _Subscription(Subscription):
+            def request(self, n: int) -> None:
+                with lock:
+                    recorder.requests.append(n)
+                    state["demand"] += n
+                    recorder.max_outstanding = max(recorder.max_outstanding, state["demand"])
+                    start = not state["running"]
+                    state["running"] = True
+                if start:
+                    threading.Thread(target=pump, daemon=True).start()
+
+            def cancel(self) -> None:
+                recorder.cancelled.set()
+
+        subscriber.on_subscribe(_Subscription())
+
+
+def test_to_async_iterator_reads_a_whole_stream() -> None:
+    async def main() -> list[int]:
+        async with to_async_iterator(RangePublisher(0, 1000), prefetch=16) as elements:
+            return [element async for element in elements]
+
+    assert asyncio.run(main()) == list(range(1000))
+
+
+def test_prefetch_bounds_demand_and_replenishes_at_three_quarters() -> None:
+    publisher = _DemandRecorder(100)
+
+    async def main() -> list[int]:
+        async with to_async_iterator(publisher, prefetch=8) as elements:
+            return [element async for element in elements]
+
+    assert asyncio.run(main()) == list(range(100))
+    assert publisher.requests[0] == 8
+    assert set(publisher.requests[1:]) == {6}  # 75% of 8, each time that many were consumed
+    assert publisher.max_outstanding <= 8
+
+
+def test_publisher_signalling_from_a_foreign_thread(executor: ThreadPoolExecutor) -> None:
+    async def main() -> tuple[list[int], set[int]]:
+        loop_thread = threading.get_ident()
+        seen: set[int] = set()
+        elements = []
+        async with to_async_iterator(
+            ExecutorIterablePublisher(range(5000), executor, batch_size=32), prefetch=64
+        ) as it:
+            async for element in it:
+                seen.add(threading.get_ident())
+                elements.append(element)
+        assert seen == {loop_thread}
+        return elements, seen
+
+    elements, _ = asyncio.run(main())
+    assert elements == list(range(5000))
+
+
+@pytest.mark.rule("2.6")
+def test_leaving_early_cancels_the_subscription() -> None:
+    publisher = _DemandRecorder(1_000_000)
+
+    async def main() -> list[int]:
+        taken = []
+        async with to_async_iterator(publisher, prefetch=16) as elements:
+            async for element in elements:
+                taken.append(element)
+                if element == 20:
+                    break
+        return taken
+
+    assert asyncio.run(main()) == list(range(21))
+    assert publisher.cancelled.wait(TIMEOUT)
+    assert sum(publisher.requests) <= 21 + 16
+
+
+def test_on_error_is_raised_after_the_elements_before_it() -> None:
+    def failing() -> object:
+        yield 1
+        yield 2
+        raise LookupError("source failed")
+
+    received: list[int] = []
+
+    async def main() -> None:
+        publisher: IterablePublisher[int] = IterablePublisher(failing())  # type: ignore[arg-type]
+        async for element in to_async_iterator(publisher, prefetch=4):
+            received.append(element)
+
+    with pytest.raises(LookupError, match="source failed"):
+        asyncio.run(main())
+    assert received == [1, 2]
+
+
+@pytest.mark.rule("1.1")
+def test_a_publisher_that_ignores_demand_is_reported() -> None:
+    class Flooding(Publisher[int]):
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            class _Subscription(Subscription):
+                def request(self, n: int) -> None:
+                    pass
+
+                def cancel(self) -> None:
+                    pass
+
+            subscriber.on_subscribe(_Subscription())
+            for element in range(10):  # never asked for this many
+                subscriber.on_next(element)
+
+    async def main() -> None:
+        with pytest.raises(ProtocolViolationError, match=r"^Rule 1\.1: "):
+            async for _ in to_async_iterator(Flooding(), prefetch=4):
+                pass
+
+    asyncio.run(main())
+
+
+def test_prefetch_is_validated() -> None:
+    with pytest.raises(ValueError, match="prefetch must be an int >= 1"):
+        to_async_iterator(RangePublisher(0, 1), prefetch=0)
+
+
+async def _count(limit: int, closed: threading.Event | None = None) -> AsyncIterator[int]:
+    try:
+        for value in range(limit):
+            yield value
+    finally:
+        if closed is not None:
+            closed.set()
+
+
+def test_from_async_iterable_from_plain_threads_uses_a_private_loop() -> None:
+    before = threading.active_count()
+    assert collect(from_async_iterable(_count(50))) == list(range(50))
+    for _ in range(100):  # the private loop thread ends with the stream
+        if threading.active_count() <= before:
+            break
+        threading.Event().wait(0.02)
+    assert threading.active_count() <= before
+
+
+def test_from_async_iterable_pulls_one_item_per_unit_of_demand() -> None:
+    pulled: list[int] = []
+
+    async def source() -> AsyncIterator[int]:
+        for value in range(100):
+            pulled.append(value)
+            yield value
+
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber()
+    from_async_iterable(source()).subscribe(subscriber)
+    for _ in range(500):
+        if subscriber.subscription is not None:
+            break
+        threading.Event().wait(0.01)
+    subscriber.request(3)
+    assert subscriber.wait_for_elements(3, TIMEOUT)
+    assert not subscriber.wait_for_elements(4, 0.1)
+    assert pulled == [0, 1, 2]  # never runs ahead
+    subscriber.cancel()
+
+
+def test_from_async_iterable_on_a_running_loop_with_requests_from_a_thread() -> None:
+    async def main() -> list[int]:
+        subscriber: RecordingSubscriber[int] = RecordingSubscriber()
+        from_async_iterable(_count(30)).subscribe(subscriber)
+        while subscriber.subscription is None:
+            await asyncio.sleep(0)
+        # 31: the end of the source is discovered only by awaiting one more item.
+        requester = threading.Thread(target=subscriber.request, args=(31,))
+        requester.start()
+        requester.join(TIMEOUT)
+        for _ in range(int(TIMEOUT / 0.001)):
+            if subscriber.terminated:
+                break
+            await asyncio.sleep(0.001)
+        assert subscriber.violations == []
+        return subscriber.elements
+
+    assert asyncio.run(main()) == list(range(30))
+
+
+def test_from_async_iterable_cancel_closes_the_generator() -> None:
+    closed = threading.Event()
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber(initial_request=5)
+    from_async_iterable(_count(1_000_000, closed)).subscribe(subscriber)
+    assert subscriber.wait_for_elements(5, TIMEOUT)
+    subscriber.cancel()
+    assert closed.wait(TIMEOUT)
+    assert not subscriber.terminated
+
+
+@pytest.mark.rule("3.9")
+def test_from_async_iterable_bad_request_signals_value_error() -> None:
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber(initial_request=0)
+    from_async_iterable(_count(5)).subscribe(subscriber)
+    for _ in range(500):
+        if subscriber.subscription is not None:
+            break
+        threading.Event().wait(0.01)
+    subscriber.request(-1)
+    assert subscriber.wait_terminated(TIMEOUT)
+    assert isinstance(subscriber.error, ValueError)
+
+
+def test_from_async_iterable_failure_becomes_on_error() -> None:
+    async def failing() -> AsyncIterator[int]:
+        yield 1
+        raise ConnectionError("socket closed")
+
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber(initial_request=10)
+    from_async_iterable(failing()).subscribe(subscriber)
+    assert subscriber.wait_terminated(TIMEOUT)
+    assert subscriber.elements == [1]
+    assert isinstance(subscriber.error, ConnectionError)
+
+
+def test_a_task_cancelled_by_someone_else_ends_with_source_cancelled_error() -> None:
+    started = threading.Event()
+
+    async def blocking() -> AsyncIterator[int]:
+        started.set()
+        await asyncio.Event().wait()  # never set
+        yield 1
+
+    async def main() -> RecordingSubscriber[int]:
+        subscriber: RecordingSubscriber[int] = RecordingSubscriber(initial_request=1)
+        from_async_iterable(blocking()).subscribe(subscriber)
+        while not started.is_set():
+            await asyncio.sleep(0)
+        for task in asyncio.all_tasks():
+            if task is not asyncio.current_task():
+                task.cancel()  # as a loop shutdown would
+        await asyncio.sleep(0.01)
+        return subscriber
+
+    subscriber = asyncio.run(main())
+    assert subscriber.wait_terminated(TIMEOUT)
+    assert isinstance(subscriber.error, SourceCancelledError)
+
+
+def test_from_async_iterable_rejects_non_async_iterables() -> None:
+    with pytest.raises(TypeError, match="needs an async iterable"):
+        from_async_iterable([1, 2, 3])  # type: ignore[arg-type]

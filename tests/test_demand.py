@@ -1,0 +1,289 @@
+"""The demand core: capped addition, request validation, the guard, the election, the drain loop."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from reactive_streams import (
+    MAX_DEMAND,
+    DemandTypeError,
+    DrainLoop,
+    EmitterElection,
+    ExecutorRejectedError,
+    NonPositiveDemandError,
+    ProtocolViolationError,
+    SerializedSubscription,
+    Subscription,
+    WorkGuard,
+    add_demand,
+    validate_request,
+)
+
+
+class _Index:
+    """An integer-like object, as NumPy integers are."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def __index__(self) -> int:
+        return self.value
+
+
+def test_max_demand_is_the_jvm_long_max() -> None:
+    assert MAX_DEMAND == 2**63 - 1
+
+
+@pytest.mark.rule("3.17")
+@pytest.mark.parametrize(
+    ("current", "added", "expected"),
+    [(0, 1, 1), (5, 7, 12), (MAX_DEMAND - 1, 1, MAX_DEMAND), (MAX_DEMAND, MAX_DEMAND, MAX_DEMAND)],
+)
+def test_rule_3_17_add_demand_caps_at_max_demand(current: int, added: int, expected: int) -> None:
+    assert add_demand(current, added) == expected
+
+
+@pytest.mark.rule("3.9")
+@pytest.mark.parametrize("value", [1, 10, MAX_DEMAND, MAX_DEMAND * 2, _Index(3)])
+def test_rule_3_9_validate_request_accepts_positive_integers(value: object) -> None:
+    assert validate_request(value) == int(value.__index__())  # type: ignore[attr-defined]
+
+
+@pytest.mark.rule("3.9")
+@pytest.mark.parametrize("value", [0, -1, -(2**70), _Index(0)])
+def test_rule_3_9_non_positive_request_is_a_value_error_citing_the_rule(value: object) -> None:
+    with pytest.raises(
+        NonPositiveDemandError, match=r"^Rule 3\.9: non-positive subscription request \(n=-?\d+\)$"
+    ) as info:
+        validate_request(value)
+    assert isinstance(info.value, ValueError)
+    assert isinstance(info.value, ProtocolViolationError)
+    assert info.value.rule == "3.9"
+
+
+@pytest.mark.rule("3.9")
+@pytest.mark.parametrize("value", [1.5, True, False, "3", None, 2.0])
+def test_rule_3_9_non_integer_request_is_a_type_error(value: object) -> None:
+    with pytest.raises(
+        DemandTypeError, match=r"^Rule 3\.9: subscription request must be a positive int, got "
+    ) as info:
+        validate_request(value)
+    assert isinstance(info.value, TypeError)
+    assert info.value.rule == "3.9"
+
+
+def test_work_guard_has_one_owner_and_replays_missed_work() -> None:
+    guard = WorkGuard()
+    assert guard.acquire()
+    assert not guard.acquire()  # marks missed
+    assert guard.release()  # missed: pass again, still owned
+    assert not guard.release()  # now idle
+    assert guard.acquire()
+    guard.retire()
+    assert not guard.release()
+    assert not guard.acquire()  # retired: owned for good
+
+
+@pytest.mark.rule("3.3")
+def test_rule_3_3_election_elects_only_the_first_requester() -> None:
+    election = EmitterElection()
+    assert election.request(2)
+    assert not election.request(3)  # re-entrant or concurrent: only adds demand
+    assert election.demand == 5
+    assert election.produced(5) == 0
+    assert election.release()  # the second request was missed
+    assert not election.release()
+
+
+@pytest.mark.rule("3.17")
+def test_rule_3_17_unbounded_demand_is_not_decremented() -> None:
+    election = EmitterElection()
+    election.request(MAX_DEMAND)
+    election.request(MAX_DEMAND)
+    assert election.demand == MAX_DEMAND
+    assert election.produced(1000) == MAX_DEMAND
+    assert election.requested == MAX_DEMAND
+    assert election.delivered == 1000
+
+
+@pytest.mark.rule("3.9")
+def test_rule_3_9_election_parks_the_first_bad_request() -> None:
+    election = EmitterElection()
+    assert election.request(0)
+    assert not election.request(-5)
+    error = election.take_error()
+    assert isinstance(error, NonPositiveDemandError)
+    assert error.n == 0
+    assert election.take_error() is None
+    assert election.demand == 0
+
+
+@pytest.mark.rule("3.6")
+def test_rule_3_6_requests_after_cancel_are_no_ops() -> None:
+    election = EmitterElection()
+    assert election.cancel()
+    assert not election.cancel()  # Rule 3.7
+    assert not election.request(10)
+    assert not election.request(0)
+    assert election.demand == 0
+    assert election.cancelled
+
+
+def test_terminate_retires_the_owner() -> None:
+    election = EmitterElection()
+    assert election.request(1)
+    election.terminate()
+    assert election.terminated and election.cancelled
+    assert not election.release()
+    assert not election.request(1)
+    assert not election.acquire()
+
+
+def test_drain_loop_runs_again_for_calls_made_during_a_pass() -> None:
+    passes: list[int] = []
+    loop: DrainLoop
+
+    def drain() -> None:
+        passes.append(len(passes))
+        if len(passes) < 3:
+            loop.schedule()  # re-entrant: must not recurse
+
+    loop = DrainLoop(drain)
+    loop.schedule()
+    assert passes == [0, 1, 2]
+
+
+def test_drain_loop_with_executor_yields_between_batches(executor: ThreadPoolExecutor) -> None:
+    threads: set[str] = set()
+    remaining = [5]
+    done = threading.Event()
+
+    def drain() -> bool:
+        threads.add(threading.current_thread().name)
+        remaining[0] -= 1
+        if remaining[0] == 0:
+            done.set()
+            return False
+        return True  # more work: resubmit
+
+    DrainLoop(drain, executor=executor).schedule()
+    assert done.wait(5.0)
+    assert all(name.startswith("test") for name in threads)
+
+
+def test_drain_loop_reports_a_rejecting_executor() -> None:
+    class Rejecting(Executor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+
+    rejected: list[ExecutorRejectedError] = []
+    loop = DrainLoop(lambda: None, executor=Rejecting(), on_rejected=rejected.append)
+    loop.schedule()
+    loop.schedule()  # still owned: no second rejection
+    assert len(rejected) == 1
+    assert "refused" in str(rejected[0])
+    assert isinstance(rejected[0].__cause__, RuntimeError)
+
+
+class _RecordingUpstream(Subscription):
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+        self.active = 0
+        self.overlaps = 0
+        self.lock = threading.Lock()
+        self.on_request: Any = None
+
+    def request(self, n: int) -> None:
+        with self.lock:
+            self.active += 1
+            self.overlaps += self.active > 1
+        self.calls.append(("request", n))
+        if self.on_request is not None:
+            self.on_request()
+        with self.lock:
+            self.active -= 1
+
+    def cancel(self) -> None:
+        with self.lock:
+            self.active += 1
+            self.overlaps += self.active > 1
+        self.calls.append(("cancel", None))
+        with self.lock:
+            self.active -= 1
+
+
+@pytest.mark.rule("2.7")
+def test_rule_2_7_serialized_subscription_forwards_reentrant_requests_after_the_outer_one() -> None:
+    upstream = _RecordingUpstream()
+    serialized = SerializedSubscription(upstream)
+    depth = [0]
+
+    def reenter() -> None:
+        depth[0] += 1
+        if depth[0] < 3:
+            serialized.request(1)
+
+    upstream.on_request = reenter
+    serialized.request(5)
+    assert upstream.calls == [("request", 5), ("request", 1), ("request", 1)]
+    assert upstream.overlaps == 0
+
+
+@pytest.mark.rule("2.7")
+def test_rule_2_7_serialized_subscription_is_serial_under_threads() -> None:
+    upstream = _RecordingUpstream()
+    serialized = SerializedSubscription(upstream)
+    barrier = threading.Barrier(8)
+
+    def worker() -> None:
+        barrier.wait(5.0)
+        for _ in range(200):
+            serialized.request(1)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10.0)
+    assert upstream.overlaps == 0
+    assert sum(n for kind, n in upstream.calls if kind == "request") == 1600  # type: ignore[misc]
+
+
+@pytest.mark.rule("3.9")
+def test_serialized_subscription_forwards_a_bad_argument_unchanged() -> None:
+    upstream = _RecordingUpstream()
+    SerializedSubscription(upstream).request(0)
+    assert upstream.calls == [("request", 0)]
+
+
+@pytest.mark.rule("3.13")
+def test_serialized_subscription_cancel_wins_and_drops_upstream() -> None:
+    upstream = _RecordingUpstream()
+    serialized = SerializedSubscription(upstream)
+    serialized.cancel()
+    serialized.cancel()
+    serialized.request(3)
+    assert upstream.calls == [("cancel", None)]
+    assert serialized.cancelled
+
+
+def test_serialized_subscription_reports_an_upstream_that_raises(
+    undeliverable: list[BaseException],
+) -> None:
+    class Raising(Subscription):
+        def request(self, n: int) -> None:
+            raise RuntimeError("broken")
+
+        def cancel(self) -> None:
+            raise RuntimeError("broken")
+
+    SerializedSubscription(Raising()).request(1)
+    assert len(undeliverable) == 1
+    violation = undeliverable[0]
+    assert isinstance(violation, ProtocolViolationError)
+    assert violation.rule == "3.16"
+    assert str(violation).startswith("Rule 3.16: ")
