@@ -191,3 +191,36 @@ def test_asyncio_loop_as_executor() -> None:
     received, on_loop_thread = asyncio.run(main())
     assert received == list(range(1000))
     assert on_loop_thread
+
+
+def test_async_for_over_a_flow() -> None:
+    async def main() -> list[int]:
+        return [x async for x in Flow.range(0, 1000).map(lambda x: x * 2)]
+
+    assert asyncio.run(main()) == [x * 2 for x in range(1000)]
+
+
+def test_async_iteration_is_bounded_and_cancellable() -> None:
+    source: ManualPublisher[int] = ManualPublisher()
+
+    async def main() -> int:
+        async with Flow.from_publisher(source).aiter(prefetch=4) as elements:
+            source.next(1)
+            return await elements.__anext__()
+
+    assert asyncio.run(main()) == 1
+    assert source.subscription.requests == [4]
+    assert source.subscription.cancelled == 1
+
+
+def test_from_async_iterable_through_operators() -> None:
+    async def numbers() -> Any:
+        for x in range(20):
+            await asyncio.sleep(0)
+            yield x
+
+    async def main() -> list[int]:
+        flow = Flow.from_async_iterable(numbers()).filter(lambda x: x % 2 == 0).take(5)
+        return [x async for x in flow]
+
+    assert asyncio.run(main()) == [0, 2, 4, 6, 8]

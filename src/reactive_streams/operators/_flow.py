@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from ..adapters.asyncio import AsyncIteratorSubscriber, from_async_iterable, to_async_iterator
 from ..api import Processor, Publisher, Subscriber
 from ._backpressure import OnBackpressureOperator, Overflow
 from ._base import Operator, StageStatistics, walk
@@ -44,7 +45,7 @@ from ._zip import ZipOperator
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Callable, Iterable
+    from collections.abc import AsyncIterable, Callable, Iterable
     from concurrent.futures import Executor
 
 __all__ = ["Flow"]
@@ -178,6 +179,18 @@ class Flow(Publisher[T], Generic[T]):
     def error(error: Exception) -> Flow[Any]:
         """Signal ``on_error(error)`` right after ``on_subscribe``, without waiting for demand."""
         return Flow(ErrorPublisher(error))
+
+    @staticmethod
+    def from_async_iterable(
+        aiterable: AsyncIterable[R], *, loop: asyncio.AbstractEventLoop | None = None
+    ) -> Flow[R]:
+        """Publish an async iterable, one ``__anext__`` per unit of demand.
+
+        Delegates to ``reactive_streams.adapters.asyncio.from_async_iterable``: the
+        iteration and every signal run on ``loop`` (the running loop at subscribe time by
+        default, or a private loop thread when there is none).
+        """
+        return Flow(WrappedPublisher(from_async_iterable(aiterable, loop=loop)))
 
     @staticmethod
     def from_publisher(publisher: Publisher[R]) -> Flow[R]:
@@ -507,6 +520,17 @@ class Flow(Publisher[T], Generic[T]):
 
     def __iter__(self) -> BlockingIterator[T]:
         return self.iterate()
+
+    def aiter(self, *, prefetch: int = 256) -> AsyncIteratorSubscriber[T]:
+        """An async iterator (and async context manager) holding at most ``prefetch``.
+
+        Delegates to ``reactive_streams.adapters.asyncio.to_async_iterator``; it subscribes
+        on first use, from inside the running event loop. Leaving ``async with`` cancels.
+        """
+        return to_async_iterator(self, prefetch=prefetch)
+
+    def __aiter__(self) -> AsyncIteratorSubscriber[T]:
+        return self.aiter()
 
     # ------------------------------------------------------------------ introspection
     def metrics(self) -> dict[str, StageStatistics]:
