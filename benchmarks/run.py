@@ -12,11 +12,14 @@ are printed against the reference named in the table. Not part of the test suite
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import json
 import operator
 import os
 import queue
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -185,13 +188,236 @@ def case_b() -> None:
     )
 
 
-CASES: dict[str, Callable[[], None]] = {"a": case_a, "b": case_b}
+# ---------------------------------------------------------------- (c) asyncio
+C_N = 200_000
+
+
+async def c_queue() -> int:
+    channel: asyncio.Queue[int | None] = asyncio.Queue(BOUND)
+
+    async def produce() -> None:
+        for x in range(C_N):
+            await channel.put(x)
+        await channel.put(None)
+
+    async def consume() -> int:
+        total = 0
+        while (item := await channel.get()) is not None:
+            total += item
+        return total
+
+    producer = asyncio.create_task(produce())
+    total = await consume()
+    await producer
+    return total
+
+
+async def c_flow_callbacks() -> int:
+    loop = asyncio.get_running_loop()
+    done = asyncio.Event()
+    total = [0]
+
+    def add(x: int) -> None:
+        total[0] += x
+
+    Flow.range(0, C_N).publish_on(loop, prefetch=BOUND).subscribe(
+        on_next=add, on_complete=done.set, prefetch=BOUND
+    )
+    await asyncio.wait_for(done.wait(), 60)
+    return total[0]
+
+
+async def c_flow_async_for() -> int:
+    total = 0
+    async for x in Flow.range(0, C_N).aiter(prefetch=BOUND):
+        total += x
+    return total
+
+
+async def c_aiostream() -> int:
+    from aiostream import stream
+
+    total = 0
+    async with stream.iterate(range(C_N)).stream() as items:
+        async for x in items:
+            total += x
+    return total
+
+
+async def c_anyio() -> int:
+    import anyio
+
+    send, receive = anyio.create_memory_object_stream[int](BOUND)
+    total = 0
+
+    async def produce() -> None:
+        async with send:
+            for x in range(C_N):
+                await send.send(x)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(produce)
+        async with receive:
+            async for x in receive:
+                total += x
+    return total
+
+
+def case_c() -> None:
+    rows = [
+        (name, *measure(lambda fn=fn: asyncio.run(fn())))  # type: ignore[misc]
+        for name, fn in [
+            ("asyncio.Queue(256)", c_queue),
+            ("Flow publish_on(loop, 256) + callbacks", c_flow_callbacks),
+            ("Flow async for (aiter prefetch 256)", c_flow_async_for),
+            ("aiostream iterate", c_aiostream),
+            ("anyio memory stream(256)", c_anyio),
+        ]
+    ]
+    report(
+        f"(c) asyncio: {C_N:,} ints, producer -> consumer on one event loop, bound {BOUND}",
+        rows,
+        "asyncio.Queue(256)",
+        C_N,
+    )
+
+
+# ---------------------------------------------------------------- (d) overload, peak RSS
+D_N = int(os.environ.get("BENCH_D_N", "2000000"))
+
+
+def _items(count: int) -> Any:
+    for i in range(count):
+        yield b"%0100d" % i  # a fresh 100-byte object per item
+
+
+def _spin(rounds: int) -> None:
+    for _ in range(rounds):
+        pass
+
+
+def _calibrate() -> int:
+    """Spin rounds that make the consumer about 10x slower than producing one item."""
+    start = time.perf_counter()
+    for _ in _items(100_000):
+        pass
+    produce = (time.perf_counter() - start) / 100_000
+    start = time.perf_counter()
+    for _ in range(1000):
+        _spin(100)
+    per_round = (time.perf_counter() - start) / 100_000
+    return max(1, round(10 * produce / per_round))
+
+
+def d_child(name: str) -> dict[str, float]:
+    """Run one overload case in this (fresh) process; return RSS figures in MiB."""
+    import resource
+
+    import psutil
+
+    rounds = _calibrate()
+    gc.collect()
+    baseline = psutil.Process().memory_info().rss
+    consumed = [0]
+    done = threading.Event()
+
+    def slow(_item: bytes) -> None:
+        _spin(rounds)
+        consumed[0] += 1
+
+    start = time.perf_counter()
+    if name == "Flow subscribe_on+publish_on(256)":
+        with ThreadPoolExecutor(1) as producer, ThreadPoolExecutor(1) as consumer:
+            Flow.from_iterable(_items(D_N)).subscribe_on(producer).publish_on(
+                consumer, prefetch=BOUND
+            ).subscribe(on_next=slow, on_complete=done.set, prefetch=BOUND)
+            done.wait(3600)
+    elif name == "Flow hot source + on_backpressure_drop":
+        with ThreadPoolExecutor(1) as consumer:
+            source = Flow.from_iterable(_items(D_N)).on_backpressure_drop()
+            source.publish_on(consumer, prefetch=BOUND).subscribe(
+                on_next=slow, on_complete=done.set, prefetch=BOUND
+            )
+            done.wait(3600)
+    elif name == "reactivex subscribe_on+observe_on":
+        import reactivex
+        from reactivex import operators as ops
+        from reactivex.scheduler import EventLoopScheduler
+
+        reactivex.from_iterable(_items(D_N)).pipe(
+            ops.subscribe_on(EventLoopScheduler()), ops.observe_on(EventLoopScheduler())
+        ).subscribe(on_next=slow, on_completed=done.set)
+        done.wait(3600)
+    elif name == "aioreactive from_iterable -> async observer":
+        import aioreactive as rx
+
+        async def run() -> None:
+            finished = asyncio.Event()
+
+            async def asend(item: bytes) -> None:
+                slow(item)
+                if consumed[0] % 1000 == 0:
+                    await asyncio.sleep(0)
+
+            async def aclose() -> None:
+                finished.set()
+
+            observer: Any = rx.AsyncAnonymousObserver(asend, aclose=aclose)
+            await rx.from_iterable(_items(D_N)).subscribe_async(observer)
+            await finished.wait()
+
+        asyncio.run(run())
+    else:
+        raise ValueError(name)
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {
+        "consumed": consumed[0],
+        "seconds": seconds,
+        "growth_mib": (peak - baseline) / 2**20,
+        "spin_rounds": rounds,
+    }
+
+
+D_CASES = [
+    "Flow subscribe_on+publish_on(256)",
+    "Flow hot source + on_backpressure_drop",
+    "reactivex subscribe_on+observe_on",
+    "aioreactive from_iterable -> async observer",
+]
+
+
+def case_d() -> None:
+    print(f"\n## (d) overload: {D_N:,} items of 100 bytes into a consumer ~10x slower\n")
+    print("| implementation | delivered | seconds | peak RSS growth MiB |")
+    print("|---|---:|---:|---:|")
+    for name in D_CASES:
+        output = subprocess.run(
+            [sys.executable, __file__, "--d-child", name],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=3600,
+        ).stdout
+        figures = json.loads(output.strip().splitlines()[-1])
+        print(
+            f"| {name} | {figures['consumed']:,.0f} | {figures['seconds']:.1f} | "
+            f"{figures['growth_mib']:.1f} |",
+            flush=True,
+        )
+
+
+CASES: dict[str, Callable[[], None]] = {"a": case_a, "b": case_b, "c": case_c, "d": case_d}
 
 
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--d-child"]:
+        print(json.dumps(d_child(argv[1])))
+        return
     print(f"Python {sys.version.split()[0]} on {os.uname().sysname}, {os.cpu_count()} CPUs")
     for key in argv or list(CASES):
         CASES[key]()
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -19,12 +19,13 @@ Seen from outside, the fused stage is one spec-conforming publisher.
 from __future__ import annotations
 
 import itertools
+import operator
 from typing import TYPE_CHECKING, Any, Final
 
 from ._base import NoneResultError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
 __all__ = ["SKIP", "UNSET", "FusedOp", "PushControl", "compile_pull", "compile_push"]
 
@@ -96,14 +97,22 @@ def _base_env() -> dict[str, Any]:
     return {"_NoneResultError": NoneResultError, "SKIP": SKIP, "UNSET": UNSET}
 
 
-def compile_pull(ops: tuple[FusedOp, ...]) -> Callable[[Iterator[Any]], Iterator[Any]]:
-    """Compile ``ops`` into a function that wraps a source iterator with the whole chain."""
-    steps: list[Callable[[Iterator[Any]], Iterator[Any]]] = []
+def compile_pull(
+    ops: tuple[FusedOp, ...],
+) -> Callable[[Iterator[Any], Callable[[], int] | None], Iterator[Any]]:
+    """Compile ``ops`` into ``build(source, position)`` wrapping a source iterator.
+
+    ``position`` (optional) returns the 0-based position of the element last read from
+    ``source``; when given, the first segment does not count elements itself, which keeps
+    its loop as tight as a plain ``for`` loop.
+    """
+    steps: list[tuple[bool, Any]] = []  # (inline segment?, step)
     run: list[tuple[int, FusedOp]] = []
 
     def flush() -> None:
         if run:
-            steps.append(_generate_segment(tuple(run)))
+            segment = tuple(run)
+            steps.append((True, (_generate_segment(segment, counted=True), segment)))
             run.clear()
 
     for index, op in enumerate(ops):
@@ -111,21 +120,30 @@ def compile_pull(ops: tuple[FusedOp, ...]) -> Callable[[Iterator[Any]], Iterator
             run.append((index, op))
         else:
             flush()
-            steps.append(op.wrap)
+            steps.append((False, op.wrap))
     flush()
+    uncounted: dict[int, Callable[..., Iterator[Any]]] = {}
 
-    def build(source: Iterator[Any]) -> Iterator[Any]:
+    def build(source: Iterator[Any], position: Callable[[], int] | None) -> Iterator[Any]:
         iterator = source
-        for step in steps:
-            iterator = step(iterator)
+        for number, (inline, step) in enumerate(steps):
+            if not inline:
+                iterator = step(iterator)
+            elif number == 0 and position is not None:
+                generated = uncounted.get(number)
+                if generated is None:
+                    generated = uncounted[number] = _generate_segment(step[1], counted=False)
+                iterator = generated(iterator, position)
+            else:
+                iterator = step[0](iterator, None)
         return iterator
 
     return build
 
 
 def _generate_segment(
-    run: tuple[tuple[int, FusedOp], ...],
-) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    run: tuple[tuple[int, FusedOp], ...], *, counted: bool
+) -> Callable[[Iterator[Any], Callable[[], int] | None], Iterator[Any]]:
     env = _base_env()
     init: list[str] = []
     body: list[str] = []
@@ -133,17 +151,15 @@ def _generate_segment(
         env.update(op.env(index))
         init.extend(f"    {name} = {value}" for name, value in op.state(index).items())
         body.extend(f"        {line}" for line in op.code(index, "continue"))
-    source = "\n".join(
-        [
-            "def segment(source):",
-            *init,
-            "    for _pos, x in enumerate(source):",
-            *body,
-            "        yield x",
-        ]
-    )
-    exec(compile(source, f"<fused {'|'.join(op.name for _, op in run)}>", "exec"), env)
-    segment: Callable[[Iterator[Any]], Iterator[Any]] = env["segment"]
+    if counted:
+        loop = "    for _pos, x in enumerate(source):"
+    else:  # the position is asked for only when an error needs it
+        loop = "    for x in source:"
+        body = [line.replace("_pos)", "_position())") for line in body]
+    source = "\n".join(["def segment(source, _position):", *init, loop, *body, "        yield x"])
+    label = "|".join(op.name for _, op in run)
+    exec(compile(source, f"<fused {label}>", "exec"), env)
+    segment: Callable[[Iterator[Any], Callable[[], int] | None], Iterator[Any]] = env["segment"]
     return segment
 
 
@@ -184,16 +200,57 @@ def compile_push(
     return factory
 
 
-def cancellable(iterator: Iterator[Any], is_cancelled: Callable[[], bool]) -> Iterator[Any]:
-    """Wrap a source iterator so a fused chain notices cancellation every 1024 elements.
+class _SizedChunks:
+    """Chunks of a ``range``/``list``/``tuple`` source, and the position of the last read.
 
-    Elements are still pulled one at a time (nothing is read ahead), in C, through
-    ``itertools.chain``; the Python-level check runs once per chunk.
+    Each chunk is a slice iterator, so ``operator.length_hint`` says how much of it is
+    left: the position of the element being processed costs nothing per element.
     """
-    return itertools.chain.from_iterable(_chunks(iterator, is_cancelled))
+
+    __slots__ = ("_base", "_chunk", "_size")
+
+    def __init__(self) -> None:
+        self._base = 0
+        self._size = 0
+        self._chunk: Iterator[Any] = iter(())
+
+    def chunks(
+        self, sequence: range | list[Any] | tuple[Any, ...], is_cancelled: Callable[[], bool]
+    ) -> Iterator[Iterator[Any]]:
+        length = len(sequence)
+        for base in range(0, length, _SIZED_CHUNK):
+            if is_cancelled():
+                return
+            piece = sequence[base : base + _SIZED_CHUNK]
+            self._base = base
+            self._size = len(piece)
+            self._chunk = chunk = iter(piece)
+            yield chunk
+
+    def position(self) -> int:
+        return self._base + self._size - operator.length_hint(self._chunk) - 1
+
+
+def cancellable(
+    source: Iterable[Any], is_cancelled: Callable[[], bool]
+) -> tuple[Iterator[Any], Iterator[Any], Callable[[], int] | None]:
+    """Wrap a source so a fused chain notices cancellation between chunks.
+
+    Returns ``(iterator, raw, position)``: the wrapped iterator, the raw source iterator
+    (to ``close()`` a generator), and for sized sources a function giving the position of
+    the last element read. Elements are still read one at a time, in C, through
+    ``itertools.chain``; nothing is read ahead of demand.
+    """
+    if type(source) in (range, list, tuple):
+        sized = _SizedChunks()
+        chunks = sized.chunks(source, is_cancelled)  # type: ignore[arg-type]
+        return itertools.chain.from_iterable(chunks), iter(()), sized.position
+    raw = iter(source)
+    return itertools.chain.from_iterable(_chunks(raw, is_cancelled)), raw, None
 
 
 _CHUNK: Final = 1024
+_SIZED_CHUNK: Final = 65536
 
 
 def _chunks(iterator: Iterator[Any], is_cancelled: Callable[[], bool]) -> Iterator[Any]:

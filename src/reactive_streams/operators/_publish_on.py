@@ -22,9 +22,11 @@ from .._signals import (
 from ..api import Processor, Publisher, Subscriber, Subscription
 from ._base import Operator, StageStatistics, check_subscriber, signal_error_only
 from ._executors import as_executor
+from ._pull import PullPublisher
 
 if TYPE_CHECKING:
     import asyncio
+    from collections.abc import Callable
     from concurrent.futures import Executor
 
 __all__ = ["PublishOn", "PublishOnOperator"]
@@ -62,10 +64,35 @@ class PublishOnOperator(Operator[T]):
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         """Subscribe ``subscriber`` through a new stage (Rule 1.9)."""
         check_subscriber(subscriber)
+        upstream = self._upstream
+        if isinstance(upstream, PullPublisher):
+            # SYNC fusion: an iterable source needs no buffer; its emitter moves to the
+            # executor and reads the iterator there, only on demand.
+            upstream.subscribe_on_executor(subscriber, self._executor)
+            stats = upstream.last_statistics
+            self._track(_Delegate(stats))
+            return
         stage: PublishOn[T] = PublishOn(self._executor, prefetch=self._prefetch)
         self._track(stage)
         stage.subscribe(subscriber)
         self._upstream.subscribe(stage)
+
+
+class _Delegate:
+    """Statistics of a fused ``publish_on``: those of the source it runs."""
+
+    __slots__ = ("_source",)
+
+    def __init__(self, source: Callable[[], StageStatistics | None]) -> None:
+        self._source = source
+
+    def statistics(self) -> StageStatistics:
+        stats = self._source()
+        if stats is None:
+            return StageStatistics(
+                requested=0, delivered=0, buffered=0, cancelled=False, terminated=False
+            )
+        return stats
 
 
 def _check_prefetch(prefetch: int) -> int:

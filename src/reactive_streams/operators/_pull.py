@@ -13,6 +13,8 @@ import itertools
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._demand import MAX_DEMAND, EmitterElection
+from .._exceptions import ExecutorRejectedError
+from .._hooks import report_undeliverable
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
 from ..api import Subscriber, Subscription
 from ._base import NoneResultError, Operator, StageStatistics, check_subscriber
@@ -20,10 +22,14 @@ from ._fusion import FusedOp, cancellable, compile_pull
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
+    from concurrent.futures import Executor
 
 __all__ = ["PullPublisher"]
 
 T = TypeVar("T")
+
+_PASS_LIMIT = 4096
+"""On an executor, elements emitted per task before the task resubmits itself."""
 
 
 class PullPublisher(Operator[T]):
@@ -56,7 +62,9 @@ class PullPublisher(Operator[T]):
         self._factory = factory
         self._ops = ops
         self._source_name = source_name
-        self._build: Callable[[Iterator[Any]], Iterator[Any]] | None = None
+        self._build: Callable[[Iterator[Any], Callable[[], int] | None], Iterator[Any]] | None = (
+            None
+        )
 
     @property
     def name(self) -> str:
@@ -71,13 +79,22 @@ class PullPublisher(Operator[T]):
         build = self._build
         if build is None:
             build = self._build = compile_pull(self._ops)
-        raw = iter(self._factory())
-        return build(cancellable(raw, is_cancelled)), raw
+        iterator, raw, position = cancellable(self._factory(), is_cancelled)
+        return build(iterator, position), raw
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         """Serve ``subscriber`` from a fresh iterator (Rule 1.9: ``None`` -> ``TypeError``)."""
+        self.subscribe_on_executor(subscriber, None)
+
+    def subscribe_on_executor(self, subscriber: Subscriber[T], executor: Executor | None) -> None:
+        """Serve ``subscriber``, emitting on ``executor`` (SYNC fusion with ``publish_on``).
+
+        ``publish_on`` after an iterable source needs no buffer: the elected emitter simply
+        runs on the executor and reads the iterator there, as Reactor's SYNC fusion does.
+        Nothing is read without demand, so the bound is the demand itself.
+        """
         check_subscriber(subscriber)
-        subscription = PullSubscription(self, subscriber)
+        subscription = PullSubscription(self, subscriber, executor)
         self._track(subscription)
         if not signal_on_subscribe(subscriber, subscription):
             subscription.cancel()
@@ -86,9 +103,23 @@ class PullPublisher(Operator[T]):
 class PullSubscription(Subscription):
     """One subscriber's iterator, emitted by whoever the election picks."""
 
-    __slots__ = ("__weakref__", "_election", "_iterator", "_publisher", "_raw", "_subscriber")
+    __slots__ = (
+        "__weakref__",
+        "_election",
+        "_executor",
+        "_iterator",
+        "_publisher",
+        "_raw",
+        "_subscriber",
+    )
 
-    def __init__(self, publisher: PullPublisher[Any], subscriber: Subscriber[Any]) -> None:
+    def __init__(
+        self,
+        publisher: PullPublisher[Any],
+        subscriber: Subscriber[Any],
+        executor: Executor | None = None,
+    ) -> None:
+        self._executor = executor
         self._publisher: PullPublisher[Any] | None = publisher
         self._subscriber: Subscriber[Any] | None = subscriber
         self._election = EmitterElection()
@@ -109,12 +140,29 @@ class PullSubscription(Subscription):
     def request(self, n: int) -> None:
         """Add demand (Rule 3.8); the elected caller emits (Rule 3.3). Never raises."""
         if self._election.request(n):
-            self._emit()
+            self._start()
 
     def cancel(self) -> None:
         """Stop emitting and drop the subscriber and the iterator (Rules 3.7, 3.13)."""
         if self._election.cancel():
+            self._start()
+
+    def _start(self) -> None:
+        """Run the emit loop here, or as a task on the executor (the caller owns it)."""
+        executor = self._executor
+        if executor is None:
             self._emit()
+            return
+        try:
+            executor.submit(self._emit)
+        except Exception as exc:  # shut down, closed loop: the stream ends with the error
+            rejected = ExecutorRejectedError(f"the executor refused the stream's task: {exc!r}")
+            rejected.__cause__ = exc
+            subscriber = self._subscriber
+            if subscriber is None:
+                report_undeliverable(rejected)
+            else:
+                self._fail(subscriber, rejected)
 
     def _release_resources(self) -> None:
         raw = self._raw
@@ -158,6 +206,8 @@ class PullSubscription(Subscription):
                     return
                 self._iterator = iterator
             demand = election.demand
+            if self._executor is not None and demand > _PASS_LIMIT:
+                demand = _PASS_LIMIT  # yield the executor regularly (an event loop, say)
             batch = iterator if demand == MAX_DEMAND else itertools.islice(iterator, demand)
             on_next = subscriber.on_next
             emitted = 0
@@ -180,11 +230,14 @@ class PullSubscription(Subscription):
                 election.produced(emitted)
                 self._fail(subscriber, exc)
                 return
-            election.produced(emitted)
+            remaining = election.produced(emitted)
             if emitted < demand and not election.cancelled:  # exhausted (Rules 1.2, 1.5)
                 election.terminate()
                 self._release_resources()
                 signal_on_complete(subscriber)
+                return
+            if self._executor is not None and remaining and emitted == _PASS_LIMIT:
+                self._start()  # more demand: continue in a new task, keeping ownership
                 return
             if not election.release():
                 return
