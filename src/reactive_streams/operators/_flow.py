@@ -21,6 +21,7 @@ from ._flat_map import FlatMapOperator
 from ._fusion import UNSET, FusedOp
 from ._interval import IntervalPublisher
 from ._map import MapOp
+from ._multicast import MulticastOperator
 from ._publish_on import PublishOnOperator
 from ._pull import PullPublisher
 from ._push import PushPublisher
@@ -457,6 +458,46 @@ class Flow(Publisher[T], Generic[T]):
             OnBackpressureOperator(self._node, 1, "drop_oldest", on_drop, "on_backpressure_latest")
         )
 
+    # ------------------------------------------------------------------ multicast
+    def publish(self, *, prefetch: int = 256) -> ConnectableFlow[T]:
+        """A multicast flow that subscribes upstream only when ``connect()`` is called.
+
+        Backpressure: every subscriber is served at the slowest one's pace; the fastest is
+        at most ``prefetch`` elements ahead (the bounded drift).
+
+        Concurrency: one drain loop delivers to all subscribers, serially per subscriber.
+        """
+        return ConnectableFlow(
+            MulticastOperator(self._node, prefetch=prefetch, ref_count=False, label="publish")
+        )
+
+    def share(self, *, prefetch: int = 256) -> Flow[T]:
+        """Multicast, connected at the first subscriber and cancelled after the last leaves.
+
+        Subscribers that join later get the elements from then on. After completion the
+        next subscriber starts a new upstream subscription.
+
+        Backpressure: as ``publish()``: the pace of the slowest, drift at most ``prefetch``.
+        """
+        return Flow(MulticastOperator(self._node, prefetch=prefetch, ref_count=True, label="share"))
+
+    def replay(self, count: int, *, prefetch: int = 256) -> Flow[T]:
+        """``share()`` that also keeps the last ``count`` elements for late subscribers.
+
+        After completion, new subscribers get the kept elements and the terminal signal.
+
+        Backpressure: as ``share()``; the replay window adds at most ``count`` elements.
+        """
+        return Flow(
+            MulticastOperator(
+                self._node,
+                prefetch=prefetch,
+                replay=_check_count("replay", count),
+                ref_count=True,
+                label="replay",
+            )
+        )
+
     # ------------------------------------------------------------------ async boundaries
     def publish_on(
         self, executor: Executor | asyncio.AbstractEventLoop, *, prefetch: int = 256
@@ -546,3 +587,15 @@ class Flow(Publisher[T], Generic[T]):
             if stats is not None:
                 result[f"{index}:{operator.name}"] = stats
         return result
+
+
+class ConnectableFlow(Flow[T]):
+    """A ``Flow`` from ``publish()``: subscribers wait until ``connect()`` is called."""
+
+    __slots__ = ()
+
+    def connect(self) -> None:
+        """Subscribe upstream (once); elements then go to the current subscribers."""
+        node = self._node
+        assert isinstance(node, MulticastOperator)
+        node.connect()
