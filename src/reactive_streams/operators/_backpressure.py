@@ -230,7 +230,7 @@ class _OnBackpressure(Subscriber[Any], Subscription):
             count = validate_request(n)
         except ProtocolViolationError as error:
             with self._lock:
-                if not self._done:
+                if not self._terminated:  # even after upstream completed (Rule 3.9)
                     self._error = error
                     self._done = True
                     self._urgent = True

@@ -96,8 +96,18 @@ class PullPublisher(Operator[T]):
         check_subscriber(subscriber)
         subscription = PullSubscription(self, subscriber, executor)
         self._track(subscription)
+        if executor is None:  # emitting inside on_subscribe is same-thread nesting: allowed
+            if not signal_on_subscribe(subscriber, subscription):
+                subscription.cancel()
+            return
+        # On an executor, no on_next may start before on_subscribe has returned (Rule 1.3):
+        # own the election during on_subscribe; requests made there only add demand.
+        election = subscription.election
+        election.acquire()
         if not signal_on_subscribe(subscriber, subscription):
-            subscription.cancel()
+            election.cancel()
+        if election.release():
+            subscription.start_owned()
 
 
 class PullSubscription(Subscription):
@@ -146,6 +156,15 @@ class PullSubscription(Subscription):
         """Stop emitting and drop the subscriber and the iterator (Rules 3.7, 3.13)."""
         if self._election.cancel():
             self._start()
+
+    @property
+    def election(self) -> EmitterElection:
+        """The demand accounting and emitter election of this subscription."""
+        return self._election
+
+    def start_owned(self) -> None:
+        """Start emitting for a caller that owns the election."""
+        self._start()
 
     def _start(self) -> None:
         """Run the emit loop here, or as a task on the executor (the caller owns it)."""

@@ -123,9 +123,15 @@ class _SubscribeOn(Subscriber[T], Subscription):
             return
         self._upstream = subscription
         downstream = self._downstream
+        # Own the forwarding loop while downstream runs on_subscribe: a request made there
+        # must not reach upstream (and trigger on_next on another executor thread) before
+        # on_subscribe has returned (Rule 1.3).
+        guard = self._loop.guard
+        guard.acquire()
         if downstream is None or not signal_on_subscribe(downstream, self):
             self.cancel()
-        self._loop.schedule()
+        if guard.release():
+            self._loop.start_owned()
 
     def on_next(self, element: T) -> None:
         if element is None:
