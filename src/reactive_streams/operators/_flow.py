@@ -337,6 +337,9 @@ class Flow(Publisher[T], Generic[T]):
     def take(self, count: int) -> Flow[T]:
         """Emit the first ``count`` elements, then complete and cancel upstream.
 
+        >>> Flow.range(0, 1_000_000_000).skip(2).take(3).to_list()
+        [2, 3, 4]
+
         Backpressure: never reads past the ``count``-th element of an iterable source.
 
         Concurrency: runs on the thread that delivers the element.
@@ -397,6 +400,9 @@ class Flow(Publisher[T], Generic[T]):
 
     def buffer(self, size: int, *, timeout: float | None = None) -> Flow[list[T]]:
         """Lists of ``size`` elements; with ``timeout`` seconds, partial lists are flushed.
+
+        >>> Flow.range(0, 5).buffer(2).to_list()
+        [[0, 1], [2, 3], [4]]
 
         Backpressure: ``request(n)`` becomes ``request(n * size)`` upstream.
 
