@@ -311,13 +311,21 @@ def _calibrate() -> int:
 
 def d_child(name: str) -> dict[str, float]:
     """Run one overload case in this (fresh) process; return RSS figures in MiB."""
-    import resource
-
     import psutil
 
     rounds = _calibrate()
     gc.collect()
-    baseline = psutil.Process().memory_info().rss
+    process = psutil.Process()
+    baseline = process.memory_info().rss
+    peak = [baseline]
+    stop_sampling = threading.Event()
+
+    def sample() -> None:  # RSS every 5 ms while the case runs
+        while not stop_sampling.wait(0.005):
+            peak[0] = max(peak[0], process.memory_info().rss)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
     consumed = [0]
     done = threading.Event()
 
@@ -370,11 +378,13 @@ def d_child(name: str) -> dict[str, float]:
     else:
         raise ValueError(name)
     seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    stop_sampling.set()
+    sampler.join(5)
+    peak[0] = max(peak[0], process.memory_info().rss)
     return {
         "consumed": consumed[0],
         "seconds": seconds,
-        "growth_mib": (peak - baseline) / 2**20,
+        "growth_mib": (peak[0] - baseline) / 2**20,
         "spin_rounds": rounds,
     }
 
