@@ -10,6 +10,7 @@ import click
 
 from .. import __version__
 from ._demo import demo
+from ._tck import tck
 
 __all__ = ["main"]
 
@@ -21,3 +22,4 @@ def main() -> None:
 
 
 main.add_command(demo)
+main.add_command(tck)

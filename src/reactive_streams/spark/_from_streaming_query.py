@@ -1,0 +1,342 @@
+"""``from_streaming_query``: a streaming DataFrame's micro-batches as a ``Publisher``.
+
+Subscribing starts the query with ``foreachBatch``. The ``foreachBatch`` function runs in
+this process (py4j calls back into the driver's Python), and it does not return until the
+subscriber has demand for one more batch: Spark cannot plan its next micro-batch before
+the function returns, so a slow subscriber slows the whole query down (real
+backpressure, nothing piles up). The batch is converted to a ``pyarrow.Table`` only once
+demand is there.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from .._demand import MAX_DEMAND, DrainLoop, validate_request
+from .._exceptions import ProtocolViolationError
+from .._hooks import report_undeliverable
+from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
+from .._statistics import StreamStatistics
+from ..api import Publisher, Subscriber, Subscription
+from ._errors import StreamingQueryFailedError
+from .session import require_classic
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    from pyspark.sql import DataFrame
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = ["MicroBatch", "StreamingQueryPublisher", "from_streaming_query"]
+
+_WAIT_SLICE: Final = 0.5
+"""Seconds between cancel checks while ``foreachBatch`` waits for demand."""
+_STOP_TIMEOUT: Final = 120.0
+
+
+@dataclass(frozen=True, slots=True)
+class MicroBatch:
+    """One micro-batch of a streaming query.
+
+    Attributes:
+        batch_id: Spark's micro-batch id, increasing from 0. After a restart from a
+            checkpoint, a batch that was not committed is replayed with the same
+            ``batch_id`` (at-least-once): a subscriber that must see each batch once keeps
+            the last ``batch_id`` it finished and skips ids at or below it.
+        table: the batch's rows, shape ``(num_rows, num_columns)``, columns as in the
+            streaming DataFrame's schema.
+    """
+
+    batch_id: int
+    table: pa.Table
+
+
+class _QuerySubscription(Subscription):
+    """One subscription: one streaming query, its ``foreachBatch`` and its watcher."""
+
+    def __init__(
+        self,
+        subscriber: Subscriber[MicroBatch],
+        publisher: StreamingQueryPublisher,
+    ) -> None:
+        self._subscriber = subscriber
+        self._publisher = publisher
+        self._cond = threading.Condition()
+        self._demand = 0
+        self._requested = 0
+        self._delivered = 0
+        self._cancelled = False
+        self._terminated = False
+        self._stopping = False
+        self._queue: deque[MicroBatch | Exception | None] = deque()  # None = complete
+        self._drain = DrainLoop(self._drain_pass)
+        self.query: StreamingQuery | None = None
+        self._query_ready = threading.Event()
+
+    # ------------------------------------------------------------------ Subscription
+    def request(self, n: int) -> None:
+        """Add demand; ``foreachBatch`` waiting for it proceeds (Rules 3.9, 3.17)."""
+        try:
+            count = validate_request(n)
+        except ProtocolViolationError as error:
+            self._fail(error)
+            return
+        with self._cond:
+            if self._cancelled:
+                return
+            self._demand = min(self._demand + count, MAX_DEMAND)
+            self._requested = min(self._requested + count, MAX_DEMAND)
+            self._cond.notify_all()
+
+    def cancel(self) -> None:
+        """Stop the query (on a helper thread: ``request``/``cancel`` stay cheap, Rule 3.5)."""
+        with self._cond:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            self._cond.notify_all()
+        self._stop_query_async()
+
+    # ------------------------------------------------------------------- internals
+    @property
+    def cancelled(self) -> bool:
+        """Whether the subscription was cancelled or has ended."""
+        with self._cond:
+            return self._cancelled
+
+    def statistics(self) -> StreamStatistics:
+        """Batches requested, delivered and waiting for the drain loop."""
+        with self._cond:
+            return StreamStatistics(
+                requested=self._requested,
+                delivered=self._delivered,
+                buffered=sum(isinstance(item, MicroBatch) for item in self._queue),
+                cancelled=self._cancelled,
+                terminated=self._terminated,
+            )
+
+    def _stop_query_async(self) -> None:
+        with self._cond:
+            if self._stopping:
+                return
+            self._stopping = True
+        threading.Thread(target=self._stop_query, name="rs-spark-query-stop", daemon=True).start()
+
+    def _stop_query(self) -> None:
+        if not self._query_ready.wait(_STOP_TIMEOUT):
+            return
+        if self.query is not None:
+            try:
+                self.query.stop()
+            except Exception as exc:
+                report_undeliverable(exc)
+
+    def _fail(self, error: Exception) -> None:
+        """Signal ``error`` (first terminal wins) and stop the query."""
+        with self._cond:
+            if self._cancelled:
+                return
+            self._cancelled = True
+            self._queue.append(error)
+            self._cond.notify_all()
+        self._drain.schedule()
+        self._stop_query_async()
+
+    def _drain_pass(self) -> bool:
+        while True:
+            with self._cond:
+                if self._terminated or not self._queue:
+                    return False
+                item = self._queue.popleft()
+                if not isinstance(item, MicroBatch):
+                    self._terminated = True
+            if isinstance(item, MicroBatch):
+                if not signal_on_next(self._subscriber, item):
+                    self.cancel()  # Rule 2.13: treat as cancelled
+                    continue
+                with self._cond:
+                    self._delivered += 1
+            elif item is None:
+                signal_on_complete(self._subscriber)
+            else:
+                signal_on_error(self._subscriber, item)
+
+    def for_each_batch(self, batch_df: DataFrame, batch_id: int) -> None:
+        """Spark's ``foreachBatch``: wait for demand, then hand the batch on.
+
+        Raises:
+            SubscriberCancelledError: the subscriber cancelled; the batch is not committed,
+                so a restart from the checkpoint replays it.
+        """
+        with self._cond:
+            while self._demand == 0 and not self._cancelled:
+                self._cond.wait(_WAIT_SLICE)  # a timed slice: cancel is re-checked
+            if self._cancelled:
+                raise _SubscriberCancelledError(
+                    f"the subscriber of micro-batch {batch_id} cancelled; the batch is left "
+                    "uncommitted"
+                )
+            if self._demand != MAX_DEMAND:
+                self._demand -= 1  # reserved for this batch (Rule 1.1)
+        table = batch_df.toArrow()
+        with self._cond:
+            if self._cancelled:
+                raise _SubscriberCancelledError(
+                    f"the subscriber of micro-batch {batch_id} cancelled"
+                )
+            self._queue.append(MicroBatch(int(batch_id), table))
+        self._drain.schedule()
+
+    def watch(self, query: StreamingQuery) -> None:
+        """Wait for the query to end, then send the terminal signal."""
+        while True:
+            try:
+                if query.awaitTermination(2):
+                    break
+            except Exception:  # awaitTermination raises the query's failure
+                break
+        failure = query.exception()
+        with self._cond:
+            if self._cancelled:  # the subscriber (or a Rule 3.9 error) ended it already
+                return
+            self._cancelled = True
+            if failure is None:
+                self._queue.append(None)
+            else:
+                error = StreamingQueryFailedError(
+                    f"the streaming query {query.name or query.id} failed: {failure}"
+                )
+                error.__cause__ = failure
+                self._queue.append(error)
+        self._drain.schedule()
+
+
+class _SubscriberCancelledError(Exception):
+    """Raised inside ``foreachBatch`` so that a cancelled batch is not committed."""
+
+
+class StreamingQueryPublisher(Publisher[MicroBatch]):
+    """Publishes the micro-batches of one streaming DataFrame; each subscriber starts a query.
+
+    Backpressure: ``foreachBatch`` returns only after reserving one unit of demand, so at
+    most one batch waits here; Spark starts no new batch until it returns.
+
+    Concurrency: ``on_next`` is called on Spark's ``foreachBatch`` thread, terminal signals
+    on a watcher thread; a drain loop keeps them serial (Rule 1.3).
+    """
+
+    def __init__(
+        self,
+        streaming_df: DataFrame,
+        *,
+        output_mode: str = "append",
+        checkpoint_location: str | None = None,
+        trigger: Mapping[str, Any] | None = None,
+        query_name: str | None = None,
+    ) -> None:
+        require_classic(streaming_df, "from_streaming_query")
+        if not streaming_df.isStreaming:
+            raise ValueError("from_streaming_query needs a streaming DataFrame (readStream)")
+        self._df = streaming_df
+        self._output_mode = output_mode
+        self._checkpoint = checkpoint_location
+        self._trigger = dict(trigger) if trigger else None
+        self._query_name = query_name
+        self.subscriptions: list[_QuerySubscription] = []
+
+    def subscribe(self, subscriber: Subscriber[MicroBatch]) -> None:
+        """Start a streaming query for ``subscriber`` (Rule 1.9: ``on_subscribe`` first).
+
+        Raises:
+            TypeError: ``subscriber`` is ``None`` (Rule 1.9).
+        """
+        if subscriber is None:
+            raise TypeError("Rule 1.9: subscribe(None)")
+        subscription = _QuerySubscription(subscriber, self)
+        self.subscriptions.append(subscription)
+        if not signal_on_subscribe(subscriber, subscription):
+            subscription.cancel()
+        if subscription.cancelled:  # cancelled (or failed, Rule 3.9) from on_subscribe
+            subscription._query_ready.set()
+            return
+        try:
+            writer = self._df.writeStream.foreachBatch(subscription.for_each_batch).outputMode(
+                self._output_mode
+            )
+            if self._checkpoint is not None:
+                writer = writer.option("checkpointLocation", self._checkpoint)
+            if self._trigger is not None:
+                writer = writer.trigger(**self._trigger)
+            if self._query_name is not None:
+                writer = writer.queryName(self._query_name)
+            query = writer.start()
+        except Exception as exc:
+            subscription._query_ready.set()
+            error = StreamingQueryFailedError(f"the streaming query could not start: {exc}")
+            error.__cause__ = exc
+            subscription._fail(error)
+            return
+        subscription.query = query
+        subscription._query_ready.set()
+        threading.Thread(
+            target=subscription.watch, args=(query,), name="rs-spark-query-watch", daemon=True
+        ).start()
+
+
+def from_streaming_query(
+    streaming_df: DataFrame,
+    *,
+    output_mode: str = "append",
+    checkpoint_location: str | None = None,
+    trigger: Mapping[str, Any] | None = None,
+    query_name: str | None = None,
+) -> StreamingQueryPublisher:
+    """A ``Publisher[MicroBatch]`` over a streaming DataFrame; subscribing starts the query.
+
+    Each micro-batch becomes one ``MicroBatch(batch_id, table)``, converted to a
+    ``pyarrow.Table`` and delivered only when the subscriber has demand: ``foreachBatch``
+    blocks until then (checking for cancellation every 0.5 s), which holds back Spark's
+    next trigger. ``cancel`` stops the query; a failed query becomes ``on_error`` with a
+    ``StreamingQueryFailedError`` whose message names Spark's error (``__cause__``); a
+    query that finishes (finite input, ``availableNow``, or the end of a
+    ``to_spark_stream``) becomes ``on_complete``.
+
+    Replay: with ``checkpoint_location``, a batch whose ``foreachBatch`` did not return
+    (the process died, or the subscriber cancelled while it waited) is not committed, and a
+    restarted query replays it with the same ``batch_id`` (at-least-once). Deduplicate by
+    remembering the last ``batch_id`` fully handled and skipping ids at or below it.
+
+    Args:
+        streaming_df: a streaming DataFrame of a classic session.
+        output_mode: ``"append"``, ``"update"`` or ``"complete"``.
+        checkpoint_location: Spark's checkpoint directory, for restarts.
+        trigger: keyword arguments of ``DataStreamWriter.trigger``, e.g.
+            ``{"processingTime": "1 second"}`` or ``{"availableNow": True}``.
+        query_name: the query's name (shown in errors and Spark's UI).
+
+    Returns:
+        A publisher; each subscriber starts its own query.
+
+    Backpressure:
+        One batch at a time: Spark waits in ``foreachBatch`` for demand.
+
+    Concurrency:
+        Signals come from Spark's callback thread and a watcher thread, serialised by a
+        drain loop (Rule 1.3).
+
+    Raises:
+        SparkConnectUnsupportedError: a Spark Connect DataFrame (``foreachBatch`` would
+            run on the server).
+        ValueError: ``streaming_df`` is not streaming.
+    """
+    return StreamingQueryPublisher(
+        streaming_df,
+        output_mode=output_mode,
+        checkpoint_location=checkpoint_location,
+        trigger=trigger,
+        query_name=query_name,
+    )

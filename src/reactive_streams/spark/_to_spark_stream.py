@@ -1,0 +1,583 @@
+"""``to_spark_stream``: any ``Publisher[dict]`` as a streaming DataFrame.
+
+The publisher lives in this process; Spark's data source methods do not (they run in a
+runner process the driver JVM starts per query). So this process serves a loopback bridge:
+a TCP server bound to ``127.0.0.1`` on an ephemeral port, which accepts only connections
+that present the stream's random token (others are refused and logged). The data source is
+a driver-side ``SimpleDataSourceStreamReader`` (see ``_stream_source``), so executors never
+connect here and the bridge works unchanged on a cluster.
+
+Demand: each micro-batch's ``read(start)`` asks for at most ``max_records_per_trigger``
+elements; the bridge requests from the publisher only what is missing for that, so the
+elements held here plus the outstanding demand never exceed ``max_records_per_trigger``.
+``start`` acknowledges every element below it: Spark plans a batch from ``start`` only after
+the batches below it were processed (it calls ``commit`` later still, while planning).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import itertools
+import logging
+import re
+import secrets
+import socket
+import sys
+import threading
+import time
+import uuid
+import weakref
+from collections import deque
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+from pyspark import cloudpickle
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType, _parse_datatype_string
+
+from .._demand import MAX_DEMAND
+from .._exceptions import MissingBackpressureError
+from .._hooks import report_undeliverable
+from .._statistics import StreamStatistics
+from ..api import Subscriber, Subscription
+from . import _stream_source
+from ._errors import BridgeClosedError
+from ._stream_source import (
+    PROTOCOL_VERSION,
+    BridgeDataSource,
+    BridgeProtocolError,
+    recv_json,
+    send_frame,
+    send_json,
+)
+from .session import require_classic
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ..api import Publisher
+
+__all__ = ["SparkStreamBridge", "to_spark_stream", "to_spark_stream_bridge"]
+
+logger = logging.getLogger("reactive_streams.spark")
+
+# Spark's runner unpickles the data source; pickling its module by value means the runner
+# (and, on a cluster, the driver host's Python) needs pyspark and pyarrow, not this package.
+cloudpickle.register_pickle_by_value(sys.modules[_stream_source.__name__])  # type: ignore[no-untyped-call,unused-ignore]
+
+_FORMAT_PREFIX: Final = "reactive_streams_bridge_"
+_FORMAT_RE: Final = re.compile(_FORMAT_PREFIX + r"[0-9a-f]{32}")
+_HANDSHAKE_TIMEOUT: Final = 10.0
+_POLL_TIMEOUT: Final = 1.0
+_LINGER: Final = 0.05
+_STOP_TIMEOUT: Final = 120.0
+
+# format name -> bridge, to decide when a query reading several bridges has drained them all.
+_BRIDGES: weakref.WeakValueDictionary[str, SparkStreamBridge] = weakref.WeakValueDictionary()
+
+
+class _Window:
+    """Elements from sequence number ``base`` on: sent-but-unacknowledged, then unsent."""
+
+    __slots__ = ("base", "elements")
+
+    def __init__(self) -> None:
+        self.base = 0
+        self.elements: deque[Mapping[str, Any]] = deque()
+
+    @property
+    def end(self) -> int:
+        return self.base + len(self.elements)
+
+
+class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
+    """The loopback bridge of one ``to_spark_stream``: a subscriber here, a server for Spark.
+
+    Create it with ``to_spark_stream_bridge``; ``dataframe`` is the streaming DataFrame.
+    The publisher is subscribed when the first streaming query reads the stream, not
+    before, so a DataFrame that is never started consumes nothing.
+
+    Backpressure: the bridge requests from the publisher only what the current micro-batch
+    lacks; elements held plus outstanding demand never exceed ``max_records_per_trigger``.
+
+    Concurrency: publisher signals may come from any thread; Spark's reads arrive on one
+    connection thread; the state is guarded by one condition, never held while the
+    publisher or Spark is called.
+    """
+
+    def __init__(
+        self,
+        publisher: Publisher[Mapping[str, Any]],
+        spark: SparkSession,
+        schema: StructType,
+        *,
+        max_records_per_trigger: int,
+    ) -> None:
+        self._publisher = publisher
+        self._spark = spark
+        self._schema = schema
+        self._arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self._required = [index for index, field in enumerate(schema.fields) if not field.nullable]
+        self._max_records = max_records_per_trigger
+        self.stream_id = uuid.uuid4().hex
+        self.format_name = _FORMAT_PREFIX + self.stream_id
+        self._token = secrets.token_urlsafe(32)
+        self._cond = threading.Condition()
+        self._window = _Window()
+        self._outstanding = 0
+        self._requested = 0
+        self._received = 0
+        self._upstream: Subscription | None = None
+        self._subscribed = False
+        self._completed = False
+        self._error: Exception | None = None
+        self._failure: BridgeClosedError | None = None  # the bridge's own failure
+        self._drained = False
+        self._closed = False
+        self._reader_active = False
+        self._refused = 0
+        self._connections: set[socket.socket] = set()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.address: tuple[str, int] = self._server.getsockname()[:2]
+        _BRIDGES[self.format_name] = self
+        self._acceptor = threading.Thread(
+            target=self._accept_loop, name=f"rs-spark-bridge-{self.stream_id[:8]}", daemon=True
+        )
+        self._acceptor.start()
+        source = type(
+            f"BridgeDataSource_{self.stream_id}",
+            (BridgeDataSource,),
+            {"format_name": self.format_name, "__module__": BridgeDataSource.__module__},
+        )
+        spark.dataSource.register(source)
+        self.dataframe: DataFrame = (
+            spark.readStream.format(self.format_name)
+            .schema(schema)
+            .option("host", self.address[0])
+            .option("port", str(self.address[1]))
+            .option("token", self._token)
+            .option("stream", self.stream_id)
+            .option("max_records_per_trigger", str(max_records_per_trigger))
+            .load()
+        )
+
+    # ----------------------------------------------------------------- statistics, close
+    @property
+    def refused_connections(self) -> int:
+        """How many connections were refused (wrong or missing token, bad handshake)."""
+        with self._cond:
+            return self._refused
+
+    def statistics(self) -> StreamStatistics:
+        """Counters of the publisher side: requested from it, received, held here."""
+        with self._cond:
+            return StreamStatistics(
+                requested=self._requested,
+                delivered=self._received,
+                buffered=len(self._window.elements),
+                cancelled=self._closed,
+                terminated=self._completed or self._error is not None,
+            )
+
+    def close(self) -> None:
+        """Cancel the publisher (if not finished), stop serving, close every connection."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            upstream = self._upstream if not (self._completed or self._error) else None
+            connections = list(self._connections)
+            self._cond.notify_all()
+        if upstream is not None:
+            upstream.cancel()
+        for conn in connections:
+            _shutdown(conn)
+        _shutdown(self._server)
+
+    # ------------------------------------------------------------------- the subscriber
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Keep the subscription; a second one is cancelled (Rule 2.5)."""
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        with self._cond:
+            duplicate = self._upstream is not None
+            cancel_now = not duplicate and self._closed
+            if not duplicate:
+                self._upstream = subscription
+        if duplicate or cancel_now:
+            subscription.cancel()
+
+    def on_next(self, element: Mapping[str, Any]) -> None:
+        """Hold ``element`` until a micro-batch takes it.
+
+        Raises:
+            TypeError: ``element`` is ``None`` (Rule 2.13).
+        """
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        overflow = False
+        with self._cond:
+            if self._closed or self._failure is not None:
+                return  # cancelled: late elements are allowed (Rule 2.8)
+            if self._outstanding == 0:
+                overflow = True
+                self._failure = BridgeClosedError(
+                    "Rule 1.1: the publisher sent more elements than the Spark stream "
+                    f"requested (after {self._received} elements)"
+                )
+                self._failure.__cause__ = MissingBackpressureError("publisher ignored demand")
+            else:
+                self._outstanding -= 1
+                self._received += 1
+                self._window.elements.append(element)
+            self._cond.notify_all()
+            upstream = self._upstream
+        if overflow and upstream is not None:
+            upstream.cancel()
+
+    def on_error(self, error: Exception) -> None:
+        """Fail the stream once the elements received before ``error`` were read.
+
+        Raises:
+            TypeError: ``error`` is ``None`` (Rule 2.13).
+        """
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        with self._cond:
+            self._error = error
+            self._cond.notify_all()
+
+    def on_complete(self) -> None:
+        """Finish the stream once every element was read and acknowledged."""
+        with self._cond:
+            self._completed = True
+            self._cond.notify_all()
+
+    # --------------------------------------------------------------------- the server
+    def _accept_loop(self) -> None:
+        while True:
+            try:
+                conn, peer = self._server.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(
+                target=self._serve, args=(conn, peer), name="rs-spark-bridge-conn", daemon=True
+            ).start()
+
+    def _refuse(self, conn: socket.socket, peer: Any, reason: str) -> None:
+        with self._cond:
+            self._refused += 1
+        logger.warning(
+            "to_spark_stream bridge %s refused a connection from %s: %s",
+            self.stream_id,
+            peer,
+            reason,
+        )
+        _shutdown(conn)
+
+    def _serve(self, conn: socket.socket, peer: Any) -> None:
+        conn.settimeout(_HANDSHAKE_TIMEOUT)
+        try:
+            hello = recv_json(conn)
+        except (OSError, EOFError, BridgeProtocolError) as exc:
+            self._refuse(conn, peer, f"no valid handshake ({exc!r})")
+            return
+        token = hello.get("token")
+        if not isinstance(token, str) or not hmac.compare_digest(
+            token.encode("utf-8"), self._token.encode("utf-8")
+        ):
+            self._refuse(conn, peer, "missing or wrong token")
+            return
+        if hello.get("version") != PROTOCOL_VERSION:
+            self._refuse(conn, peer, f"unsupported protocol version {hello.get('version')!r}")
+            return
+        with self._cond:
+            busy = self._reader_active
+            if not busy:
+                self._reader_active = True
+                self._connections.add(conn)
+        if busy:
+            self._refuse(conn, peer, "the stream is already read by another streaming query")
+            return
+        conn.settimeout(None)  # reads come when Spark plans a batch: arbitrarily far apart
+        try:
+            self._serve_reads(conn)
+        finally:
+            with self._cond:
+                self._connections.discard(conn)
+                self._reader_active = False
+                finished = self._drained or self._error is not None or self._failure is not None
+            _shutdown(conn)
+            if not finished:
+                # The query stopped or failed before the stream ended: nobody will read on.
+                self.close()
+
+    def _serve_reads(self, conn: socket.socket) -> None:
+        while True:
+            try:
+                request = recv_json(conn)
+            except (OSError, EOFError, BridgeProtocolError):
+                return
+            if request.get("op") != "read":
+                send_json(conn, {"status": "error", "message": f"unknown request {request!r}"})
+                return
+            try:
+                reply, payload = self._read(int(request["start"]), int(request["max"]))
+            except Exception as exc:  # a bug here must fail the query, not hang it
+                report_undeliverable(exc)
+                reply, payload = {"status": "error", "message": f"bridge failure: {exc!r}"}, None
+            try:
+                send_json(conn, reply)
+                if payload is not None:
+                    send_frame(conn, payload)
+            except OSError:
+                return
+            if reply["status"] != "ok":
+                return
+
+    def _subscribe_once(self) -> None:
+        with self._cond:
+            if self._subscribed:
+                return
+            self._subscribed = True
+        try:
+            self._publisher.subscribe(self)
+        except Exception as exc:  # Rule 1.9 says it must not raise; fail the stream
+            with self._cond:
+                self._failure = BridgeClosedError(f"publisher.subscribe raised {exc!r}")
+                self._failure.__cause__ = exc
+
+    def _read(self, start: int, limit: int) -> tuple[dict[str, Any], bytes | None]:
+        """Serve ``read(start)``: acknowledge below ``start``, top up demand, wait, reply."""
+        self._subscribe_once()
+        limit = max(1, min(limit, self._max_records))
+        with self._cond:
+            error = self._check_offset(start)
+            if error is not None:
+                return {"status": "error", "message": error}, None
+            window = self._window
+            for _ in range(start - window.base):
+                window.elements.popleft()  # acknowledged: processed by Spark
+            window.base = start
+            missing = 0
+            if not (self._completed or self._error or self._closed):
+                missing = limit - len(window.elements) - self._outstanding
+                if missing > 0:
+                    self._outstanding += missing
+                    self._requested = min(self._requested + missing, MAX_DEMAND)
+            upstream = self._upstream
+        if missing > 0 and upstream is not None:
+            upstream.request(missing)  # may deliver synchronously: no lock held
+        with self._cond:
+            began = time.monotonic()
+            while True:
+                held = len(self._window.elements)
+                ended = self._completed or self._error is not None or self._closed
+                if held >= limit or ended or self._failure is not None:
+                    break
+                waited = time.monotonic() - began
+                budget = (_LINGER if held else _POLL_TIMEOUT) - waited
+                if budget <= 0:
+                    break
+                self._cond.wait(budget)
+            if self._failure is not None:
+                return {"status": "error", "message": str(self._failure)}, None
+            count = min(limit, len(self._window.elements))
+            rows = list(itertools.islice(self._window.elements, count))
+            if count == 0:
+                return self._empty_reply(start), None
+        try:
+            payload = self._encode(rows, start)
+        except BridgeClosedError as exc:
+            with self._cond:
+                self._failure = exc
+                upstream = self._upstream
+            if upstream is not None:
+                upstream.cancel()
+            return {"status": "error", "message": str(exc)}, None
+        return {"status": "ok", "count": count, "end": start + count, "done": False}, payload
+
+    def _check_offset(self, start: int) -> str | None:
+        window = self._window
+        if self._closed and not self._drained:
+            return (
+                f"to_spark_stream {self.stream_id} is closed (cancelled, or its first query "
+                "stopped): a live stream can be read by one query, once"
+            )
+        if start < window.base:
+            return (
+                f"to_spark_stream {self.stream_id} cannot replay from offset {start}: elements "
+                f"below {window.base} were acknowledged and dropped (a live publisher is not "
+                "replayable)"
+            )
+        if start > window.end:
+            return (
+                f"to_spark_stream {self.stream_id}: offset {start} is beyond the {window.end} "
+                "elements sent (a checkpoint from another stream?)"
+            )
+        return None
+
+    def _empty_reply(self, start: int) -> dict[str, Any]:
+        """Reply to a read that found nothing (lock held)."""
+        if self._error is not None:
+            error = self._error
+            return {
+                "status": "error",
+                "message": (
+                    f"the publisher of to_spark_stream {self.stream_id} failed after "
+                    f"{start} elements: {type(error).__name__}: {error}"
+                ),
+            }
+        if self._completed:
+            if not self._drained:
+                self._drained = True
+                threading.Thread(
+                    target=self._finish_queries, name="rs-spark-bridge-finish", daemon=True
+                ).start()
+            return {"status": "ok", "count": 0, "end": start, "done": True}
+        return {"status": "ok", "count": 0, "end": start, "done": False}
+
+    def _encode(self, rows: list[Mapping[str, Any]], start: int) -> bytes:
+        try:
+            batch = pa.RecordBatch.from_pylist(rows, schema=self._arrow_schema)
+        except Exception as exc:
+            raise BridgeClosedError(
+                f"elements {start}..{start + len(rows) - 1} of to_spark_stream {self.stream_id} "
+                f"do not fit the schema {self._schema.simpleString()}: {type(exc).__name__}: {exc}"
+            ) from exc
+        for index in self._required:
+            if batch.column(index).null_count:
+                name = self._schema.fields[index].name
+                raise BridgeClosedError(
+                    f"elements {start}..{start + len(rows) - 1} of to_spark_stream "
+                    f"{self.stream_id} have nulls in the non-nullable field {name!r}"
+                )
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, self._arrow_schema) as writer:
+            writer.write_batch(batch)
+        return bytes(sink.getvalue())
+
+    def _finish_queries(self) -> None:
+        """Stop each active query whose bridge sources have all drained (completion)."""
+        for query in list(self._spark.streams.active):
+            try:
+                plan = str(query._jsq.streamingQuery().logicalPlan().toString())
+            except Exception as exc:  # py4j internals moved: say so, do not hang silently
+                report_undeliverable(exc)
+                continue
+            names = set(_FORMAT_RE.findall(plan))
+            if self.format_name not in names:
+                continue
+            bridges = [_BRIDGES.get(name) for name in names]
+            if all(bridge is not None and bridge.drained for bridge in bridges):
+                try:
+                    query.stop()
+                except Exception as exc:
+                    report_undeliverable(exc)
+        with self._cond:
+            self._closed = True
+        _shutdown(self._server)
+
+    @property
+    def drained(self) -> bool:
+        """Whether the publisher completed and Spark acknowledged every element."""
+        with self._cond:
+            return self._drained
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+
+
+def _as_struct(spark: SparkSession, schema: StructType | str) -> StructType:
+    if isinstance(schema, StructType):
+        return schema
+    parsed = _parse_datatype_string(schema)
+    if not isinstance(parsed, StructType):
+        raise TypeError(f"schema must describe a struct (columns), got {schema!r}")
+    return parsed
+
+
+def to_spark_stream_bridge(
+    publisher: Publisher[Mapping[str, Any]],
+    spark: SparkSession,
+    schema: StructType | str,
+    *,
+    max_records_per_trigger: int = 10_000,
+) -> SparkStreamBridge:
+    """Like ``to_spark_stream``, but return the bridge (statistics, address, ``close``).
+
+    Raises:
+        SparkConnectUnsupportedError: ``spark`` is a Spark Connect session.
+        ValueError: ``max_records_per_trigger < 1``.
+        TypeError: ``schema`` is not a struct.
+    """
+    require_classic(spark, "to_spark_stream")
+    if isinstance(max_records_per_trigger, bool) or max_records_per_trigger < 1:
+        raise ValueError(f"max_records_per_trigger must be >= 1, got {max_records_per_trigger}")
+    return SparkStreamBridge(
+        publisher,
+        spark,
+        _as_struct(spark, schema),
+        max_records_per_trigger=max_records_per_trigger,
+    )
+
+
+def to_spark_stream(
+    publisher: Publisher[Mapping[str, Any]],
+    spark: SparkSession,
+    schema: StructType | str,
+    *,
+    max_records_per_trigger: int = 10_000,
+) -> DataFrame:
+    """A streaming DataFrame fed by ``publisher``, with Spark's batches as its demand.
+
+    Each element is one row: a mapping from column name to value (missing keys are null).
+    Offsets are element sequence numbers. Each micro-batch asks the bridge for at most
+    ``max_records_per_trigger`` elements, and that request is the demand sent to the
+    publisher; a micro-batch takes what arrived (waiting at most 50 ms once some
+    elements are there, 1 s when none are), so it is never larger than the limit.
+
+    Completion: when the publisher completes and Spark has processed every element it
+    sent, every active query that reads this stream (and only drained bridge streams) is
+    stopped, so it finishes normally (a ``from_streaming_query`` subscriber downstream gets
+    ``on_complete``). An ``on_error`` from the publisher fails the query, after the
+    elements received before it, with a message naming the error.
+
+    Security: the bridge binds ``127.0.0.1`` on an ephemeral port and every connection
+    must present a random per-stream token (a Spark option, redacted in Spark's plans and
+    UI); other connections are refused and logged on the ``reactive_streams.spark``
+    logger.
+
+    Cluster: Spark reads through a driver-side ``SimpleDataSourceStreamReader``: the rows
+    travel from the driver to the executors inside Spark, and executors never connect to
+    this process. The driver must run on this host (client deploy mode).
+
+    Args:
+        publisher: the source; subscribed when the first query starts reading.
+        spark: a classic SparkSession.
+        schema: the rows' schema, a ``StructType`` or a DDL string (``"id long, name string"``).
+        max_records_per_trigger: the most elements per micro-batch (and outstanding demand).
+
+    Returns:
+        A streaming DataFrame; it can be read by one query, once (a live publisher cannot
+        be replayed, so a query restarted from a checkpoint fails with a clear error).
+
+    Backpressure:
+        Demand is what the current micro-batch lacks: at most ``max_records_per_trigger``
+        elements are held or requested at any time. A slow query asks less often.
+
+    Concurrency:
+        Publisher signals may come from any thread; no lock is held while calling it.
+
+    Raises:
+        SparkConnectUnsupportedError: ``spark`` is a Spark Connect session.
+        ValueError: ``max_records_per_trigger < 1``.
+    """
+    return to_spark_stream_bridge(
+        publisher, spark, schema, max_records_per_trigger=max_records_per_trigger
+    ).dataframe
