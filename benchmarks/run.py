@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 REPEATS = 5
 
 
+SLOW_REPEATS = 3
+"""Repeats for peers that take many seconds per run (reactivex)."""
+
+
 def measure(fn: Callable[[], Any], repeats: int = REPEATS) -> tuple[float, Any]:
     """Median wall time of ``fn()`` in seconds, and its last result."""
     times: list[float] = []
@@ -98,12 +102,12 @@ def a_reactivex() -> int:
 
 def case_a() -> None:
     rows = [
-        (name, *measure(fn))
-        for name, fn in [
-            ("plain loop", a_plain),
-            ("generator pipeline", a_generator),
-            ("Flow (fused)", a_flow),
-            ("reactivex", a_reactivex),
+        (name, *measure(fn, repeats))
+        for name, fn, repeats in [
+            ("plain loop", a_plain, REPEATS),
+            ("generator pipeline", a_generator, REPEATS),
+            ("Flow (fused)", a_flow, REPEATS),
+            ("reactivex", a_reactivex, SLOW_REPEATS),
         ]
     ]
     report(f"(a) synchronous: {A_N:,} ints, map(x*2) filter(x%3==0) sum", rows, "plain loop", A_N)
@@ -173,11 +177,15 @@ def b_reactivex() -> int:
 def case_b() -> None:
     with ThreadPoolExecutor(1) as producer, ThreadPoolExecutor(1) as consumer:
         rows = [
-            (name, *measure(fn))
-            for name, fn in [
-                ("queue.Queue(256)", b_queue),
-                ("Flow subscribe_on+publish_on(256)", lambda: b_flow(producer, consumer)),
-                ("reactivex observe_on (unbounded)", b_reactivex),
+            (name, *measure(fn, repeats))
+            for name, fn, repeats in [
+                ("queue.Queue(256)", b_queue, REPEATS),
+                (
+                    "Flow subscribe_on+publish_on(256)",
+                    lambda: b_flow(producer, consumer),
+                    REPEATS,
+                ),
+                ("reactivex observe_on (unbounded)", b_reactivex, SLOW_REPEATS),
             ]
         ]
     report(
@@ -227,6 +235,24 @@ async def c_flow_callbacks() -> int:
     return total[0]
 
 
+async def c_flow_buffered() -> int:
+    """A source that is not an iterable, so publish_on really buffers and hands off."""
+    from reactive_streams.reference import RangePublisher
+
+    loop = asyncio.get_running_loop()
+    done = asyncio.Event()
+    total = [0]
+
+    def add(x: int) -> None:
+        total[0] += x
+
+    Flow.from_publisher(RangePublisher(0, C_N)).publish_on(loop, prefetch=BOUND).subscribe(
+        on_next=add, on_complete=done.set, prefetch=BOUND
+    )
+    await asyncio.wait_for(done.wait(), 60)
+    return total[0]
+
+
 async def c_flow_async_for() -> int:
     total = 0
     async for x in Flow.range(0, C_N).aiter(prefetch=BOUND):
@@ -268,7 +294,8 @@ def case_c() -> None:
         (name, *measure(lambda fn=fn: asyncio.run(fn())))  # type: ignore[misc]
         for name, fn in [
             ("asyncio.Queue(256)", c_queue),
-            ("Flow publish_on(loop, 256) + callbacks", c_flow_callbacks),
+            ("Flow publish_on(loop, 256) + callbacks (fused)", c_flow_callbacks),
+            ("Flow publish_on(loop, 256) + callbacks (buffered)", c_flow_buffered),
             ("Flow async for (aiter prefetch 256)", c_flow_async_for),
             ("aiostream iterate", c_aiostream),
             ("anyio memory stream(256)", c_anyio),

@@ -78,7 +78,7 @@ class PublishOnOperator(Operator[T]):
         self._upstream.subscribe(stage)
 
 
-class _Delegate:
+class _Delegate:  # also used by subscribe_on
     """Statistics of a fused ``publish_on``: those of the source it runs."""
 
     __slots__ = ("_source",)

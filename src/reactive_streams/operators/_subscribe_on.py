@@ -16,6 +16,8 @@ from .._signals import (
 from ..api import Publisher, Subscriber, Subscription
 from ._base import Operator, StageStatistics, check_subscriber, signal_error_only
 from ._executors import as_executor
+from ._publish_on import _Delegate
+from ._pull import PullPublisher
 
 if TYPE_CHECKING:
     import asyncio
@@ -67,6 +69,14 @@ class SubscribeOnOperator(Operator[T]):
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         """Submit the upstream subscription to the executor (Rule 1.9 checked here)."""
         check_subscriber(subscriber)
+        upstream = self._upstream
+        if isinstance(upstream, PullPublisher):
+            # An iterable source does nothing at subscribe time: what matters is where it
+            # emits. Its emitter runs on the executor (every request elected there), which
+            # is subscribe_on without a forwarding stage.
+            upstream.subscribe_on_executor(subscriber, self._executor)
+            self._track(_Delegate(upstream.last_statistics))
+            return
         stage: _SubscribeOn[T] = _SubscribeOn(subscriber, self._executor)
         self._track(stage)
         try:
