@@ -138,6 +138,7 @@ class PublishOn(Processor[T, T], Subscription):
         "__weakref__",
         "_buffer",
         "_cancelled",
+        "_closed",
         "_consumed",
         "_delivered",
         "_demand",
@@ -178,6 +179,7 @@ class PublishOn(Processor[T, T], Subscription):
         self._delivered = 0
         self._consumed = 0
         self._cancelled = False
+        self._closed = False  # _done or _cancelled: one flag for the hot on_next path
         self._terminated = False
         self._high_water = 0
         self._wip = False
@@ -237,7 +239,7 @@ class PublishOn(Processor[T, T], Subscription):
         upstream.request(self._prefetch)
         if not signal_on_subscribe(downstream, self):
             with self._lock:
-                self._cancelled = True
+                self._cancelled = self._closed = True
         with self._lock:
             self._ready = True
             start = not self._wip
@@ -250,13 +252,13 @@ class PublishOn(Processor[T, T], Subscription):
         if element is None:
             raise TypeError("Rule 2.13: on_next(None)")
         with self._lock:
-            if self._done or self._cancelled:
+            if self._closed:
                 return
             buffer = self._buffer
             buffer.append(element)
             if len(buffer) > self._prefetch:
                 buffer.pop()
-                self._done = True
+                self._done = self._closed = True
                 self._error = MissingBackpressureError(
                     f"Rule 1.1: upstream sent more than the {self._prefetch} elements "
                     "publish_on requested"
@@ -273,7 +275,7 @@ class PublishOn(Processor[T, T], Subscription):
         with self._lock:
             if self._done:
                 return
-            self._done = True
+            self._done = self._closed = True
             self._error = error
             start = not self._wip
             self._wip = True
@@ -285,7 +287,7 @@ class PublishOn(Processor[T, T], Subscription):
         with self._lock:
             if self._done:
                 return
-            self._done = True
+            self._done = self._closed = True
             start = not self._wip
             self._wip = True
         if start:
@@ -322,7 +324,7 @@ class PublishOn(Processor[T, T], Subscription):
         with self._lock:
             if self._cancelled:
                 return
-            self._cancelled = True
+            self._cancelled = self._closed = True
             start = not self._wip
             self._wip = True
         if start:
@@ -341,7 +343,7 @@ class PublishOn(Processor[T, T], Subscription):
     def _rejected(self, error: ExecutorRejectedError) -> None:
         # ``_wip`` stays set: no drain will ever run, so this is the stream's last signal.
         with self._lock:
-            self._cancelled = True
+            self._cancelled = self._closed = True
             self._terminated = True
             self._buffer.clear()
             downstream, self._downstream = self._downstream, None
@@ -383,7 +385,7 @@ class PublishOn(Processor[T, T], Subscription):
                 pending = self._pending_error
                 stop = cancelled or pending is not None or downstream is None
                 if stop:
-                    self._cancelled = True
+                    self._cancelled = self._closed = True
                     self._terminated = True
                     self._buffer.clear()
                     self._downstream = None
@@ -422,7 +424,7 @@ class PublishOn(Processor[T, T], Subscription):
                 except Exception as exc:  # Rule 2.13: treat as cancelled, report it
                     report_violation(downstream, "on_next", exc)
                     with self._lock:
-                        self._cancelled = True
+                        self._cancelled = self._closed = True
                     break
                 sent += 1
                 if self._cancelled:

@@ -93,19 +93,22 @@ class CallbackSubscriber(Subscriber[T]):
             raise TypeError("Rule 2.13: on_next(None)")
         if self._done:
             return
-        if self._on_next is not None:
+        on_next = self._on_next
+        if on_next is not None:
             try:
-                self._on_next(element)
+                on_next(element)
             except Exception as exc:
                 self.cancel()
                 self._terminal_error(exc)
                 return
-        self._consumed += 1
-        if self._consumed == self._limit:
-            self._consumed = 0
-            subscription = self._subscription
-            if subscription is not None:
-                subscription.request(self._limit)
+        consumed = self._consumed + 1
+        if consumed != self._limit:
+            self._consumed = consumed
+            return
+        self._consumed = 0
+        subscription = self._subscription
+        if subscription is not None:
+            subscription.request(consumed)
 
     def on_error(self, error: Exception) -> None:
         """Call the ``on_error`` callable (or report the error); the stream is over."""
