@@ -33,6 +33,7 @@ from ._signals import (
 )
 from ._statistics import StreamStatistics
 from .api import Processor, Publisher, Subscriber, Subscription
+from .operators import Flow
 
 __all__ = [
     "MAX_DEMAND",
@@ -40,6 +41,7 @@ __all__ = [
     "DrainLoop",
     "EmitterElection",
     "ExecutorRejectedError",
+    "Flow",
     "MissingBackpressureError",
     "NonPositiveDemandError",
     "Processor",

@@ -1,0 +1,35 @@
+"""Operators: ``Flow``, a fluent pipeline where every stage follows Reactive Streams.
+
+>>> from reactive_streams import Flow
+>>> Flow.range(1, 6).map(lambda x: x * x).to_list()
+[1, 4, 9, 16, 25]
+"""
+
+from __future__ import annotations
+
+from ._base import NoneResultError as NoneResultError
+from ._base import StageStatistics as StageStatistics
+from ._flow import ConnectableFlow as ConnectableFlow
+from ._flow import Flow as Flow
+from ._sinks import BlockingIterator as BlockingIterator
+from ._sinks import CallbackSubscriber as CallbackSubscriber
+
+__all__ = [
+    "BlockingIterator",
+    "CallbackSubscriber",
+    "ConnectableFlow",
+    "Flow",
+    "NoneResultError",
+    "StageStatistics",
+]
+
+for _obj in (
+    BlockingIterator,
+    CallbackSubscriber,
+    ConnectableFlow,
+    Flow,
+    NoneResultError,
+    StageStatistics,
+):
+    _obj.__module__ = __name__
+del _obj

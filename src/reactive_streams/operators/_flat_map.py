@@ -1,0 +1,401 @@
+"""``flat_map`` / ``concat_map`` / ``merge`` / ``concat``: flatten inner publishers.
+
+One coordinator serves all of them: it subscribes to at most ``concurrency`` inner
+publishers at a time, each through an ``_Inner`` with a bounded queue, and a drain loop
+(single owner, one lock) hands their elements downstream.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._demand import MAX_DEMAND, validate_request
+from .._exceptions import ProtocolViolationError
+from .._hooks import report_undeliverable
+from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from ..api import Publisher, Subscriber, Subscription
+from ._base import Operator, StageStatistics, check_subscriber
+from ._pull import PullPublisher
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["FlatMapOperator"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class FlatMapOperator(Operator[R]):
+    """Map each upstream element to a publisher and merge what those publishers emit.
+
+    Marble (``concurrency=2``)::
+
+        source:     -a-----b-----c-|
+        fn(a):       -1--2-|
+        fn(b):             -3-4-|
+        result:     --1--2--3-4---...|
+
+    Args:
+        upstream: the outer publisher.
+        fn: element -> ``Publisher`` (or any iterable, wrapped with ``Flow.from_iterable``).
+        concurrency: inner publishers subscribed at once; ``1`` keeps the order
+            (``concat_map``).
+        prefetch: the bounded queue (and demand) of each inner subscriber.
+
+    Backpressure:
+        Requests ``concurrency`` outer elements, then one more each time an inner
+        publisher completes. Each inner is requested ``prefetch`` elements and refilled at
+        75%, so at most ``concurrency * prefetch`` elements are buffered.
+
+    Concurrency:
+        Inner publishers may emit on any thread; their elements are queued under one lock
+        and a single drain (whoever finds it idle) delivers them, so downstream signals
+        are serial (Rule 1.3). The first error cancels everything and is signalled.
+    """
+
+    __slots__ = ("_concurrency", "_fn", "_label", "_prefetch", "_upstream")
+
+    def __init__(
+        self,
+        upstream: Publisher[T],
+        fn: Callable[[T], Any],
+        *,
+        concurrency: int,
+        prefetch: int = 32,
+        label: str = "flat_map",
+    ) -> None:
+        super().__init__()
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency <= 0:
+            raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
+        if prefetch <= 0:
+            raise ValueError(f"prefetch must be positive, got {prefetch}")
+        self._upstream = upstream
+        self._fn = fn
+        self._concurrency = concurrency
+        self._prefetch = prefetch
+        self._label = label
+
+    @property
+    def name(self) -> str:
+        return self._label
+
+    @property
+    def upstreams(self) -> tuple[Publisher[Any], ...]:
+        return (self._upstream,)
+
+    def subscribe(self, subscriber: Subscriber[R]) -> None:
+        """Subscribe ``subscriber`` through a new coordinator (Rule 1.9)."""
+        check_subscriber(subscriber)
+        stage = _Coordinator(subscriber, self._fn, self._concurrency, self._prefetch)
+        self._track(stage)
+        self._upstream.subscribe(stage)
+
+
+class _Inner(Subscriber[Any]):
+    __slots__ = ("consumed", "done", "owner", "queue", "subscription")
+
+    def __init__(self, owner: _Coordinator) -> None:
+        self.owner = owner
+        self.queue: deque[Any] = deque()
+        self.done = False
+        self.subscription: Subscription | None = None
+        self.consumed = 0
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        if not self.owner.inner_subscribed(self, subscription):
+            subscription.cancel()
+            return
+        subscription.request(self.owner.prefetch)
+
+    def on_next(self, element: Any) -> None:
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        self.owner.inner_next(self, element)
+
+    def on_error(self, error: Exception) -> None:
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        self.owner.fail(error)
+
+    def on_complete(self) -> None:
+        self.owner.inner_complete(self)
+
+
+class _Coordinator(Subscriber[Any], Subscription):
+    __slots__ = (
+        "__weakref__",
+        "_active",
+        "_buffered",
+        "_cancelled",
+        "_concurrency",
+        "_delivered",
+        "_demand",
+        "_downstream",
+        "_error",
+        "_fn",
+        "_high_water",
+        "_lock",
+        "_outer",
+        "_outer_done",
+        "_outer_position",
+        "_pending_outer",
+        "_requested",
+        "_terminated",
+        "_wip",
+        "prefetch",
+    )
+
+    def __init__(
+        self,
+        downstream: Subscriber[Any],
+        fn: Callable[[Any], Any],
+        concurrency: int,
+        prefetch: int,
+    ) -> None:
+        self._downstream: Subscriber[Any] | None = downstream
+        self._fn = fn
+        self._concurrency = concurrency
+        self.prefetch = prefetch
+        self._lock = threading.Lock()
+        self._outer: Subscription | None = None
+        self._outer_done = False
+        self._outer_position = 0
+        self._active: list[_Inner] = []
+        self._pending_outer = 0  # inner completions whose replacement is not yet requested
+        self._error: Exception | None = None
+        self._demand = 0
+        self._requested = 0
+        self._delivered = 0
+        self._buffered = 0
+        self._high_water = 0
+        self._cancelled = False
+        self._terminated = False
+        self._wip = False
+
+    def statistics(self) -> StageStatistics:
+        with self._lock:
+            return StageStatistics(
+                requested=self._requested,
+                delivered=self._delivered,
+                buffered=self._buffered,
+                cancelled=self._cancelled,
+                terminated=self._terminated,
+                high_water_mark=self._high_water,
+            )
+
+    # ---------------------------------------------------------------- outer side
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        if self._outer is not None:
+            subscription.cancel()  # Rule 2.5
+            return
+        self._outer = subscription
+        downstream = self._downstream
+        if downstream is None or not signal_on_subscribe(downstream, self):
+            self.cancel()
+            return
+        subscription.request(self._concurrency)
+
+    def on_next(self, element: Any) -> None:
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        position = self._outer_position
+        self._outer_position += 1
+        try:
+            inner = self._fn(element)
+            if inner is None:
+                raise TypeError(
+                    f"Rule 2.13: the function given to flat_map() returned None for the "
+                    f"element at position {position} (0-based) of its input"
+                )
+            if not isinstance(inner, Publisher):
+                if isinstance(inner, str | bytes) or not hasattr(inner, "__iter__"):
+                    raise TypeError(
+                        "the function given to flat_map() must return a Publisher or an "
+                        f"iterable, got {type(inner).__qualname__}"
+                    )
+                items = inner
+                inner = PullPublisher(lambda: items, (), "iterable")
+        except Exception as exc:
+            self.fail(exc)
+            return
+        subscriber = _Inner(self)
+        with self._lock:
+            if self._cancelled or self._terminated:
+                return
+            self._active.append(subscriber)
+        inner.subscribe(subscriber)
+
+    def on_error(self, error: Exception) -> None:
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        self.fail(error)
+
+    def on_complete(self) -> None:
+        with self._lock:
+            self._outer_done = True
+        self._schedule()
+
+    # ---------------------------------------------------------------- inner side
+    def inner_subscribed(self, inner: _Inner, subscription: Subscription) -> bool:
+        with self._lock:
+            if inner.subscription is not None or self._cancelled or self._terminated:
+                return False
+            inner.subscription = subscription
+            return True
+
+    def inner_next(self, inner: _Inner, element: Any) -> None:
+        with self._lock:
+            if self._cancelled or self._terminated:
+                return
+            if len(inner.queue) >= self.prefetch:
+                self._error = self._error or ProtocolViolationError(
+                    f"Rule 1.1: an inner publisher sent more than the {self.prefetch} "
+                    "elements requested",
+                    rule="1.1",
+                )
+            else:
+                inner.queue.append(element)
+                self._buffered += 1
+                self._high_water = max(self._high_water, self._buffered)
+            if self._wip:
+                return
+            self._wip = True
+        self._drain()
+
+    def inner_complete(self, inner: _Inner) -> None:
+        with self._lock:
+            inner.done = True
+        self._schedule()
+
+    def fail(self, error: Exception) -> None:
+        with self._lock:
+            if self._error is None:
+                self._error = error
+            else:
+                report_undeliverable(error)
+        self._schedule()
+
+    # ---------------------------------------------------------------- downstream side
+    def request(self, n: int) -> None:
+        try:
+            count = validate_request(n)
+        except ProtocolViolationError as error:
+            self.fail(error)
+            return
+        with self._lock:
+            demand = self._demand + count
+            self._demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
+            requested = self._requested + count
+            self._requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+        self._schedule()
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+        self._schedule()
+
+    # ---------------------------------------------------------------- the drain
+    def _schedule(self) -> None:
+        with self._lock:
+            if self._wip:
+                return
+            self._wip = True
+        self._drain()
+
+    def _drain(self) -> None:
+        """Serial passes of the single owner.
+
+        The owner gives ``_wip`` up in the critical section that finds nothing to do, so
+        no signal is missed.
+        """
+        while True:
+            with self._lock:
+                if self._terminated:
+                    return
+                downstream = self._downstream
+                if self._cancelled or self._error is not None or downstream is None:
+                    error = None if self._cancelled else self._error
+                    self._terminated = True
+                    self._downstream = None
+                    subscriptions = [inner.subscription for inner in self._active]
+                    self._active = []
+                    self._buffered = 0
+                    outer = self._outer
+                    self._outer = None
+                    stop = True
+                else:
+                    stop = False
+                    batch: list[Any] = []
+                    refills: list[tuple[Subscription, int]] = []
+                    demand = self._demand
+                    for inner in self._active:
+                        queue = inner.queue
+                        take = min(len(queue), demand - len(batch))
+                        if take <= 0:
+                            continue
+                        batch.extend(queue.popleft() for _ in range(take))
+                        inner.consumed += take
+                        if (
+                            inner.consumed >= self.prefetch - (self.prefetch >> 2)
+                            and not inner.done
+                            and inner.subscription is not None
+                        ):
+                            refills.append((inner.subscription, inner.consumed))
+                            inner.consumed = 0
+                    finished = [inner for inner in self._active if inner.done and not inner.queue]
+                    if finished:
+                        self._active = [inner for inner in self._active if inner not in finished]
+                        self._pending_outer += len(finished)
+                    more_outer = 0
+                    if self._pending_outer and not self._outer_done:
+                        more_outer, self._pending_outer = self._pending_outer, 0
+                    count = len(batch)
+                    self._buffered -= count
+                    if count and demand != MAX_DEMAND:
+                        self._demand = demand - count
+                    complete = self._outer_done and not self._active
+                    if complete:
+                        self._terminated = True
+                        self._downstream = None
+                    outer = self._outer
+                    if not count and not refills and not more_outer and not complete:
+                        self._wip = False
+                        return
+            if stop:
+                for subscription in subscriptions:
+                    if subscription is not None:
+                        subscription.cancel()
+                if outer is not None:
+                    outer.cancel()
+                if error is not None and downstream is not None:
+                    signal_on_error(downstream, error)
+                return
+            assert downstream is not None
+            for position, element in enumerate(batch):
+                try:
+                    downstream.on_next(element)
+                except Exception as exc:  # Rule 2.13
+                    report_violation(downstream, "on_next", exc)
+                    with self._lock:
+                        self._cancelled = True
+                        self._delivered += position + 1
+                    break
+            else:
+                with self._lock:
+                    self._delivered += count
+            for subscription, amount in refills:
+                subscription.request(amount)
+            if more_outer and outer is not None:
+                outer.request(more_outer)
+            if complete:
+                signal_on_complete(downstream)
+                return

@@ -1,0 +1,607 @@
+"""``Flow``: the fluent, backpressured pipeline builder.
+
+A ``Flow[T]`` is a ``Publisher[T]``: an immutable description of a pipeline that can be
+subscribed many times (unicast by default: every subscriber gets its own run). Each method
+returns a new ``Flow`` and delegates to one operator module; adjacent synchronous operators
+are fused into one stage (see ``_fusion``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from ..adapters.asyncio import AsyncIteratorSubscriber, from_async_iterable, to_async_iterator
+from ..api import Processor, Publisher, Subscriber
+from ._backpressure import OnBackpressureOperator, Overflow
+from ._base import Operator, StageStatistics, walk
+from ._buffer import BufferOperator
+from ._distinct import DistinctUntilChangedOp
+from ._filter import FilterOp
+from ._flat_map import FlatMapOperator
+from ._fusion import UNSET, FusedOp
+from ._interval import IntervalPublisher
+from ._map import MapOp
+from ._multicast import MulticastOperator
+from ._publish_on import PublishOnOperator
+from ._pull import PullPublisher
+from ._push import PushPublisher
+from ._reduce import ReduceOp, ReducePublisher
+from ._resume import ResumeOperator
+from ._scan import ScanOp
+from ._sinks import (
+    NO_DEFAULT,
+    BlockingIterator,
+    CallbackSubscriber,
+    collect_list,
+    first,
+    for_each,
+)
+from ._skip import SkipOp
+from ._sources import DeferPublisher, ErrorPublisher, WrappedPublisher
+from ._subscribe_on import SubscribeOnOperator
+from ._take import TakeOp
+from ._take_while import TakeWhileOp
+from ._via import ViaOperator
+from ._zip import ZipOperator
+
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import AsyncIterable, Callable, Iterable
+    from concurrent.futures import Executor
+
+__all__ = ["Flow"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+A = TypeVar("A")
+
+
+def _check_count(what: str, count: int) -> int:
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise TypeError(f"{what}() needs an int count, got {type(count).__qualname__}")
+    if count < 0:
+        raise ValueError(f"{what}() needs a count >= 0, got {count}")
+    return count
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+class Flow(Publisher[T], Generic[T]):
+    """A publisher with a fluent operator API; every stage follows the specification.
+
+    Build a flow from a source, chain operators, then subscribe or use a sink:
+
+    >>> Flow.range(0, 10).map(lambda x: x * 2).filter(lambda x: x % 3 == 0).to_list()
+    [0, 6, 12, 18]
+    >>> Flow.just(1, 2, 3).reduce(lambda acc, x: acc + x, 0).first()
+    6
+
+    Demand travels from the last subscriber back to the source: nothing is produced that
+    was not requested, and every buffer in the pipeline is bounded.
+
+    Backpressure:
+        Each operator documents how it turns downstream demand into upstream demand.
+
+    Concurrency:
+        Synchronous operators run on the thread that delivers the upstream signal;
+        ``publish_on`` and ``subscribe_on`` move signals to an executor.
+    """
+
+    __slots__ = ("_node",)
+
+    def __init__(self, node: Publisher[T]) -> None:
+        self._node = node
+
+    def __repr__(self) -> str:
+        name = self._node.name if isinstance(self._node, Operator) else type(self._node).__name__
+        return f"Flow({name})"
+
+    # ------------------------------------------------------------------ Publisher
+    @overload
+    def subscribe(self, subscriber: Subscriber[T]) -> None: ...
+
+    @overload
+    def subscribe(
+        self,
+        subscriber: None = None,
+        *,
+        on_next: Callable[[T], object] | None = None,
+        on_error: Callable[[Exception], object] | None = None,
+        on_complete: Callable[[], object] | None = None,
+        prefetch: int = 256,
+    ) -> None: ...
+
+    def subscribe(
+        self,
+        subscriber: Subscriber[T] | None = None,
+        *,
+        on_next: Callable[[T], object] | None = None,
+        on_error: Callable[[Exception], object] | None = None,
+        on_complete: Callable[[], object] | None = None,
+        prefetch: int = 256,
+    ) -> None:
+        """Subscribe a ``Subscriber``, or plain callables.
+
+        Args:
+            subscriber: a ``Subscriber``; ``None`` is allowed only together with at least
+                one callable (Rule 1.9).
+            on_next: called with each element.
+            on_error: called with the terminal error (by default it goes to the
+                undeliverable hook: errors are never lost).
+            on_complete: called at completion.
+            prefetch: demand batch of the callback subscriber, replenished at 75%.
+
+        Raises:
+            TypeError: neither a subscriber nor any callable was given (Rule 1.9).
+        """
+        if subscriber is None:
+            if on_next is None and on_error is None and on_complete is None:
+                raise TypeError("Rule 1.9: subscribe() requires a Subscriber, got None")
+            subscriber = CallbackSubscriber(on_next, on_error, on_complete, prefetch=prefetch)
+        self._node.subscribe(subscriber)
+
+    # ------------------------------------------------------------------ sources
+    @staticmethod
+    def from_iterable(iterable: Iterable[R]) -> Flow[R]:
+        """Emit the elements of ``iterable``; ``iter()`` is called once per subscriber.
+
+        A one-shot iterator (a generator) can therefore serve one subscriber only; pass a
+        re-iterable collection, or use ``Flow.defer``, for several.
+        """
+        if iterable is None:
+            raise TypeError("from_iterable() needs an iterable, got None")
+        return Flow(PullPublisher(lambda: iterable, (), "from_iterable"))
+
+    @staticmethod
+    def range(start: int, stop: int | None = None) -> Flow[int]:
+        """Emit ``range(start, stop)`` (or ``range(start)`` when ``stop`` is omitted).
+
+        >>> Flow.range(3).to_list()
+        [0, 1, 2]
+        """
+        numbers = range(start) if stop is None else range(start, stop)
+        return Flow(PullPublisher(lambda: numbers, (), "range"))
+
+    @staticmethod
+    def just(*items: R) -> Flow[R]:
+        """Emit the given items, then complete."""
+        if any(item is None for item in items):
+            raise TypeError("Rule 2.13: Flow.just() got None, which is never a valid element")
+        return Flow(PullPublisher(lambda: items, (), "just"))
+
+    @staticmethod
+    def empty() -> Flow[Any]:
+        """Complete without elements (at the first request)."""
+        return Flow(PullPublisher(tuple, (), "empty"))
+
+    @staticmethod
+    def error(error: Exception) -> Flow[Any]:
+        """Signal ``on_error(error)`` right after ``on_subscribe``, without waiting for demand."""
+        return Flow(ErrorPublisher(error))
+
+    @staticmethod
+    def from_async_iterable(
+        aiterable: AsyncIterable[R], *, loop: asyncio.AbstractEventLoop | None = None
+    ) -> Flow[R]:
+        """Publish an async iterable, one ``__anext__`` per unit of demand.
+
+        Delegates to ``reactive_streams.adapters.asyncio.from_async_iterable``: the
+        iteration and every signal run on ``loop`` (the running loop at subscribe time by
+        default, or a private loop thread when there is none).
+        """
+        return Flow(WrappedPublisher(from_async_iterable(aiterable, loop=loop)))
+
+    @staticmethod
+    def from_publisher(publisher: Publisher[R]) -> Flow[R]:
+        """Wrap any publisher, including a third party's registered with ``Publisher.register``."""
+        if isinstance(publisher, Flow):
+            return publisher
+        return Flow(WrappedPublisher(publisher))
+
+    @staticmethod
+    def defer(factory: Callable[[], Publisher[R]]) -> Flow[R]:
+        """Call ``factory()`` for each subscriber and subscribe it to the publisher returned."""
+        return Flow(DeferPublisher(factory))
+
+    @staticmethod
+    def interval(period: float, *, count: int | None = None) -> Flow[int]:
+        """A hot timer: ``0, 1, 2, ...`` every ``period`` seconds (``count`` ticks at most).
+
+        A tick without demand fails the flow with ``MissingBackpressureError``: follow it
+        with an ``on_backpressure_*`` operator to choose what to do instead.
+        """
+        return Flow(IntervalPublisher(period, count))
+
+    @staticmethod
+    def merge(*publishers: Publisher[R], concurrency: int | None = None) -> Flow[R]:
+        """Interleave the elements of several publishers as they arrive.
+
+        Backpressure: at most ``concurrency`` sources (all by default) are subscribed at
+        once, each with a bounded queue of 32; downstream demand is honoured exactly.
+
+        Concurrency: sources may emit on any threads; delivery is serial.
+        """
+        sources = tuple(publishers)
+        width = concurrency if concurrency is not None else max(1, len(sources))
+        return Flow(
+            FlatMapOperator(
+                PullPublisher(lambda: sources, (), "sources"),
+                _identity,
+                concurrency=width,
+                label="merge",
+            )
+        )
+
+    @staticmethod
+    def concat(*publishers: Publisher[R]) -> Flow[R]:
+        """All elements of the first publisher, then of the second, and so on.
+
+        Backpressure: one source at a time, with a bounded queue; demand carries over.
+        """
+        sources = tuple(publishers)
+        return Flow(
+            FlatMapOperator(
+                PullPublisher(lambda: sources, (), "sources"),
+                _identity,
+                concurrency=1,
+                label="concat",
+            )
+        )
+
+    @staticmethod
+    def zip(*publishers: Publisher[Any], prefetch: int = 32) -> Flow[tuple[Any, ...]]:
+        """Tuples of the n-th elements of every publisher; ends with the shortest.
+
+        Backpressure: each source has a bounded queue of ``prefetch``, refilled at 75%.
+        """
+        return Flow(ZipOperator(tuple(publishers), prefetch))
+
+    def merge_with(self, *others: Publisher[T], concurrency: int | None = None) -> Flow[T]:
+        """``Flow.merge(self, *others, concurrency=...)``."""
+        return Flow.merge(self, *others, concurrency=concurrency)
+
+    def concat_with(self, *others: Publisher[T]) -> Flow[T]:
+        """``Flow.concat(self, *others)``."""
+        return Flow.concat(self, *others)
+
+    def zip_with(self, *others: Publisher[Any], prefetch: int = 32) -> Flow[tuple[Any, ...]]:
+        """``Flow.zip(self, *others)``."""
+        return Flow.zip(self, *others, prefetch=prefetch)
+
+    # ------------------------------------------------------------------ fused operators
+    def _fuse(self, op: FusedOp) -> Flow[Any]:
+        node = self._node
+        if isinstance(node, PullPublisher | PushPublisher):
+            return Flow(node.with_op(op))
+        if isinstance(op, ReduceOp):
+            return Flow(ReducePublisher(node, op.fn, op.initial))
+        return Flow(PushPublisher(node, (op,)))
+
+    def map(self, fn: Callable[[T], R]) -> Flow[R]:
+        """Apply ``fn`` to every element (fused with its synchronous neighbours).
+
+        A ``None`` result signals ``on_error(NoneResultError)`` (a ``TypeError``, Rule 2.13)
+        naming the element's position; an exception from ``fn`` cancels upstream and is
+        signalled downstream.
+
+        Backpressure: one output per input; demand passes through unchanged.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(MapOp(fn))
+
+    def filter(self, predicate: Callable[[T], object]) -> Flow[T]:
+        """Keep the elements for which ``predicate`` is truthy.
+
+        Backpressure: every dropped element is re-requested upstream, so downstream gets
+        what it asked for.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(FilterOp(predicate))
+
+    def scan(self, fn: Callable[[A, T], A], initial: A = UNSET) -> Flow[A]:
+        """Emit every running accumulation ``acc = fn(acc, x)`` (the seed is not emitted).
+
+        Backpressure: one output per input.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(ScanOp(fn, initial))
+
+    def reduce(self, fn: Callable[[A, T], A], initial: A = UNSET) -> Flow[A]:
+        """Fold the stream into one element, emitted when upstream completes.
+
+        Without ``initial`` the first element seeds the fold and an empty stream completes
+        empty.
+
+        Backpressure: requests upstream without bound (it keeps one accumulator) and emits
+        its one element only when requested.
+
+        Concurrency: fused after an iterable source it runs in ``functools.reduce``; after
+        another publisher it is a stage of its own.
+        """
+        return self._fuse(ReduceOp(fn, initial))
+
+    def distinct_until_changed(self, key: Callable[[T], object] | None = None) -> Flow[T]:
+        """Drop elements whose key equals the previous element's key.
+
+        Backpressure: dropped elements are re-requested upstream.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(DistinctUntilChangedOp(key))
+
+    def take(self, count: int) -> Flow[T]:
+        """Emit the first ``count`` elements, then complete and cancel upstream.
+
+        >>> Flow.range(0, 1_000_000_000).skip(2).take(3).to_list()
+        [2, 3, 4]
+
+        Backpressure: never reads past the ``count``-th element of an iterable source.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(TakeOp(_check_count("take", count)))
+
+    def skip(self, count: int) -> Flow[T]:
+        """Drop the first ``count`` elements.
+
+        Backpressure: skipped elements are re-requested upstream.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(SkipOp(_check_count("skip", count)))
+
+    def take_while(self, predicate: Callable[[T], object]) -> Flow[T]:
+        """Emit elements while ``predicate`` holds; the first failure completes the flow.
+
+        Backpressure: demand passes through; upstream is cancelled at the end.
+
+        Concurrency: runs on the thread that delivers the element.
+        """
+        return self._fuse(TakeWhileOp(predicate))
+
+    # ------------------------------------------------------------------ stage operators
+    def flat_map(
+        self,
+        fn: Callable[[T], Publisher[R] | Iterable[R]],
+        *,
+        concurrency: int = 16,
+        prefetch: int = 32,
+    ) -> Flow[R]:
+        """Map each element to a publisher (or iterable) and merge their elements.
+
+        Marble (``concurrency=2``)::
+
+            source:   -a-----b-|
+            fn(a):     -1--2-|
+            fn(b):           -3-4-|
+            result:   --1--2--3-4-|
+
+        Backpressure: at most ``concurrency`` inner publishers at once, each with a queue
+        of ``prefetch`` refilled at 75%; the outer flow is requested one element per
+        finished inner.
+
+        Concurrency: inner publishers may emit on any threads; delivery is serial and the
+        first error cancels everything.
+        """
+        return Flow(FlatMapOperator(self._node, fn, concurrency=concurrency, prefetch=prefetch))
+
+    def concat_map(
+        self, fn: Callable[[T], Publisher[R] | Iterable[R]], *, prefetch: int = 32
+    ) -> Flow[R]:
+        """``flat_map`` with ``concurrency=1``: inner publishers in order, one at a time."""
+        return Flow(
+            FlatMapOperator(self._node, fn, concurrency=1, prefetch=prefetch, label="concat_map")
+        )
+
+    def buffer(self, size: int, *, timeout: float | None = None) -> Flow[list[T]]:
+        """Lists of ``size`` elements; with ``timeout`` seconds, partial lists are flushed.
+
+        >>> Flow.range(0, 5).buffer(2).to_list()
+        [[0, 1], [2, 3], [4]]
+
+        Backpressure: ``request(n)`` becomes ``request(n * size)`` upstream.
+
+        Concurrency: the timeout runs on a timer thread; delivery is serial.
+        """
+        return Flow(BufferOperator(self._node, size, timeout))
+
+    def via(self, processor: Processor[T, R] | Callable[[], Processor[T, R]]) -> Flow[R]:
+        """Route the flow through a ``Processor`` (an instance, or a factory of them)."""
+        return Flow(ViaOperator(self._node, processor))
+
+    def on_error_resume(self, fn: Callable[[Exception], Publisher[T]]) -> Flow[T]:
+        """On an upstream error, continue with the publisher ``fn(error)`` returns.
+
+        Backpressure: outstanding demand is carried over to the new publisher.
+        """
+        return Flow(ResumeOperator(self._node, fallback=fn, label="on_error_resume"))
+
+    def retry(self, times: int) -> Flow[T]:
+        """On an upstream error, subscribe again, at most ``times`` times.
+
+        Backpressure: outstanding demand is carried over to the new subscription.
+        """
+        return Flow(ResumeOperator(self._node, times=_check_count("retry", times), label="retry"))
+
+    def on_backpressure_buffer(
+        self,
+        capacity: int,
+        *,
+        overflow: Overflow = "error",
+        on_drop: Callable[[T], object] | None = None,
+    ) -> Flow[T]:
+        """Buffer up to ``capacity`` undemanded elements of a hot source.
+
+        Args:
+            capacity: elements kept beyond the downstream demand.
+            overflow: ``"error"`` (``MissingBackpressureError``), ``"drop_oldest"`` or
+                ``"drop_latest"``.
+            on_drop: called with each dropped element; drops are counted in
+                ``statistics().dropped``.
+
+        Backpressure: requests unbounded demand upstream.
+        """
+        return Flow(
+            OnBackpressureOperator(
+                self._node, capacity, overflow, on_drop, "on_backpressure_buffer"
+            )
+        )
+
+    def on_backpressure_drop(self, on_drop: Callable[[T], object] | None = None) -> Flow[T]:
+        """Drop (count, and pass to ``on_drop``) elements that arrive without demand."""
+        return Flow(
+            OnBackpressureOperator(self._node, 0, "drop_latest", on_drop, "on_backpressure_drop")
+        )
+
+    def on_backpressure_latest(self, on_drop: Callable[[T], object] | None = None) -> Flow[T]:
+        """Keep only the latest undemanded element; older ones are dropped and counted."""
+        return Flow(
+            OnBackpressureOperator(self._node, 1, "drop_oldest", on_drop, "on_backpressure_latest")
+        )
+
+    # ------------------------------------------------------------------ multicast
+    def publish(self, *, prefetch: int = 256) -> ConnectableFlow[T]:
+        """A multicast flow that subscribes upstream only when ``connect()`` is called.
+
+        Backpressure: every subscriber is served at the slowest one's pace; the fastest is
+        at most ``prefetch`` elements ahead (the bounded drift).
+
+        Concurrency: one drain loop delivers to all subscribers, serially per subscriber.
+        """
+        return ConnectableFlow(
+            MulticastOperator(self._node, prefetch=prefetch, ref_count=False, label="publish")
+        )
+
+    def share(self, *, prefetch: int = 256) -> Flow[T]:
+        """Multicast, connected at the first subscriber and cancelled after the last leaves.
+
+        Subscribers that join later get the elements from then on. After completion the
+        next subscriber starts a new upstream subscription.
+
+        Backpressure: as ``publish()``: the pace of the slowest, drift at most ``prefetch``.
+        """
+        return Flow(MulticastOperator(self._node, prefetch=prefetch, ref_count=True, label="share"))
+
+    def replay(self, count: int, *, prefetch: int = 256) -> Flow[T]:
+        """``share()`` that also keeps the last ``count`` elements for late subscribers.
+
+        After completion, new subscribers get the kept elements and the terminal signal.
+
+        Backpressure: as ``share()``; the replay window adds at most ``count`` elements.
+        """
+        return Flow(
+            MulticastOperator(
+                self._node,
+                prefetch=prefetch,
+                replay=_check_count("replay", count),
+                ref_count=True,
+                label="replay",
+            )
+        )
+
+    # ------------------------------------------------------------------ async boundaries
+    def publish_on(
+        self, executor: Executor | asyncio.AbstractEventLoop, *, prefetch: int = 256
+    ) -> Flow[T]:
+        """Deliver downstream signals on ``executor`` through a buffer of ``prefetch``.
+
+        Marble::
+
+            source:    -1-2-3-|        (any thread)
+            request:   (256) ... (192 each time 75% is consumed)
+            result:    --1-2-3-|       (on the executor)
+
+        Args:
+            executor: a ``concurrent.futures.Executor`` or an asyncio event loop.
+            prefetch: the buffer bound in elements, and the demand sent upstream.
+
+        Backpressure:
+            At most ``prefetch`` elements are buffered; upstream gets ``request(prefetch)``
+            and then ``request(k)`` each time ``k`` = 75% of ``prefetch`` has been consumed.
+
+        Concurrency:
+            Elements are handed to the executor in batches under one lock; one drain task
+            runs at a time, so downstream signals are serial (Rule 1.3).
+        """
+        return Flow(PublishOnOperator(self._node, executor, prefetch))
+
+    def subscribe_on(self, executor: Executor | asyncio.AbstractEventLoop) -> Flow[T]:
+        """Subscribe to, request from and cancel upstream on ``executor``.
+
+        Backpressure:
+            Demand is forwarded unchanged (coalesced while a forwarding task is pending).
+
+        Concurrency:
+            A synchronous source produces on the executor; upstream calls are serialised
+            (Rule 2.7).
+        """
+        return Flow(SubscribeOnOperator(self._node, executor))
+
+    # ------------------------------------------------------------------ sinks
+    def to_list(self, timeout: float | None = None) -> list[T]:
+        """Block until completion and return all elements (see ``collect_list``)."""
+        return collect_list(self, timeout)
+
+    def for_each(self, fn: Callable[[T], object], timeout: float | None = None) -> None:
+        """Block, calling ``fn`` on each element, until completion (see ``for_each``)."""
+        for_each(self, fn, timeout)
+
+    def first(self, default: T = NO_DEFAULT, timeout: float | None = None) -> T:
+        """Return the first element (the rest is cancelled), or ``default`` if empty.
+
+        Raises:
+            LookupError: the flow is empty and no ``default`` was given.
+        """
+        return first(self, default, timeout)
+
+    def iterate(self, *, prefetch: int = 256, timeout: float | None = None) -> BlockingIterator[T]:
+        """A blocking iterator holding at most ``prefetch`` elements; close it to cancel."""
+        iterator: BlockingIterator[T] = BlockingIterator(prefetch, timeout)
+        self.subscribe(iterator)
+        return iterator
+
+    def __iter__(self) -> BlockingIterator[T]:
+        return self.iterate()
+
+    def aiter(self, *, prefetch: int = 256) -> AsyncIteratorSubscriber[T]:
+        """An async iterator (and async context manager) holding at most ``prefetch``.
+
+        Delegates to ``reactive_streams.adapters.asyncio.to_async_iterator``; it subscribes
+        on first use, from inside the running event loop. Leaving ``async with`` cancels.
+        """
+        return to_async_iterator(self, prefetch=prefetch)
+
+    def __aiter__(self) -> AsyncIteratorSubscriber[T]:
+        return self.aiter()
+
+    # ------------------------------------------------------------------ introspection
+    def metrics(self) -> dict[str, StageStatistics]:
+        """Per-stage statistics of the most recent run, sources first.
+
+        Keys are ``"<index>:<operator name>"``, fused stages show all their operators
+        (``"0:range|map|filter"``). Stages whose run has ended and been garbage-collected
+        are left out.
+        """
+        result: dict[str, StageStatistics] = {}
+        for index, operator in enumerate(walk(self)):
+            stats = operator.last_statistics()
+            if stats is not None:
+                result[f"{index}:{operator.name}"] = stats
+        return result
+
+
+class ConnectableFlow(Flow[T]):
+    """A ``Flow`` from ``publish()``: subscribers wait until ``connect()`` is called."""
+
+    __slots__ = ()
+
+    def connect(self) -> None:
+        """Subscribe upstream (once); elements then go to the current subscribers."""
+        node = self._node
+        assert isinstance(node, MulticastOperator)
+        node.connect()

@@ -1,0 +1,382 @@
+"""Multicast: ``publish()`` (connectable), ``share()`` (reference counted) and ``replay(n)``.
+
+A ``_Hub`` subscribes once upstream and serves any number of subscribers at the pace of the
+slowest: the shared buffer holds at most ``prefetch`` elements that some subscriber has not
+received yet (the bounded drift between the fastest and the slowest), plus the last
+``replay`` elements for subscribers that join late.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._demand import MAX_DEMAND, validate_request
+from .._exceptions import ProtocolViolationError
+from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from ..api import Publisher, Subscriber, Subscription
+from ._base import Operator, StageStatistics, check_subscriber
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["MulticastOperator"]
+
+T = TypeVar("T")
+
+
+class MulticastOperator(Operator[T]):
+    """One upstream subscription shared by many subscribers.
+
+    Marble (two subscribers, the second one slower)::
+
+        source:  -1-2-3-4-|
+        fast:    -1-2-3---4-|       (waits for the slow one when the drift reaches prefetch)
+        slow:    ---1---2---3-4-|
+
+    Args:
+        upstream: the publisher to share.
+        prefetch: the most elements the fastest subscriber may be ahead of the slowest;
+            also the demand sent upstream, refilled at 75%.
+        replay: elements kept for late subscribers (``replay(n)``); after completion they
+            still get these and the terminal signal.
+        ref_count: ``share()``: connect at the first subscriber, cancel upstream when the
+            last one leaves. Without it (``publish()``), call ``connect()``.
+
+    Backpressure:
+        Upstream gets at most ``prefetch`` outstanding demand beyond what the slowest
+        subscriber has taken, so every subscriber is served at the slowest one's pace.
+
+    Concurrency:
+        Subscribers may request and cancel from any thread; one drain loop under one lock
+        delivers to all of them, never holding the lock while calling a subscriber.
+    """
+
+    __slots__ = ("_hub", "_label", "_lock", "_prefetch", "_ref_count", "_replay", "_upstream")
+
+    def __init__(
+        self,
+        upstream: Publisher[T],
+        *,
+        prefetch: int = 256,
+        replay: int = 0,
+        ref_count: bool,
+        label: str,
+    ) -> None:
+        super().__init__()
+        if prefetch <= 0:
+            raise ValueError(f"prefetch must be positive, got {prefetch}")
+        if replay < 0:
+            raise ValueError(f"replay must be >= 0, got {replay}")
+        self._upstream = upstream
+        self._prefetch = prefetch
+        self._replay = replay
+        self._ref_count = ref_count
+        self._label = label
+        self._lock = threading.Lock()
+        self._hub: _Hub | None = None
+
+    @property
+    def name(self) -> str:
+        return self._label
+
+    @property
+    def upstreams(self) -> tuple[Publisher[Any], ...]:
+        return (self._upstream,)
+
+    def _current_hub(self) -> tuple[_Hub, bool]:
+        with self._lock:
+            hub = self._hub
+            if hub is None or (hub.finished and self._replay == 0):
+                hub = self._hub = _Hub(self._prefetch, self._replay, self._forget)
+                self._track(hub)
+                return hub, True
+            return hub, False
+
+    def _forget(self, hub: _Hub) -> None:
+        with self._lock:
+            if self._hub is hub:
+                self._hub = None
+
+    def connect(self) -> None:
+        """Subscribe upstream now (``publish()``); a no-op if already connected."""
+        hub, _ = self._current_hub()
+        if hub.claim_connection():
+            self._upstream.subscribe(hub)
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        """Add ``subscriber`` to the shared stream (Rule 1.9)."""
+        check_subscriber(subscriber)
+        hub, _ = self._current_hub()
+        hub.add(subscriber, ref_count=self._ref_count)
+        if self._ref_count and hub.claim_connection():
+            self._upstream.subscribe(hub)
+
+
+class _Member(Subscription):
+    __slots__ = ("delivered", "demand", "done", "error", "hub", "index", "requested", "subscriber")
+
+    def __init__(self, hub: _Hub, subscriber: Subscriber[Any], index: int) -> None:
+        self.hub = hub
+        self.subscriber: Subscriber[Any] | None = subscriber
+        self.index = index
+        self.demand = 0
+        self.requested = 0
+        self.delivered = 0
+        self.done = False
+        self.error: Exception | None = None  # a Rule 3.9 error for the drain to signal
+
+    def request(self, n: int) -> None:
+        self.hub.member_request(self, n)
+
+    def cancel(self) -> None:
+        self.hub.member_cancel(self)
+
+
+class _Hub(Subscriber[Any]):
+    __slots__ = (
+        "__weakref__",
+        "_base",
+        "_buffer",
+        "_connected",
+        "_delivered",
+        "_error",
+        "_forget",
+        "_had_members",
+        "_high_water",
+        "_limit",
+        "_lock",
+        "_members",
+        "_outstanding",
+        "_prefetch",
+        "_ref_count",
+        "_replay",
+        "_upstream",
+        "_upstream_cancelled",
+        "_wip",
+        "done",
+        "finished",
+    )
+
+    def __init__(self, prefetch: int, replay: int, forget: Callable[[_Hub], None]) -> None:
+        self._prefetch = prefetch
+        self._limit = max(1, prefetch - (prefetch >> 2))
+        self._replay = replay
+        self._forget = forget
+        self._lock = threading.Lock()
+        self._buffer: list[Any] = []
+        self._base = 0  # absolute index of _buffer[0]
+        self._members: list[_Member] = []
+        self._upstream: Subscription | None = None
+        self._upstream_cancelled = False
+        self._connected = False
+        self._outstanding = 0
+        self._delivered = 0
+        self._high_water = 0
+        self._error: Exception | None = None
+        self._ref_count = False
+        self._had_members = False
+        self.done = False  # upstream terminated
+        self.finished = False  # terminal delivered to everyone (or disconnected)
+        self._wip = False
+
+    def statistics(self) -> StageStatistics:
+        with self._lock:
+            tail = self._base + len(self._buffer)
+            slowest = min((member.index for member in self._members), default=tail)
+            return StageStatistics(
+                requested=sum(member.requested for member in self._members),
+                delivered=self._delivered,
+                buffered=tail - slowest,
+                cancelled=self._upstream_cancelled,
+                terminated=self.finished,
+                high_water_mark=self._high_water,
+            )
+
+    def claim_connection(self) -> bool:
+        with self._lock:
+            if self._connected:
+                return False
+            self._connected = True
+            return True
+
+    def add(self, subscriber: Subscriber[Any], *, ref_count: bool) -> None:
+        with self._lock:
+            self._ref_count = ref_count
+            tail = self._base + len(self._buffer)
+            if self._replay:
+                index = max(self._base, tail - self._replay)
+            elif not self._had_members:
+                index = self._base  # the first subscriber gets what a connect() prefetched
+            else:
+                index = tail
+            member = _Member(self, subscriber, index)
+            self._members.append(member)
+            self._had_members = True
+        if not signal_on_subscribe(subscriber, member):
+            member.cancel()
+            return
+        self._schedule()
+
+    # -------------------------------------------------------------- upstream side
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        with self._lock:
+            duplicate = self._upstream is not None
+            if not duplicate:
+                self._upstream = subscription
+                self._outstanding = self._prefetch
+        if duplicate:
+            subscription.cancel()
+            return
+        subscription.request(self._prefetch)
+
+    def on_next(self, element: Any) -> None:
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        with self._lock:
+            if self.done:
+                return
+            self._buffer.append(element)
+            if self._outstanding != MAX_DEMAND:
+                self._outstanding -= 1
+            tail = self._base + len(self._buffer)
+            slowest = min((member.index for member in self._members), default=self._base)
+            self._high_water = max(self._high_water, tail - slowest)
+        self._schedule()
+
+    def on_error(self, error: Exception) -> None:
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        with self._lock:
+            self.done = True
+            self._error = error
+        self._schedule()
+
+    def on_complete(self) -> None:
+        with self._lock:
+            self.done = True
+        self._schedule()
+
+    # -------------------------------------------------------------- member side
+    def member_request(self, member: _Member, n: int) -> None:
+        try:
+            count = validate_request(n)
+        except ProtocolViolationError as error:
+            with self._lock:
+                if member.error is None:
+                    member.error = error  # the drain signals it, serially (Rule 1.3)
+            self._schedule()
+            return
+        with self._lock:
+            member.demand = min(member.demand + count, MAX_DEMAND)
+            member.requested = min(member.requested + count, MAX_DEMAND)
+        self._schedule()
+
+    def member_cancel(self, member: _Member) -> None:
+        with self._lock:
+            member.done = True
+            member.subscriber = None
+            if member in self._members:
+                self._members.remove(member)
+        self._schedule()
+
+    # -------------------------------------------------------------- the drain
+    def _schedule(self) -> None:
+        with self._lock:
+            if self._wip:
+                return
+            self._wip = True
+        self._drain()
+
+    def _drain(self) -> None:
+        while True:
+            deliveries: list[tuple[_Member, Subscriber[Any], list[Any], bool]] = []
+            failures: list[tuple[Subscriber[Any], Exception]] = []
+            with self._lock:
+                buffer = self._buffer
+                base = self._base
+                tail = base + len(buffer)
+                for member in list(self._members):
+                    subscriber = member.subscriber
+                    if member.done or subscriber is None:
+                        continue
+                    if member.error is not None:  # Rule 3.9
+                        member.done = True
+                        member.subscriber = None
+                        self._members.remove(member)
+                        failures.append((subscriber, member.error))
+                        continue
+                    count = min(member.demand, tail - member.index)
+                    batch = buffer[member.index - base : member.index - base + count]
+                    member.index += count
+                    if count and member.demand != MAX_DEMAND:
+                        member.demand -= count
+                    member.delivered += count
+                    ending = self.done and member.index == tail
+                    if ending:
+                        member.done = True
+                        member.subscriber = None
+                        self._members.remove(member)
+                    if batch or ending:
+                        deliveries.append((member, subscriber, batch, ending))
+                # trim what every member has received, keeping the replay window
+                slowest = min((member.index for member in self._members), default=tail)
+                if not self._members and not self._replay and not self._had_members:
+                    slowest = base  # nobody has come yet: keep the prefetched elements
+                keep_from = min(slowest, max(base, tail - self._replay))
+                if keep_from > base:
+                    del buffer[: keep_from - base]
+                    self._base = keep_from
+                refill = 0
+                upstream = self._upstream
+                if not self.done and upstream is not None and self._outstanding != MAX_DEMAND:
+                    room = self._prefetch - (tail - slowest) - self._outstanding
+                    if room >= self._limit or (room > 0 and self._outstanding == 0):
+                        refill = room
+                        self._outstanding += room
+                disconnect = (
+                    self._ref_count
+                    and not self._members
+                    and not self.done
+                    and self._had_members
+                    and not self._upstream_cancelled
+                )
+                if disconnect:
+                    self._upstream_cancelled = True
+                    self.finished = True
+                if self.done and not self._members:
+                    self.finished = True
+                error = self._error
+                if not deliveries and not failures and not refill and not disconnect:
+                    self._wip = False
+                    finished = self.finished
+                    break
+            for subscriber, failure in failures:
+                signal_on_error(subscriber, failure)
+            for member, subscriber, batch, last in deliveries:
+                ending = last
+                sent = 0
+                for element in batch:
+                    try:
+                        subscriber.on_next(element)
+                    except Exception as exc:  # Rule 2.13
+                        report_violation(subscriber, "on_next", exc)
+                        member.cancel()
+                        ending = False
+                        break
+                    sent += 1
+                with self._lock:
+                    self._delivered += sent
+                if ending:
+                    if error is not None:
+                        signal_on_error(subscriber, error)
+                    else:
+                        signal_on_complete(subscriber)
+            if refill and upstream is not None:
+                upstream.request(refill)
+            if disconnect and upstream is not None:
+                upstream.cancel()
+        if finished and not self._replay:
+            self._forget(self)

@@ -1,0 +1,451 @@
+"""``publish_on``: move downstream signals onto an executor, through a bounded buffer."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._demand import MAX_DEMAND, validate_request
+from .._exceptions import (
+    ExecutorRejectedError,
+    MissingBackpressureError,
+    ProtocolViolationError,
+)
+from .._hooks import report_undeliverable
+from .._signals import (
+    report_violation,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+)
+from ..api import Processor, Publisher, Subscriber, Subscription
+from ._base import Operator, StageStatistics, check_subscriber, signal_error_only
+from ._executors import as_executor
+from ._pull import PullPublisher
+
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
+    from concurrent.futures import Executor
+
+__all__ = ["PublishOn", "PublishOnOperator"]
+
+T = TypeVar("T")
+
+_PASS_LIMIT = 4096
+"""Elements delivered per executor task before yielding the executor to other work."""
+
+
+class PublishOnOperator(Operator[T]):
+    """The ``Flow.publish_on`` node: a fresh ``PublishOn`` stage for every subscriber."""
+
+    __slots__ = ("_executor", "_prefetch", "_upstream")
+
+    def __init__(
+        self,
+        upstream: Publisher[T],
+        executor: Executor | asyncio.AbstractEventLoop,
+        prefetch: int,
+    ) -> None:
+        super().__init__()
+        self._upstream = upstream
+        self._executor = as_executor(executor)
+        self._prefetch = _check_prefetch(prefetch)
+
+    @property
+    def name(self) -> str:
+        return "publish_on"
+
+    @property
+    def upstreams(self) -> tuple[Publisher[Any], ...]:
+        return (self._upstream,)
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        """Subscribe ``subscriber`` through a new stage (Rule 1.9)."""
+        check_subscriber(subscriber)
+        upstream = self._upstream
+        if isinstance(upstream, PullPublisher):
+            # SYNC fusion: an iterable source needs no buffer; its emitter moves to the
+            # executor and reads the iterator there, only on demand.
+            upstream.subscribe_on_executor(subscriber, self._executor)
+            stats = upstream.last_statistics
+            self._track(_Delegate(stats))
+            return
+        stage: PublishOn[T] = PublishOn(self._executor, prefetch=self._prefetch)
+        self._track(stage)
+        stage.subscribe(subscriber)
+        self._upstream.subscribe(stage)
+
+
+class _Delegate:  # also used by subscribe_on
+    """Statistics of a fused ``publish_on``: those of the source it runs."""
+
+    __slots__ = ("_source",)
+
+    def __init__(self, source: Callable[[], StageStatistics | None]) -> None:
+        self._source = source
+
+    def statistics(self) -> StageStatistics:
+        stats = self._source()
+        if stats is None:
+            return StageStatistics(
+                requested=0, delivered=0, buffered=0, cancelled=False, terminated=False
+            )
+        return stats
+
+
+def _check_prefetch(prefetch: int) -> int:
+    if isinstance(prefetch, bool) or not isinstance(prefetch, int):
+        raise TypeError(f"prefetch must be an int, got {type(prefetch).__qualname__}")
+    if prefetch <= 0:
+        raise ValueError(f"prefetch must be positive, got {prefetch}")
+    return prefetch
+
+
+class PublishOn(Processor[T, T], Subscription):
+    """An identity processor whose downstream signals all run on ``executor``.
+
+    Marble (``|`` marks the thread hop)::
+
+        upstream (thread A):   -1-2-3-|
+        request upstream:      (prefetch)  (75% consumed) ...
+        downstream (executor): --|1-2-3-|
+
+    Args:
+        executor: where ``on_next``/``on_error``/``on_complete`` run; a
+            ``concurrent.futures.Executor`` or an asyncio event loop.
+        prefetch: the buffer bound, in elements, and the first demand sent upstream.
+
+    Backpressure:
+        Requests ``prefetch`` upstream, then requests again each time 75% of it has been
+        handed downstream, so the buffer never holds more than ``prefetch`` elements. An
+        upstream that sends more than requested breaks Rule 1.1: the stage cancels it and
+        signals ``MissingBackpressureError``.
+
+    Concurrency:
+        One lock guards the buffer, the counters and the work-in-progress flag together,
+        so an upstream ``on_next`` costs one lock round trip: append, and submit a drain
+        task only if none is running. The drain task (one at a time, so downstream
+        signals are serial, Rule 1.3) takes the whole buffer in one critical section and
+        hands it downstream without the lock; it gives up ownership in the same critical
+        section in which it finds nothing to do, so no wake-up is lost. Calls to the
+        upstream subscription after the first request come only from the drain
+        (Rule 2.7). One subscriber per stage: a second one gets ``on_error``.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_buffer",
+        "_cancelled",
+        "_closed",
+        "_consumed",
+        "_delivered",
+        "_demand",
+        "_done",
+        "_downstream",
+        "_error",
+        "_executor",
+        "_high_water",
+        "_limit",
+        "_lock",
+        "_pending_error",
+        "_prefetch",
+        "_ready",
+        "_requested",
+        "_started",
+        "_terminated",
+        "_upstream",
+        "_wip",
+    )
+
+    def __init__(
+        self, executor: Executor | asyncio.AbstractEventLoop, *, prefetch: int = 256
+    ) -> None:
+        self._prefetch = _check_prefetch(prefetch)
+        self._limit = max(1, prefetch - (prefetch >> 2))
+        self._executor = as_executor(executor)
+        self._lock = threading.Lock()
+        self._buffer: deque[T] = deque()
+        self._upstream: Subscription | None = None
+        self._downstream: Subscriber[T] | None = None
+        self._started = False
+        self._ready = False
+        self._done = False
+        self._error: Exception | None = None
+        self._pending_error: ProtocolViolationError | None = None
+        self._demand = 0
+        self._requested = 0
+        self._delivered = 0
+        self._consumed = 0
+        self._cancelled = False
+        self._closed = False  # _done or _cancelled: one flag for the hot on_next path
+        self._terminated = False
+        self._high_water = 0
+        self._wip = False
+
+    def statistics(self) -> StageStatistics:
+        """Requested/delivered downstream, the buffer now and its high-water mark."""
+        with self._lock:
+            return StageStatistics(
+                requested=self._requested,
+                delivered=self._delivered,
+                buffered=len(self._buffer),
+                cancelled=self._cancelled,
+                terminated=self._terminated,
+                high_water_mark=max(self._high_water, len(self._buffer)),
+            )
+
+    # ------------------------------------------------------------ Publisher side
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        """Attach the single downstream subscriber (Rule 1.9)."""
+        check_subscriber(subscriber)
+        with self._lock:
+            taken = self._downstream is not None or self._started
+            if not taken:
+                self._downstream = subscriber
+        if taken:
+            signal_error_only(
+                subscriber,
+                ProtocolViolationError(
+                    "Rule 1.11: a publish_on stage serves one subscriber; use Flow.publish_on "
+                    "to get a stage per subscriber",
+                    rule="1.11",
+                ),
+            )
+            return
+        self._maybe_start()
+
+    # ------------------------------------------------------------ Subscriber side
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Keep the upstream subscription and request ``prefetch`` (Rule 2.1)."""
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        with self._lock:
+            duplicate = self._upstream is not None
+            if not duplicate:
+                self._upstream = subscription
+        if duplicate:
+            subscription.cancel()  # Rule 2.5
+            return
+        self._maybe_start()
+
+    def _maybe_start(self) -> None:
+        with self._lock:
+            if self._started or self._upstream is None or self._downstream is None:
+                return
+            self._started = True
+            upstream, downstream = self._upstream, self._downstream
+        upstream.request(self._prefetch)
+        if not signal_on_subscribe(downstream, self):
+            with self._lock:
+                self._cancelled = self._closed = True
+        with self._lock:
+            self._ready = True
+            start = not self._wip
+            self._wip = True
+        if start:
+            self._submit()
+
+    def on_next(self, element: T) -> None:
+        """Buffer ``element``; submit a drain task if none is running."""
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        with self._lock:
+            if self._closed:
+                return
+            buffer = self._buffer
+            buffer.append(element)
+            if len(buffer) > self._prefetch:
+                buffer.pop()
+                self._done = self._closed = True
+                self._error = MissingBackpressureError(
+                    f"Rule 1.1: upstream sent more than the {self._prefetch} elements "
+                    "publish_on requested"
+                )
+            if self._wip:
+                return
+            self._wip = True
+        self._submit()
+
+    def on_error(self, error: Exception) -> None:
+        """Deliver ``error`` after the buffered elements."""
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        with self._lock:
+            if self._done:
+                return
+            self._done = self._closed = True
+            self._error = error
+            start = not self._wip
+            self._wip = True
+        if start:
+            self._submit()
+
+    def on_complete(self) -> None:
+        """Deliver completion after the buffered elements."""
+        with self._lock:
+            if self._done:
+                return
+            self._done = self._closed = True
+            start = not self._wip
+            self._wip = True
+        if start:
+            self._submit()
+
+    # ------------------------------------------------------------ Subscription side
+    def request(self, n: int) -> None:
+        """Add downstream demand (Rule 3.8); a bad ``n`` is signalled (Rule 3.9)."""
+        try:
+            count = validate_request(n)
+        except ProtocolViolationError as error:
+            with self._lock:
+                if self._cancelled:
+                    return
+                if self._pending_error is None:
+                    self._pending_error = error
+                start = not self._wip
+                self._wip = True
+        else:
+            with self._lock:
+                if self._cancelled:
+                    return
+                demand = self._demand + count
+                self._demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
+                requested = self._requested + count
+                self._requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+                start = not self._wip
+                self._wip = True
+        if start:
+            self._submit()
+
+    def cancel(self) -> None:
+        """Stop delivering; the drain cancels upstream and drops the buffer (Rule 3.13)."""
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = self._closed = True
+            start = not self._wip
+            self._wip = True
+        if start:
+            self._submit()
+
+    # ------------------------------------------------------------ the drain
+    def _submit(self) -> None:
+        """Run a drain task on the executor; the caller owns ``_wip``."""
+        try:
+            self._executor.submit(self._run)
+        except Exception as exc:  # shut down, a closed loop, a full bounded executor
+            rejected = ExecutorRejectedError(f"the executor refused the stream's task: {exc!r}")
+            rejected.__cause__ = exc
+            self._rejected(rejected)
+
+    def _rejected(self, error: ExecutorRejectedError) -> None:
+        # ``_wip`` stays set: no drain will ever run, so this is the stream's last signal.
+        with self._lock:
+            self._cancelled = self._closed = True
+            self._terminated = True
+            self._buffer.clear()
+            downstream, self._downstream = self._downstream, None
+            upstream = self._upstream
+        if upstream is not None:
+            upstream.cancel()
+        if downstream is not None:
+            signal_on_error(downstream, error)
+        else:
+            report_undeliverable(error)
+
+    def _run(self) -> None:
+        try:
+            more = self._drain()
+        except Exception as exc:  # a bug here must never be lost
+            report_undeliverable(exc)
+            return
+        if more:
+            self._submit()  # yield the executor to other tasks, keep ownership
+
+    def _drain(self) -> bool:
+        """Serial passes: hand batches downstream while there is demand and data.
+
+        Returns ``True`` after ``_PASS_LIMIT`` elements, to be resubmitted so a long
+        stream does not hog the executor; ``False`` once ownership was given up (or the
+        stream ended, which keeps ownership forever).
+        """
+        passed = 0
+        while True:
+            with self._lock:
+                if self._terminated:
+                    return False
+                if not self._ready:
+                    self._wip = False
+                    return False
+                downstream = self._downstream
+                upstream = self._upstream
+                cancelled = self._cancelled
+                pending = self._pending_error
+                stop = cancelled or pending is not None or downstream is None
+                if stop:
+                    self._cancelled = self._closed = True
+                    self._terminated = True
+                    self._buffer.clear()
+                    self._downstream = None
+                else:
+                    buffer = self._buffer
+                    demand = self._demand
+                    size = len(buffer)
+                    self._high_water = max(
+                        self._high_water, size
+                    )  # the buffer only shrinks here: exact
+                    if demand >= size:  # the common case: take the whole buffer at once
+                        batch: deque[T] | list[T] = buffer
+                        self._buffer = deque()
+                    else:
+                        batch = [buffer.popleft() for _ in range(demand)]
+                    count = len(batch)
+                    if count and demand != MAX_DEMAND:
+                        self._demand = demand - count
+                    finished = self._done and count == size
+                    error = self._error
+                    if count == 0 and not finished:
+                        self._wip = False  # nothing to do, seen under the lock
+                        return False
+            if stop:
+                if upstream is not None:
+                    upstream.cancel()  # Rules 3.12, 3.13: stop upstream, drop everything
+                if pending is not None and not cancelled and downstream is not None:
+                    signal_on_error(downstream, pending)  # Rule 3.9
+                return False
+            assert downstream is not None
+            on_next = downstream.on_next
+            sent = 0
+            for element in batch:
+                try:
+                    on_next(element)
+                except Exception as exc:  # Rule 2.13: treat as cancelled, report it
+                    report_violation(downstream, "on_next", exc)
+                    with self._lock:
+                        self._cancelled = self._closed = True
+                    break
+                sent += 1
+                if self._cancelled:
+                    break
+            with self._lock:
+                self._delivered += sent
+            if self._cancelled:
+                continue  # the next round cancels upstream and drops references
+            if finished:
+                with self._lock:
+                    self._terminated = True
+                    self._downstream = None
+                if error is not None:
+                    signal_on_error(downstream, error)
+                else:
+                    signal_on_complete(downstream)
+                return False
+            self._consumed += count
+            if self._consumed >= self._limit and upstream is not None:
+                replenish, self._consumed = self._consumed, 0
+                upstream.request(replenish)  # 75% consumed: refill (may re-enter on_next)
+            passed += count
+            if passed >= _PASS_LIMIT:
+                return True

@@ -1,0 +1,231 @@
+"""The push path: synchronous operators fused behind any publisher, in ONE subscriber.
+
+``PushPublisher`` is built when ``map``/``filter``/``take``/... follow a publisher that is
+not an iterable source (an async boundary, a merge, a third-party publisher). The whole
+chain is compiled into one ``push(x)`` function (see ``_fusion``) and runs inside a single
+``FusedSubscriber``: one ``on_next`` per element, whatever the chain's length.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._demand import MAX_DEMAND
+from .._signals import (
+    report_violation,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+)
+from ..api import Publisher, Subscriber, Subscription
+from ._base import Operator, StageStatistics, check_subscriber
+from ._fusion import SKIP, FusedOp, PushControl, compile_push
+from ._take import TakeOp
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["FusedSubscriber", "PushPublisher"]
+
+T = TypeVar("T")
+
+
+class PushPublisher(Operator[T]):
+    """Synchronous operators fused after ``upstream``.
+
+    Backpressure:
+        Downstream demand is passed upstream unchanged; every element the chain drops
+        (``filter``, ``skip``, ...) is replaced by ``request(1)`` upstream, unless the
+        demand is unbounded. ``take(n)`` cancels upstream after its last element.
+
+    Concurrency:
+        The chain runs on the thread that delivers ``on_next``; it adds no thread and no
+        buffer. ``request``/``cancel`` go straight to the upstream subscription, which
+        serialises them with its signals (so a Rule 3.9 error is signalled by upstream,
+        in order).
+    """
+
+    __slots__ = ("_factory", "_ops", "_upstream")
+
+    def __init__(self, upstream: Publisher[Any], ops: tuple[FusedOp, ...]) -> None:
+        super().__init__()
+        self._upstream = upstream
+        self._ops = ops
+        self._factory: Callable[[PushControl], Callable[[Any], Any]] | None = None
+
+    @property
+    def name(self) -> str:
+        return "|".join(op.name for op in self._ops)
+
+    @property
+    def upstreams(self) -> tuple[Publisher[Any], ...]:
+        return (self._upstream,)
+
+    def with_op(self, op: FusedOp) -> PushPublisher[Any]:
+        """A new publisher with ``op`` fused at the end of the chain."""
+        return PushPublisher(self._upstream, (*self._ops, op))
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        """Subscribe ``subscriber`` through a fresh fused chain (Rule 1.9)."""
+        check_subscriber(subscriber)
+        factory = self._factory
+        if factory is None:
+            factory = self._factory = compile_push(self._ops)
+        control = PushControl()
+        take_zero = any(isinstance(op, TakeOp) and op.count <= 0 for op in self._ops)
+        stage = FusedSubscriber(subscriber, factory(control), control, take_zero=take_zero)
+        self._track(stage)
+        self._upstream.subscribe(stage)
+
+
+class FusedSubscriber(Subscriber[Any], Subscription):
+    """Subscriber to upstream and subscription for downstream, running one push chain."""
+
+    __slots__ = (
+        "__weakref__",
+        "_control",
+        "_delivered",
+        "_done",
+        "_downstream",
+        "_lock",
+        "_push",
+        "_requested",
+        "_take_zero",
+        "_unbounded",
+        "_upstream",
+    )
+
+    def __init__(
+        self,
+        downstream: Subscriber[Any],
+        push: Callable[[Any], Any],
+        control: PushControl,
+        *,
+        take_zero: bool = False,
+    ) -> None:
+        self._downstream: Subscriber[Any] | None = downstream
+        self._push = push
+        self._control = control
+        self._take_zero = take_zero
+        self._upstream: Subscription | None = None
+        self._done = False
+        self._lock = threading.Lock()
+        self._requested = 0
+        self._delivered = 0
+        self._unbounded = False
+
+    def statistics(self) -> StageStatistics:
+        """Requested (by downstream) and delivered counts; this stage never buffers."""
+        return StageStatistics(
+            requested=self._requested,
+            delivered=self._delivered,
+            buffered=0,
+            cancelled=self._done,
+            terminated=self._done and self._downstream is None,
+        )
+
+    # --- Subscriber side: signals from upstream, serial by Rule 1.3 ---
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Store the upstream subscription and hand ourselves to downstream."""
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        if self._upstream is not None:  # Rule 2.5
+            subscription.cancel()
+            return
+        self._upstream = subscription
+        downstream = self._downstream
+        if downstream is None:
+            subscription.cancel()
+            return
+        if not signal_on_subscribe(downstream, self):
+            self.cancel()
+            return
+        if self._take_zero:
+            self._finish(None)
+
+    def on_next(self, element: Any) -> None:
+        """Run the chain on ``element``; forward, drop-and-replenish, or finish."""
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        downstream = self._downstream
+        if self._done or downstream is None:
+            return  # after cancel or a terminal signal (Rule 2.8)
+        try:
+            result = self._push(element)
+        except Exception as exc:  # a user function raised: cancel upstream, fail downstream
+            self._finish(exc)
+            return
+        if result is not SKIP:
+            self._delivered += 1
+            try:
+                downstream.on_next(result)
+            except Exception as exc:  # Rule 2.13
+                report_violation(downstream, "on_next", exc)
+                self.cancel()
+                return
+        elif not self._control.done and not self._unbounded:
+            upstream = self._upstream
+            if upstream is not None:
+                upstream.request(1)  # replace the dropped element
+        if self._control.done:
+            self._finish(None)
+
+    def on_error(self, error: Exception) -> None:
+        """Forward an upstream error unless this stage already ended."""
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        downstream = self._end()
+        if downstream is not None:
+            signal_on_error(downstream, error)
+
+    def on_complete(self) -> None:
+        """Forward completion unless this stage already ended."""
+        downstream = self._end()
+        if downstream is not None:
+            signal_on_complete(downstream)
+
+    def _end(self) -> Subscriber[Any] | None:
+        with self._lock:
+            if self._done:
+                return None
+            self._done = True
+        downstream, self._downstream = self._downstream, None
+        return downstream
+
+    def _finish(self, error: Exception | None) -> None:
+        downstream = self._end()
+        upstream = self._upstream
+        if upstream is not None:
+            upstream.cancel()
+        if downstream is None:
+            return
+        if error is None:
+            signal_on_complete(downstream)
+        else:
+            signal_on_error(downstream, error)
+
+    # --- Subscription side: calls from downstream ---
+    def request(self, n: int) -> None:
+        """Pass demand upstream; upstream validates it and signals Rule 3.9 errors."""
+        if self._done:
+            return  # Rule 3.6
+        if type(n) is int and n > 0:
+            with self._lock:
+                total = self._requested + n
+                self._requested = MAX_DEMAND if total >= MAX_DEMAND else total
+                self._unbounded = self._requested == MAX_DEMAND
+        upstream = self._upstream
+        if upstream is not None:
+            upstream.request(n)
+
+    def cancel(self) -> None:
+        """Cancel upstream and drop the downstream reference (Rules 3.7, 3.13)."""
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        self._downstream = None
+        upstream = self._upstream
+        if upstream is not None:
+            upstream.cancel()

@@ -1,0 +1,265 @@
+"""``on_error_resume`` and ``retry``: continue after an upstream error with a new source."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._demand import MAX_DEMAND, validate_request
+from .._exceptions import ProtocolViolationError
+from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from ..api import Publisher, Subscriber, Subscription
+from ._base import Operator, StageStatistics, check_subscriber
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["ResumeOperator"]
+
+T = TypeVar("T")
+
+
+class ResumeOperator(Operator[T]):
+    """Switch to another publisher when upstream fails.
+
+    ``on_error_resume(fn)``: on ``on_error(e)``, subscribe to ``fn(e)`` and continue.
+    ``retry(times)``: on ``on_error(e)``, subscribe to the same upstream again, at most
+    ``times`` times; the last error is signalled.
+
+    Marble (``retry(1)``)::
+
+        source (1st):  -1-2-X
+        source (2nd):       -1-2-3-|
+        result:        -1-2--1-2-3-|
+
+    Backpressure:
+        Outstanding demand (requested and not delivered) is carried over: the new
+        subscription is requested exactly that amount.
+
+    Concurrency:
+        The switch happens on the thread that delivered ``on_error``. Downstream
+        ``request``/``cancel`` go to whichever subscription is current.
+    """
+
+    __slots__ = ("_fallback", "_label", "_times", "_upstream")
+
+    def __init__(
+        self,
+        upstream: Publisher[T],
+        *,
+        fallback: Callable[[Exception], Publisher[T]] | None = None,
+        times: int = 0,
+        label: str,
+    ) -> None:
+        super().__init__()
+        self._upstream = upstream
+        self._fallback = fallback
+        self._times = times
+        self._label = label
+
+    @property
+    def name(self) -> str:
+        return self._label
+
+    @property
+    def upstreams(self) -> tuple[Publisher[Any], ...]:
+        return (self._upstream,)
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        """Subscribe ``subscriber`` through a new stage (Rule 1.9)."""
+        check_subscriber(subscriber)
+        stage = _Resume(subscriber, self._upstream, self._fallback, self._times)
+        self._track(stage)
+        if not signal_on_subscribe(subscriber, stage):
+            stage.cancel()
+            return
+        stage.start(self._upstream)
+
+
+class _Attempt(Subscriber[Any]):
+    """One subscription attempt; a fresh object each time (Rule 2.12)."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner: _Resume) -> None:
+        self.owner = owner
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        self.owner.attempt_subscribed(self, subscription)
+
+    def on_next(self, element: Any) -> None:
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        self.owner.attempt_next(self, element)
+
+    def on_error(self, error: Exception) -> None:
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        self.owner.attempt_error(self, error)
+
+    def on_complete(self) -> None:
+        self.owner.attempt_complete(self)
+
+
+class _Resume(Subscription):
+    __slots__ = (
+        "__weakref__",
+        "_attempt",
+        "_attempts",
+        "_current",
+        "_delivered",
+        "_done",
+        "_downstream",
+        "_fallback",
+        "_lock",
+        "_outstanding",
+        "_requested",
+        "_times",
+        "_upstream",
+    )
+
+    def __init__(
+        self,
+        downstream: Subscriber[Any],
+        upstream: Publisher[Any],
+        fallback: Callable[[Exception], Publisher[Any]] | None,
+        times: int,
+    ) -> None:
+        self._downstream: Subscriber[Any] | None = downstream
+        self._upstream = upstream
+        self._fallback = fallback
+        self._times = times
+        self._attempts = 0
+        self._lock = threading.Lock()
+        self._attempt: _Attempt | None = None
+        self._current: Subscription | None = None
+        self._outstanding = 0
+        self._requested = 0
+        self._delivered = 0
+        self._done = False
+
+    def statistics(self) -> StageStatistics:
+        return StageStatistics(
+            requested=self._requested,
+            delivered=self._delivered,
+            buffered=0,
+            cancelled=self._done,
+            terminated=self._done and self._downstream is None,
+        )
+
+    def start(self, publisher: Publisher[Any]) -> None:
+        attempt = _Attempt(self)
+        with self._lock:
+            if self._done:
+                return
+            self._attempt = attempt
+            self._current = None
+        try:
+            publisher.subscribe(attempt)
+        except Exception as exc:  # a broken publisher: Rule 1.9 says it must not raise
+            self._finish(exc)
+
+    def attempt_subscribed(self, attempt: _Attempt, subscription: Subscription) -> None:
+        with self._lock:
+            if self._done or attempt is not self._attempt or self._current is not None:
+                stale = True
+            else:
+                stale = False
+                self._current = subscription
+                outstanding = self._outstanding
+        if stale:
+            subscription.cancel()
+            return
+        if outstanding:
+            subscription.request(outstanding)
+
+    def attempt_next(self, attempt: _Attempt, element: Any) -> None:
+        downstream = self._downstream
+        if attempt is not self._attempt or downstream is None or self._done:
+            return
+        with self._lock:
+            if self._outstanding != MAX_DEMAND:
+                self._outstanding -= 1
+            self._delivered += 1
+        try:
+            downstream.on_next(element)
+        except Exception as exc:  # Rule 2.13
+            report_violation(downstream, "on_next", exc)
+            self.cancel()
+
+    def attempt_error(self, attempt: _Attempt, error: Exception) -> None:
+        if attempt is not self._attempt or self._done:
+            return
+        if self._fallback is not None and self._attempts == 0:
+            self._attempts += 1
+            try:
+                publisher = self._fallback(error)
+                if not isinstance(publisher, Publisher):
+                    raise TypeError(
+                        "the function given to on_error_resume() must return a Publisher, "
+                        f"got {type(publisher).__qualname__}"
+                    )
+            except Exception as exc:
+                exc.__context__ = error
+                self._finish(exc)
+                return
+            self.start(publisher)
+            return
+        if self._fallback is None and self._attempts < self._times:
+            self._attempts += 1
+            self.start(self._upstream)
+            return
+        self._finish(error)
+
+    def attempt_complete(self, attempt: _Attempt) -> None:
+        if attempt is not self._attempt:
+            return
+        self._finish(None)
+
+    def _finish(self, error: Exception | None) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            current, self._current = self._current, None
+        downstream, self._downstream = self._downstream, None
+        del current  # a failed or completed subscription is already over (Rule 1.6)
+        if downstream is None:
+            return
+        if error is None:
+            signal_on_complete(downstream)
+        else:
+            signal_on_error(downstream, error)
+
+    def request(self, n: int) -> None:
+        try:
+            count = validate_request(n)
+        except ProtocolViolationError as error:
+            with self._lock:
+                current = self._current
+            if current is not None:
+                current.cancel()
+            self._finish(error)
+            return
+        with self._lock:
+            if self._done:
+                return
+            outstanding = self._outstanding + count
+            self._outstanding = MAX_DEMAND if outstanding >= MAX_DEMAND else outstanding
+            requested = self._requested + count
+            self._requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+            current = self._current
+        if current is not None:
+            current.request(count)
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            current, self._current = self._current, None
+        self._downstream = None
+        if current is not None:
+            current.cancel()

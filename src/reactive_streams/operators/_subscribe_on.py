@@ -1,0 +1,224 @@
+"""``subscribe_on``: subscribe, request and cancel upstream on an executor."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._demand import MAX_DEMAND, DrainLoop
+from .._exceptions import ExecutorRejectedError
+from .._signals import (
+    report_violation,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+)
+from ..api import Publisher, Subscriber, Subscription
+from ._base import Operator, StageStatistics, check_subscriber, signal_error_only
+from ._executors import as_executor
+from ._publish_on import _Delegate
+from ._pull import PullPublisher
+
+if TYPE_CHECKING:
+    import asyncio
+    from concurrent.futures import Executor
+
+__all__ = ["SubscribeOnOperator"]
+
+T = TypeVar("T")
+
+
+class SubscribeOnOperator(Operator[T]):
+    """``Flow.subscribe_on``: upstream ``subscribe``, ``request`` and ``cancel`` on an executor.
+
+    A synchronous source therefore produces on the executor, not on the subscriber's
+    thread. Elements are passed through as they arrive, on the thread that emits them.
+
+    Marble::
+
+        upstream (on executor):  -1-2-3-|
+        downstream:              -1-2-3-|
+
+    Backpressure:
+        Demand is forwarded unchanged; requests made while a forwarding task is pending
+        are added together and sent as one ``request``.
+
+    Concurrency:
+        Calls to the upstream subscription are serialised by a ``DrainLoop`` on the
+        executor (Rule 2.7); ``request``/``cancel`` return at once (Rules 3.4, 3.5). If
+        the executor refuses a task the subscriber gets ``on_error(ExecutorRejectedError)``.
+    """
+
+    __slots__ = ("_executor", "_upstream")
+
+    def __init__(
+        self, upstream: Publisher[T], executor: Executor | asyncio.AbstractEventLoop
+    ) -> None:
+        super().__init__()
+        self._upstream = upstream
+        self._executor = as_executor(executor)
+
+    @property
+    def name(self) -> str:
+        return "subscribe_on"
+
+    @property
+    def upstreams(self) -> tuple[Publisher[Any], ...]:
+        return (self._upstream,)
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        """Submit the upstream subscription to the executor (Rule 1.9 checked here)."""
+        check_subscriber(subscriber)
+        upstream = self._upstream
+        if isinstance(upstream, PullPublisher):
+            # An iterable source does nothing at subscribe time: what matters is where it
+            # emits. Its emitter runs on the executor (every request elected there), which
+            # is subscribe_on without a forwarding stage.
+            upstream.subscribe_on_executor(subscriber, self._executor)
+            self._track(_Delegate(upstream.last_statistics))
+            return
+        stage: _SubscribeOn[T] = _SubscribeOn(subscriber, self._executor)
+        self._track(stage)
+        try:
+            self._executor.submit(self._upstream.subscribe, stage)
+        except Exception as exc:
+            rejected = ExecutorRejectedError(f"the executor refused the subscribe task: {exc!r}")
+            rejected.__cause__ = exc
+            signal_error_only(subscriber, rejected)
+
+
+class _SubscribeOn(Subscriber[T], Subscription):
+    __slots__ = (
+        "__weakref__",
+        "_bad",
+        "_cancelled",
+        "_delivered",
+        "_done",
+        "_downstream",
+        "_forwarded_cancel",
+        "_lock",
+        "_loop",
+        "_pending",
+        "_requested",
+        "_upstream",
+    )
+
+    def __init__(self, downstream: Subscriber[T], executor: Executor) -> None:
+        self._downstream: Subscriber[T] | None = downstream
+        self._lock = threading.Lock()
+        self._upstream: Subscription | None = None
+        self._pending = 0
+        self._bad: list[object] = []
+        self._cancelled = False
+        self._forwarded_cancel = False
+        self._done = False
+        self._requested = 0
+        self._delivered = 0
+        self._loop = DrainLoop(self._forward, executor=executor, on_rejected=self._rejected)
+
+    def statistics(self) -> StageStatistics:
+        return StageStatistics(
+            requested=self._requested,
+            delivered=self._delivered,
+            buffered=0,
+            cancelled=self._cancelled,
+            terminated=self._done,
+        )
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        if self._upstream is not None:
+            subscription.cancel()  # Rule 2.5
+            return
+        self._upstream = subscription
+        downstream = self._downstream
+        # Own the forwarding loop while downstream runs on_subscribe: a request made there
+        # must not reach upstream (and trigger on_next on another executor thread) before
+        # on_subscribe has returned (Rule 1.3).
+        guard = self._loop.guard
+        guard.acquire()
+        if downstream is None or not signal_on_subscribe(downstream, self):
+            self.cancel()
+        if guard.release():
+            self._loop.start_owned()
+
+    def on_next(self, element: T) -> None:
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        downstream = self._downstream
+        if downstream is None or self._done:
+            return
+        self._delivered += 1
+        try:
+            downstream.on_next(element)
+        except Exception as exc:
+            report_violation(downstream, "on_next", exc)
+            self.cancel()
+
+    def on_error(self, error: Exception) -> None:
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        downstream = self._finish()
+        if downstream is not None:
+            signal_on_error(downstream, error)
+
+    def on_complete(self) -> None:
+        downstream = self._finish()
+        if downstream is not None:
+            signal_on_complete(downstream)
+
+    def _finish(self) -> Subscriber[T] | None:
+        with self._lock:
+            if self._done:
+                return None
+            self._done = True
+        downstream, self._downstream = self._downstream, None
+        return downstream
+
+    def request(self, n: int) -> None:
+        with self._lock:
+            if self._cancelled:
+                return
+            if type(n) is int and n > 0:
+                pending = self._pending + n
+                self._pending = MAX_DEMAND if pending >= MAX_DEMAND else pending
+                requested = self._requested + n
+                self._requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+            else:
+                self._bad.append(n)  # upstream signals the Rule 3.9 error, in order
+        self._loop.schedule()
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+        self._downstream = None  # Rule 3.13
+        self._loop.schedule()
+
+    def _forward(self) -> bool:
+        upstream = self._upstream
+        if upstream is None or self._forwarded_cancel:
+            return False
+        with self._lock:
+            cancelled = self._cancelled
+            pending, self._pending = self._pending, 0
+            bad, self._bad = self._bad, []
+        if cancelled:
+            self._forwarded_cancel = True
+            upstream.cancel()
+            return False
+        for n in bad:
+            upstream.request(n)  # type: ignore[arg-type]
+        if pending:
+            upstream.request(pending)
+        return False
+
+    def _rejected(self, error: ExecutorRejectedError) -> None:
+        upstream = self._upstream
+        if upstream is not None:
+            upstream.cancel()
+        downstream = self._finish()
+        if downstream is not None:
+            signal_on_error(downstream, error)

@@ -1,0 +1,51 @@
+"""``take``: the first ``count`` elements, then complete and cancel upstream."""
+
+from __future__ import annotations
+
+import itertools
+from typing import TYPE_CHECKING, Any
+
+from ._fusion import FusedOp
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ = ["TakeOp"]
+
+
+class TakeOp(FusedOp):
+    """Pass the first ``count`` elements, then complete; upstream is cancelled.
+
+    Pull form: ``itertools.islice``, which never reads past the last element it needs.
+
+    Marble::
+
+        source:   -1-2-3-4-|
+        take(2)   -1-2|
+    """
+
+    __slots__ = ("count",)
+    name = "take"
+    pull_inline = False
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def env(self, index: int) -> dict[str, Any]:
+        return {f"n{index}": self.count}
+
+    def state(self, index: int) -> dict[str, str]:
+        return {f"c{index}": "0"}
+
+    def code(self, index: int, skip: str) -> list[str]:
+        counter = f"c{index}"
+        return [
+            f"{counter} += 1",
+            f"if {counter} >= n{index}:",
+            "    _control.done = True",
+            f"    if {counter} > n{index}:",
+            f"        {skip}",
+        ]
+
+    def wrap(self, iterator: Iterator[Any]) -> Iterator[Any]:
+        return itertools.islice(iterator, self.count)

@@ -1,0 +1,246 @@
+"""``zip``: combine the n-th elements of several publishers into tuples."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any
+
+from .._demand import MAX_DEMAND, validate_request
+from .._exceptions import ProtocolViolationError
+from .._hooks import report_undeliverable
+from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from ..api import Publisher, Subscriber, Subscription
+from ._base import Operator, StageStatistics, check_subscriber
+
+__all__ = ["ZipOperator"]
+
+
+class ZipOperator(Operator[tuple[Any, ...]]):
+    """Emit ``(a_n, b_n, ...)`` once every source has produced its n-th element.
+
+    Marble::
+
+        a:       -1---2---3-|
+        b:       ---x---y-|
+        zip:     ---(1,x)-(2,y)|
+
+    Backpressure:
+        Each source is requested ``prefetch`` elements into its own bounded queue and
+        refilled at 75% of what the zipped output consumed, so the stage buffers at most
+        ``len(sources) * prefetch`` elements.
+
+    Concurrency:
+        Sources may emit on any threads; one drain loop (single owner under one lock)
+        builds and delivers the tuples serially. The zip completes as soon as one source
+        has completed and its queue is empty; the other sources are then cancelled.
+    """
+
+    __slots__ = ("_prefetch", "_sources")
+
+    def __init__(self, sources: tuple[Publisher[Any], ...], prefetch: int = 32) -> None:
+        super().__init__()
+        if not sources:
+            raise ValueError("zip() needs at least one publisher")
+        self._sources = sources
+        self._prefetch = prefetch
+
+    @property
+    def name(self) -> str:
+        return "zip"
+
+    @property
+    def upstreams(self) -> tuple[Publisher[Any], ...]:
+        return self._sources
+
+    def subscribe(self, subscriber: Subscriber[tuple[Any, ...]]) -> None:
+        """Subscribe to every source through one coordinator (Rule 1.9)."""
+        check_subscriber(subscriber)
+        stage = _Zip(subscriber, len(self._sources), self._prefetch)
+        self._track(stage)
+        if not signal_on_subscribe(subscriber, stage):
+            stage.cancel()
+        for source, lane in zip(self._sources, stage.lanes, strict=True):
+            source.subscribe(lane)
+
+
+class _Lane(Subscriber[Any]):
+    __slots__ = ("consumed", "done", "owner", "queue", "subscription")
+
+    def __init__(self, owner: _Zip) -> None:
+        self.owner = owner
+        self.queue: deque[Any] = deque()
+        self.done = False
+        self.subscription: Subscription | None = None
+        self.consumed = 0
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        with self.owner.lock:
+            duplicate = self.subscription is not None
+            dead = self.owner.terminated
+            if not duplicate:
+                self.subscription = subscription
+        if duplicate or dead:
+            subscription.cancel()
+            return
+        subscription.request(self.owner.prefetch)
+
+    def on_next(self, element: Any) -> None:
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        owner = self.owner
+        with owner.lock:
+            if owner.terminated:
+                return
+            if len(self.queue) >= owner.prefetch:
+                owner.error = owner.error or ProtocolViolationError(
+                    "Rule 1.1: a zipped publisher sent more than requested", rule="1.1"
+                )
+            else:
+                self.queue.append(element)
+        owner.schedule()
+
+    def on_error(self, error: Exception) -> None:
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        self.owner.fail(error)
+
+    def on_complete(self) -> None:
+        with self.owner.lock:
+            self.done = True
+        self.owner.schedule()
+
+
+class _Zip(Subscription):
+    __slots__ = (
+        "__weakref__",
+        "cancelled",
+        "delivered",
+        "demand",
+        "downstream",
+        "error",
+        "lanes",
+        "lock",
+        "prefetch",
+        "requested",
+        "terminated",
+        "wip",
+    )
+
+    def __init__(self, downstream: Subscriber[tuple[Any, ...]], width: int, prefetch: int) -> None:
+        self.downstream: Subscriber[tuple[Any, ...]] | None = downstream
+        self.prefetch = prefetch
+        self.lock = threading.Lock()
+        self.lanes = [_Lane(self) for _ in range(width)]
+        self.demand = 0
+        self.requested = 0
+        self.delivered = 0
+        self.error: Exception | None = None
+        self.cancelled = False
+        self.terminated = False
+        self.wip = False
+
+    def statistics(self) -> StageStatistics:
+        with self.lock:
+            return StageStatistics(
+                requested=self.requested,
+                delivered=self.delivered,
+                buffered=sum(len(lane.queue) for lane in self.lanes),
+                cancelled=self.cancelled,
+                terminated=self.terminated,
+            )
+
+    def request(self, n: int) -> None:
+        try:
+            count = validate_request(n)
+        except ProtocolViolationError as error:
+            self.fail(error)
+            return
+        with self.lock:
+            demand = self.demand + count
+            self.demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
+            requested = self.requested + count
+            self.requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+        self.schedule()
+
+    def cancel(self) -> None:
+        with self.lock:
+            if self.cancelled:
+                return
+            self.cancelled = True
+        self.schedule()
+
+    def fail(self, error: Exception) -> None:
+        with self.lock:
+            if self.error is None:
+                self.error = error
+            else:
+                report_undeliverable(error)
+        self.schedule()
+
+    def schedule(self) -> None:
+        with self.lock:
+            if self.wip:
+                return
+            self.wip = True
+        self._drain()
+
+    def _drain(self) -> None:
+        limit = max(1, self.prefetch - (self.prefetch >> 2))
+        while True:
+            with self.lock:
+                if self.terminated:
+                    return
+                downstream = self.downstream
+                lanes = self.lanes
+                exhausted = any(lane.done and not lane.queue for lane in lanes)
+                stop = self.cancelled or self.error is not None or downstream is None
+                if stop or exhausted:
+                    error = None if self.cancelled else self.error
+                    self.terminated = True
+                    self.downstream = None
+                    subscriptions = [lane.subscription for lane in lanes]
+                    for lane in lanes:
+                        lane.queue.clear()
+                else:
+                    ready = min(len(lane.queue) for lane in lanes)
+                    count = min(ready, self.demand)
+                    batch = [tuple(lane.queue.popleft() for lane in lanes) for _ in range(count)]
+                    if count and self.demand != MAX_DEMAND:
+                        self.demand -= count
+                    refills: list[tuple[Subscription, int]] = []
+                    for lane in lanes:
+                        lane.consumed += count
+                        if lane.consumed >= limit and lane.subscription is not None:
+                            refills.append((lane.subscription, lane.consumed))
+                            lane.consumed = 0
+                    if not count:
+                        self.wip = False
+                        return
+            if stop or exhausted:
+                for subscription in subscriptions:
+                    if subscription is not None:
+                        subscription.cancel()
+                if downstream is not None:
+                    if error is not None:
+                        signal_on_error(downstream, error)
+                    elif not stop:
+                        signal_on_complete(downstream)
+                return
+            assert downstream is not None
+            for position, element in enumerate(batch):
+                try:
+                    downstream.on_next(element)
+                except Exception as exc:  # Rule 2.13
+                    report_violation(downstream, "on_next", exc)
+                    with self.lock:
+                        self.cancelled = True
+                        self.delivered += position
+                    break
+            else:
+                with self.lock:
+                    self.delivered += count
+            for subscription, amount in refills:
+                subscription.request(amount)

@@ -1,0 +1,207 @@
+"""The TCK on every operator, applied to a range, and on the ``PublishOn`` processor.
+
+``PublisherVerification`` runs on each operator (pull and push paths);
+``IdentityProcessorVerification`` on the processor-shaped ``publish_on`` stage (``via``
+is checked as a publisher that routes through a ``PublishOn``).
+
+Every ``create_publisher(n)`` builds a flow of exactly ``n`` elements (an endless one for
+``n == MAX_DEMAND``) through the operator under test.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from reactive_streams import MAX_DEMAND, Processor, Publisher
+from reactive_streams.operators import Flow
+from reactive_streams.operators._publish_on import PublishOn
+from reactive_streams.reference import RangePublisher
+from reactive_streams.tck import IdentityProcessorVerification, PublisherVerification
+
+
+def _numbers(elements: int, extra: int = 0) -> Flow[int]:
+    if elements == MAX_DEMAND:
+        return Flow.from_iterable(itertools.count())
+    return Flow.range(0, elements + extra)
+
+
+def _pushed(elements: int) -> Flow[int]:
+    """A range behind a non-fusable publisher, so operators take the push path."""
+    if elements == MAX_DEMAND:
+        return Flow.from_publisher(RangePublisher(0, MAX_DEMAND))
+    return Flow.from_publisher(RangePublisher(0, elements))
+
+
+class _FlowVerification(PublisherVerification):
+    """Shared failed publisher: every operator must pass an upstream error on."""
+
+    def create_failed_publisher(self) -> Publisher[Any] | None:
+        return Flow.error(RuntimeError("TCK: failed publisher")).map(lambda x: x)
+
+    def executor(self) -> ThreadPoolExecutor:
+        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tck-operators")
+        self.add_cleanup(lambda: pool.shutdown(wait=False, cancel_futures=True))
+        return pool
+
+
+class TestRange(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _numbers(elements)
+
+
+class TestFusedMapFilter(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return (
+            _numbers(elements * 2 if elements != MAX_DEMAND else elements)
+            .filter(lambda x: x % 2 == 0)
+            .map(lambda x: x + 1)
+        )
+
+
+class TestPushMapFilter(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        source = _pushed(elements * 2 if elements != MAX_DEMAND else elements)
+        return source.filter(lambda x: x % 2 == 0).map(lambda x: x + 1)
+
+
+class TestTakeSkip(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        flow = _numbers(elements, extra=3).skip(3)
+        return flow if elements == MAX_DEMAND else flow.take(elements)
+
+
+class TestPushTakeSkip(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == MAX_DEMAND:
+            return _pushed(elements).skip(3)
+        return Flow.from_publisher(RangePublisher(0, elements + 10)).skip(3).take(elements)
+
+
+class TestScanDistinctTakeWhile(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        flow = _numbers(elements, extra=5).scan(lambda acc, x: x).distinct_until_changed()
+        if elements == MAX_DEMAND:
+            return flow
+        return flow.take_while(lambda x: x < elements)
+
+
+class TestReduce(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _numbers(elements * 5).reduce(operator.add)
+
+
+class TestPushReduce(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements * 5).reduce(operator.add)
+
+
+class TestPublishOnFused(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _numbers(elements).publish_on(self.executor(), prefetch=16)
+
+
+class TestPublishOnBuffered(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).publish_on(self.executor(), prefetch=16)
+
+
+class TestSubscribeOn(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _numbers(elements).subscribe_on(self.executor())
+
+
+class TestFlatMap(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _numbers(elements).flat_map(Flow.just, concurrency=4)
+
+
+class TestConcatMap(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _numbers(elements).concat_map(lambda x: [x])
+
+
+class TestMerge(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == MAX_DEMAND:
+            return Flow.merge(_numbers(elements), _numbers(elements))
+        half = elements // 2
+        return Flow.merge(Flow.range(0, half), Flow.range(half, elements))
+
+
+class TestConcat(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == MAX_DEMAND:
+            return Flow.concat(Flow.just(-1), _numbers(elements))
+        half = elements // 2
+        return Flow.concat(Flow.range(0, half), Flow.range(half, elements))
+
+
+class TestZip(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.zip(_numbers(elements), _numbers(elements, extra=3))
+
+
+class TestBuffer(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == MAX_DEMAND:
+            return _numbers(elements).buffer(2)
+        return Flow.range(0, elements * 2).buffer(2)
+
+
+class TestOnErrorResume(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == MAX_DEMAND:
+            return Flow.error(RuntimeError("x")).on_error_resume(lambda _: _numbers(elements))
+        half = elements // 2
+        failing = Flow.range(0, half).concat_with(Flow.error(RuntimeError("TCK: resume me")))
+        return failing.on_error_resume(lambda _: Flow.range(half, elements))
+
+
+class TestRetry(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        attempts = [0]
+
+        def source() -> Flow[int]:
+            attempts[0] += 1
+            if attempts[0] == 1:
+                return Flow.error(RuntimeError("TCK: first attempt fails"))
+            return _numbers(elements)
+
+        return Flow.defer(source).retry(1)
+
+
+class TestOnBackpressureBuffer(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        # a source on another thread, as hot sources are; the capacity never overflows
+        source = _numbers(elements).subscribe_on(self.executor())
+        return source.on_backpressure_buffer(max(elements, 1))
+
+
+class TestShare(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _numbers(elements).share(prefetch=16)
+
+
+class TestVia(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        pool = self.executor()
+        return _pushed(elements).via(lambda: PublishOn(pool, prefetch=16))
+
+
+class TestPublishOnProcessor(IdentityProcessorVerification):
+    max_supported_subscribers = 1
+
+    def create_identity_processor(self, buffer_size: int) -> Processor[Any, Any]:
+        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tck-publish-on")
+        self.add_cleanup(lambda: pool.shutdown(wait=False, cancel_futures=True))
+        return PublishOn(pool, prefetch=buffer_size)
+
+    def create_failed_publisher(self) -> Publisher[Any] | None:
+        return Flow.error(RuntimeError("TCK: failed publisher"))
