@@ -72,6 +72,53 @@ def test_round_trip_is_exact_and_batches_respect_the_limit(spark: SparkSession) 
     assert stats.buffered == 0
 
 
+def test_read_ahead_keeps_batches_within_the_limit_and_demand_within_two_triggers(
+    spark: SparkSession,
+) -> None:
+    publisher = SequencePublisher(lambda: ({"x": index} for index in itertools.count()))
+    bridge = to_spark_stream_bridge(
+        publisher, spark, "x long", max_records_per_trigger=100, read_ahead_triggers=1
+    )
+    collector: Collector[MicroBatch] = Collector(batch=1, limit=3)  # wants 3 batches only
+    source = from_streaming_query(bridge.dataframe)
+    source.subscribe(collector)
+    assert collector.wait_for(3, TIMEOUT)
+    threading.Event().wait(3.0)  # give Spark every chance to run ahead (expected to expire)
+    assert len(collector.items) == 3
+    assert max(batch.table.num_rows for batch in collector.items) <= 100
+    # Three batches delivered, the fourth waits in foreachBatch, one more trigger read ahead.
+    assert publisher.requested <= 5 * 100
+    assert bridge.statistics().requested <= 5 * 100
+    assert collector.subscription is not None
+    collector.subscription.cancel()
+    assert publisher.cancelled.wait(TIMEOUT)
+    query = source.subscriptions[0].query
+    assert query is not None
+    _await_stopped(query)
+
+
+def test_read_ahead_round_trip_is_exact(spark: SparkSession) -> None:
+    publisher = _rows(12_000)
+    bridge = to_spark_stream_bridge(
+        publisher, spark, "x long, s string", max_records_per_trigger=5_000, read_ahead_triggers=1
+    )
+    collector: Collector[MicroBatch] = Collector()
+    from_streaming_query(bridge.dataframe).subscribe(collector)
+    assert collector.done.wait(TIMEOUT)
+    assert collector.error is None
+    sizes = [batch.table.num_rows for batch in collector.items]
+    assert sum(sizes) == 12_000
+    assert max(sizes) <= 5_000
+    values = itertools.chain.from_iterable(b.table.column("x").to_pylist() for b in collector.items)
+    assert sorted(values) == list(range(12_000))
+    assert publisher.requested <= 12_000 + 2 * 5_000
+
+
+def test_read_ahead_must_be_a_non_negative_int(spark: SparkSession) -> None:
+    with pytest.raises(ValueError, match=r"read_ahead_triggers must be an int >= 0, got -1"):
+        to_spark_stream_bridge(_rows(1), spark, "x long", read_ahead_triggers=-1)
+
+
 def test_empty_publisher_completes_the_query(spark: SparkSession) -> None:
     collector: Collector[MicroBatch] = Collector()
     df = to_spark_stream(_rows(0), spark, "x long, s string")

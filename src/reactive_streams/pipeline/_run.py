@@ -520,8 +520,14 @@ class Pipeline:
         )
         schema = spark_schema(self.plan.schema)
         # The bridge itself (not just its DataFrame): statistics for the display, and close.
+        # One trigger of read-ahead: the next micro-batch's records are read while Spark runs
+        # the current one, so batches come out full (memory: two triggers of records).
         self._bridge = to_spark_stream_bridge(
-            self._source, spark, schema, max_records_per_trigger=config.max_records_per_trigger
+            self._source,
+            spark,
+            schema,
+            max_records_per_trigger=config.max_records_per_trigger,
+            read_ahead_triggers=1,
         )
         events = self._bridge.dataframe
         events.createOrReplaceTempView(EVENTS_VIEW)

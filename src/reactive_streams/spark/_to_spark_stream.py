@@ -99,7 +99,9 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
     before, so a DataFrame that is never started consumes nothing.
 
     Backpressure: the bridge requests from the publisher only what the current micro-batch
-    lacks; elements held plus outstanding demand never exceed ``max_records_per_trigger``.
+    lacks, plus ``read_ahead_triggers`` whole triggers once a batch is handed to Spark;
+    elements held plus outstanding demand never exceed
+    ``max_records_per_trigger * (1 + read_ahead_triggers)``.
 
     Concurrency: publisher signals may come from any thread; Spark's reads arrive on one
     connection thread; the state is guarded by one condition, never held while the
@@ -113,8 +115,10 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
         schema: StructType,
         *,
         max_records_per_trigger: int,
+        read_ahead_triggers: int = 0,
     ) -> None:
         self._publisher = publisher
+        self._read_ahead = read_ahead_triggers
         self._spark = spark
         self._schema = schema
         self._arrow_schema = to_arrow_schema(schema, timezone="UTC")
@@ -387,6 +391,10 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
             rows = list(itertools.islice(self._window.elements, count))
             if count == 0:
                 return self._empty_reply(start), None
+            ahead = self._demand_ahead_locked()
+            upstream = self._upstream
+        if ahead > 0 and upstream is not None:
+            upstream.request(ahead)  # the next trigger's elements, while Spark runs this one
         try:
             payload = self._encode(rows, start)
         except BridgeClosedError as exc:
@@ -397,6 +405,23 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
                 upstream.cancel()
             return {"status": "error", "message": str(exc)}, None
         return {"status": "ok", "count": count, "end": start + count, "done": False}, payload
+
+    def _demand_ahead_locked(self) -> int:
+        """With read-ahead, top demand up to the budget of the next triggers; under the lock.
+
+        The rows just handed to Spark stay in the window until the next ``read``
+        acknowledges them, so the budget counts them: held plus outstanding stays within
+        ``max_records_per_trigger * (1 + read_ahead_triggers)``.
+        """
+        if not self._read_ahead or self._completed or self._error or self._closed:
+            return 0
+        budget = self._max_records * (1 + self._read_ahead)
+        ahead = budget - len(self._window.elements) - self._outstanding
+        if ahead <= 0:
+            return 0
+        self._outstanding += ahead
+        self._requested = min(self._requested + ahead, MAX_DEMAND)
+        return ahead
 
     def _check_offset(self, start: int) -> str | None:
         window = self._window
@@ -507,22 +532,26 @@ def to_spark_stream_bridge(
     schema: StructType | str,
     *,
     max_records_per_trigger: int = 10_000,
+    read_ahead_triggers: int = 0,
 ) -> SparkStreamBridge:
     """Like ``to_spark_stream``, but return the bridge (statistics, address, ``close``).
 
     Raises:
         SparkConnectUnsupportedError: ``spark`` is a Spark Connect session.
-        ValueError: ``max_records_per_trigger < 1``.
+        ValueError: ``max_records_per_trigger < 1`` or ``read_ahead_triggers < 0``.
         TypeError: ``schema`` is not a struct.
     """
     require_classic(spark, "to_spark_stream")
     if isinstance(max_records_per_trigger, bool) or max_records_per_trigger < 1:
         raise ValueError(f"max_records_per_trigger must be >= 1, got {max_records_per_trigger}")
+    if type(read_ahead_triggers) is not int or read_ahead_triggers < 0:
+        raise ValueError(f"read_ahead_triggers must be an int >= 0, got {read_ahead_triggers!r}")
     return SparkStreamBridge(
         publisher,
         spark,
         _as_struct(spark, schema),
         max_records_per_trigger=max_records_per_trigger,
+        read_ahead_triggers=read_ahead_triggers,
     )
 
 
@@ -532,6 +561,7 @@ def to_spark_stream(
     schema: StructType | str,
     *,
     max_records_per_trigger: int = 10_000,
+    read_ahead_triggers: int = 0,
 ) -> DataFrame:
     """A streaming DataFrame fed by ``publisher``, with Spark's batches as its demand.
 
@@ -561,14 +591,20 @@ def to_spark_stream(
         spark: a classic SparkSession.
         schema: the rows' schema, a ``StructType`` or a DDL string (``"id long, name string"``).
         max_records_per_trigger: the most elements per micro-batch (and outstanding demand).
+        read_ahead_triggers: whole triggers of demand to send ahead of Spark, ``>= 0``.
+            With 0 (the default) each micro-batch's request is the demand; with 1, the next
+            trigger's elements are requested as soon as a batch is handed to Spark, so they
+            are waiting when Spark asks and micro-batches come out full. Memory held grows
+            to ``max_records_per_trigger * (1 + read_ahead_triggers)`` elements.
 
     Returns:
         A streaming DataFrame; it can be read by one query, once (a live publisher cannot
         be replayed, so a query restarted from a checkpoint fails with a clear error).
 
     Backpressure:
-        Demand is what the current micro-batch lacks: at most ``max_records_per_trigger``
-        elements are held or requested at any time. A slow query asks less often.
+        Demand is what the current micro-batch lacks (plus ``read_ahead_triggers`` whole
+        triggers): at most ``max_records_per_trigger * (1 + read_ahead_triggers)`` elements
+        are held or requested at any time. A slow query asks less often.
 
     Concurrency:
         Publisher signals may come from any thread; no lock is held while calling it.
@@ -578,5 +614,9 @@ def to_spark_stream(
         ValueError: ``max_records_per_trigger < 1``.
     """
     return to_spark_stream_bridge(
-        publisher, spark, schema, max_records_per_trigger=max_records_per_trigger
+        publisher,
+        spark,
+        schema,
+        max_records_per_trigger=max_records_per_trigger,
+        read_ahead_triggers=read_ahead_triggers,
     ).dataframe
