@@ -241,14 +241,15 @@ def main() -> None:
         return int(spark.createDataFrame(table).selectExpr("count(*) AS n").collect()[0]["n"])
 
     direct_s, direct_n = timed(direct_ingress, args.repeat)
-    for trigger in (10_000, 100_000):
+    for trigger, ahead in ((10_000, 0), (100_000, 0), (100_000, 1)):
 
-        def bridge_ingress(trigger: int = trigger) -> int:
+        def bridge_ingress(trigger: int = trigger, ahead: int = ahead) -> int:
             stream = to_spark_stream(
                 GeneratorPublisher(lambda: rows_of(rows)),
                 spark,
                 "id long, amount double, label string",
                 max_records_per_trigger=trigger,
+                read_ahead_triggers=ahead,
             )
             sink = Sink(lambda batch: batch.table.num_rows, prefetch=4)
             from_streaming_query(stream.selectExpr("id")).subscribe(sink)
@@ -258,7 +259,8 @@ def main() -> None:
         assert bridge_n == rows == direct_n
         results.append(
             (
-                f"to_spark_stream ({trigger:,}/trigger) vs createDataFrame(Arrow)",
+                f"to_spark_stream ({trigger:,}/trigger, read-ahead {ahead}) vs "
+                "createDataFrame(Arrow)",
                 rows / bridge_s,
                 rows / direct_s,
             )
