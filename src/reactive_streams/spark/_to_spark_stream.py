@@ -381,7 +381,10 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
                 if held >= limit or ended or self._failure is not None:
                     break
                 waited = time.monotonic() - began
-                budget = (_LINGER if held else _POLL_TIMEOUT) - waited
+                # With read-ahead the next batch is normally waiting already; only the first
+                # one fills while the publisher starts, so let it fill rather than go small.
+                linger = _POLL_TIMEOUT if self._read_ahead else _LINGER
+                budget = (linger if held else _POLL_TIMEOUT) - waited
                 if budget <= 0:
                     break
                 self._cond.wait(budget)
