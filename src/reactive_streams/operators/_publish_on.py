@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import threading
+from _thread import get_ident
 from collections import deque
+from itertools import islice
+from operator import length_hint
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._demand import MAX_DEMAND, validate_request
@@ -147,6 +150,7 @@ class PublishOn(Processor[T, T], Subscription):
         "_error",
         "_executor",
         "_high_water",
+        "_inline_thread",
         "_limit",
         "_lock",
         "_pending_error",
@@ -183,6 +187,9 @@ class PublishOn(Processor[T, T], Subscription):
         self._terminated = False
         self._high_water = 0
         self._wip = False
+        # The drain's thread while it is inside ``upstream.request``, else 0. Only that
+        # thread writes it, and only that thread can read back its own identity.
+        self._inline_thread = 0
 
     def statistics(self) -> StageStatistics:
         """Requested/delivered downstream, the buffer now and its high-water mark."""
@@ -251,22 +258,41 @@ class PublishOn(Processor[T, T], Subscription):
         """Buffer ``element``; submit a drain task if none is running."""
         if element is None:
             raise TypeError("Rule 2.13: on_next(None)")
-        with self._lock:
+        if self._inline_thread == get_ident():
+            # Emitted synchronously inside the drain's own ``upstream.request``, on the
+            # drain's thread: the drain is blocked in that call and owns the buffer and the
+            # work-in-progress flag, so no lock, and no drain to start (it loops next).
             if self._closed:
                 return
             buffer = self._buffer
             buffer.append(element)
             if len(buffer) > self._prefetch:
-                buffer.pop()
-                self._done = self._closed = True
-                self._error = MissingBackpressureError(
-                    f"Rule 1.1: upstream sent more than the {self._prefetch} elements "
-                    "publish_on requested"
-                )
+                with self._lock:
+                    self._overflow(buffer)
+            return
+        lock = self._lock
+        lock.acquire()  # not ``with``: half the cost on this per-element path
+        try:
+            if self._closed:
+                return
+            buffer = self._buffer
+            buffer.append(element)
+            if len(buffer) > self._prefetch:
+                self._overflow(buffer)
             if self._wip:
                 return
             self._wip = True
+        finally:
+            lock.release()
         self._submit()
+
+    def _overflow(self, buffer: deque[T]) -> None:
+        """Rule 1.1 broken: drop the extra element and end with an error (lock held)."""
+        buffer.pop()
+        self._done = self._closed = True
+        self._error = MissingBackpressureError(
+            f"Rule 1.1: upstream sent more than the {self._prefetch} elements publish_on requested"
+        )
 
     def on_error(self, error: Exception) -> None:
         """Deliver ``error`` after the buffered elements."""
@@ -396,11 +422,12 @@ class PublishOn(Processor[T, T], Subscription):
                     self._high_water = max(
                         self._high_water, size
                     )  # the buffer only shrinks here: exact
-                    if demand >= size:  # the common case: take the whole buffer at once
+                    if demand >= size:  # take the whole buffer at once
                         batch: deque[T] | list[T] = buffer
                         self._buffer = deque()
-                    else:
-                        batch = [buffer.popleft() for _ in range(demand)]
+                    else:  # split it with two copies in C, not a popleft per element
+                        batch = list(islice(buffer, demand))
+                        self._buffer = deque(islice(buffer, demand, None))
                     count = len(batch)
                     if count and demand != MAX_DEMAND:
                         self._demand = demand - count
@@ -417,18 +444,20 @@ class PublishOn(Processor[T, T], Subscription):
                 return False
             assert downstream is not None
             on_next = downstream.on_next
-            sent = 0
-            for element in batch:
-                try:
+            remaining = iter(batch)
+            failed = 0
+            try:
+                for element in remaining:
                     on_next(element)
-                except Exception as exc:  # Rule 2.13: treat as cancelled, report it
-                    report_violation(downstream, "on_next", exc)
-                    with self._lock:
-                        self._cancelled = self._closed = True
-                    break
-                sent += 1
-                if self._cancelled:
-                    break
+                    if self._cancelled:
+                        break
+            except Exception as exc:  # Rule 2.13: treat as cancelled, report it
+                report_violation(downstream, "on_next", exc)
+                failed = 1
+                with self._lock:
+                    self._cancelled = self._closed = True
+            # Counted once per batch, not per element: what the iterator did not yield.
+            sent = count - length_hint(remaining) - failed
             with self._lock:
                 self._delivered += sent
             if self._cancelled:
@@ -445,7 +474,13 @@ class PublishOn(Processor[T, T], Subscription):
             self._consumed += count
             if self._consumed >= self._limit and upstream is not None:
                 replenish, self._consumed = self._consumed, 0
-                upstream.request(replenish)  # 75% consumed: refill (may re-enter on_next)
+                # 75% consumed: refill. A synchronous upstream re-enters on_next here, on
+                # this thread; the mark lets those calls append without the lock.
+                self._inline_thread = get_ident()
+                try:
+                    upstream.request(replenish)
+                finally:
+                    self._inline_thread = 0
             passed += count
             if passed >= _PASS_LIMIT:
                 return True
