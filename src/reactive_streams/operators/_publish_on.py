@@ -131,11 +131,24 @@ class PublishOn(Processor[T, T], Subscription):
         One lock guards the buffer, the counters and the work-in-progress flag together,
         so an upstream ``on_next`` costs one lock round trip: append, and submit a drain
         task only if none is running. The drain task (one at a time, so downstream
-        signals are serial, Rule 1.3) takes the whole buffer in one critical section and
-        hands it downstream without the lock; it gives up ownership in the same critical
-        section in which it finds nothing to do, so no wake-up is lost. Calls to the
-        upstream subscription after the first request come only from the drain
-        (Rule 2.7). One subscriber per stage: a second one gets ``on_error``.
+        signals are serial, Rule 1.3) takes the whole buffer in one critical section
+        (or splits it there with two C-level copies when demand is smaller) and hands it
+        downstream without the lock; it gives up ownership in the same critical section
+        in which it finds nothing to do, so no wake-up is lost. Calls to the upstream
+        subscription after the first request come only from the drain (Rule 2.7).
+
+        A synchronous upstream emits inside the drain's refill ``request`` (Rule 3.10),
+        on the drain's thread, while the drain is blocked in that call: such an
+        ``on_next`` (recognised by the drain's thread identity, which only that thread
+        can match) appends without the lock and starts no drain, because the drain owns
+        the buffer until the call returns and then loops over what was appended. An
+        ``on_next`` from any other thread takes the lock, so this holds without the GIL.
+
+        When the subscriber is the plain callback sink (``Flow.subscribe(on_next=...)``,
+        exactly ``CallbackSubscriber``), the drain hands it each batch in one call,
+        ``CallbackSubscriber.on_next_run``, which calls the user's callable per element
+        and keeps the same demand, cancellation and error handling. One subscriber per
+        stage: a second one gets ``on_error``.
     """
 
     __slots__ = (
