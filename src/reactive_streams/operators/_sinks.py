@@ -135,10 +135,8 @@ class CallbackSubscriber(Subscriber[T]):
         before = length_hint(elements)
         on_next = self._on_next
         try:
-            if on_next is None:
-                for _element in elements:
-                    if self._done:
-                        break
+            if on_next is None:  # nothing to call: each element is just consumed
+                deque(elements, maxlen=0)
             else:
                 for element in elements:
                     on_next(element)
