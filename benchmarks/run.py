@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from reactive_streams import Flow
+from reactive_streams import Flow, Subscriber, Subscription
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -253,6 +253,49 @@ async def c_flow_buffered() -> int:
     return total[0]
 
 
+class _SumSubscriber(Subscriber[int]):
+    """A hand-written ``Subscriber`` (not the callback sink, so nothing is fused with it)."""
+
+    def __init__(self, done: asyncio.Event) -> None:
+        self.done = done
+        self.total = 0
+        self.consumed = 0
+        self.subscription: Any = None
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+        subscription.request(BOUND)
+
+    def on_next(self, element: int) -> None:
+        self.total += element
+        consumed = self.consumed + 1
+        if consumed == BOUND - BOUND // 4:  # replenish at 75%, like the callback sink
+            self.consumed = 0
+            self.subscription.request(consumed)
+        else:
+            self.consumed = consumed
+
+    def on_error(self, error: Exception) -> None:
+        self.done.set()
+
+    def on_complete(self) -> None:
+        self.done.set()
+
+
+async def c_flow_buffered_subscriber() -> int:
+    """As ``c_flow_buffered``, into a ``Subscriber`` subclass instead of callables."""
+    from reactive_streams.reference import RangePublisher
+
+    loop = asyncio.get_running_loop()
+    done = asyncio.Event()
+    subscriber = _SumSubscriber(done)
+    Flow.from_publisher(RangePublisher(0, C_N)).publish_on(loop, prefetch=BOUND).subscribe(
+        subscriber
+    )
+    await asyncio.wait_for(done.wait(), 60)
+    return subscriber.total
+
+
 async def c_flow_async_for() -> int:
     total = 0
     async for x in Flow.range(0, C_N).aiter(prefetch=BOUND):
@@ -296,6 +339,7 @@ def case_c() -> None:
             ("asyncio.Queue(256)", c_queue),
             ("Flow publish_on(loop, 256) + callbacks (fused)", c_flow_callbacks),
             ("Flow publish_on(loop, 256) + callbacks (buffered)", c_flow_buffered),
+            ("Flow publish_on(loop, 256) + Subscriber (buffered)", c_flow_buffered_subscriber),
             ("Flow async for (aiter prefetch 256)", c_flow_async_for),
             ("aiostream iterate", c_aiostream),
             ("anyio memory stream(256)", c_anyio),

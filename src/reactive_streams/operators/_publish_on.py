@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import threading
+from _thread import get_ident
 from collections import deque
+from itertools import islice
+from operator import length_hint
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._demand import MAX_DEMAND, validate_request
@@ -23,6 +26,7 @@ from ..api import Processor, Publisher, Subscriber, Subscription
 from ._base import Operator, StageStatistics, check_subscriber, signal_error_only
 from ._executors import as_executor
 from ._pull import PullPublisher
+from ._sinks import CallbackSubscriber
 
 if TYPE_CHECKING:
     import asyncio
@@ -127,11 +131,24 @@ class PublishOn(Processor[T, T], Subscription):
         One lock guards the buffer, the counters and the work-in-progress flag together,
         so an upstream ``on_next`` costs one lock round trip: append, and submit a drain
         task only if none is running. The drain task (one at a time, so downstream
-        signals are serial, Rule 1.3) takes the whole buffer in one critical section and
-        hands it downstream without the lock; it gives up ownership in the same critical
-        section in which it finds nothing to do, so no wake-up is lost. Calls to the
-        upstream subscription after the first request come only from the drain
-        (Rule 2.7). One subscriber per stage: a second one gets ``on_error``.
+        signals are serial, Rule 1.3) takes the whole buffer in one critical section
+        (or splits it there with two C-level copies when demand is smaller) and hands it
+        downstream without the lock; it gives up ownership in the same critical section
+        in which it finds nothing to do, so no wake-up is lost. Calls to the upstream
+        subscription after the first request come only from the drain (Rule 2.7).
+
+        A synchronous upstream emits inside the drain's refill ``request`` (Rule 3.10),
+        on the drain's thread, while the drain is blocked in that call: such an
+        ``on_next`` (recognised by the drain's thread identity, which only that thread
+        can match) appends without the lock and starts no drain, because the drain owns
+        the buffer until the call returns and then loops over what was appended. An
+        ``on_next`` from any other thread takes the lock, so this holds without the GIL.
+
+        When the subscriber is the plain callback sink (``Flow.subscribe(on_next=...)``,
+        exactly ``CallbackSubscriber``), the drain hands it each batch in one call,
+        ``CallbackSubscriber.on_next_run``, which calls the user's callable per element
+        and keeps the same demand, cancellation and error handling. One subscriber per
+        stage: a second one gets ``on_error``.
     """
 
     __slots__ = (
@@ -147,8 +164,10 @@ class PublishOn(Processor[T, T], Subscription):
         "_error",
         "_executor",
         "_high_water",
+        "_inline_thread",
         "_limit",
         "_lock",
+        "_overflowed",
         "_pending_error",
         "_prefetch",
         "_ready",
@@ -180,9 +199,13 @@ class PublishOn(Processor[T, T], Subscription):
         self._consumed = 0
         self._cancelled = False
         self._closed = False  # _done or _cancelled: one flag for the hot on_next path
+        self._overflowed = False  # the upstream broke Rule 1.1: cancel it at the end
         self._terminated = False
         self._high_water = 0
         self._wip = False
+        # The drain's thread while it is inside ``upstream.request``, else 0. Only that
+        # thread writes it, and only that thread can read back its own identity.
+        self._inline_thread = 0
 
     def statistics(self) -> StageStatistics:
         """Requested/delivered downstream, the buffer now and its high-water mark."""
@@ -251,22 +274,41 @@ class PublishOn(Processor[T, T], Subscription):
         """Buffer ``element``; submit a drain task if none is running."""
         if element is None:
             raise TypeError("Rule 2.13: on_next(None)")
-        with self._lock:
+        if self._inline_thread == get_ident():
+            # Emitted synchronously inside the drain's own ``upstream.request``, on the
+            # drain's thread: the drain is blocked in that call and owns the buffer and the
+            # work-in-progress flag, so no lock, and no drain to start (it loops next).
             if self._closed:
                 return
             buffer = self._buffer
             buffer.append(element)
             if len(buffer) > self._prefetch:
-                buffer.pop()
-                self._done = self._closed = True
-                self._error = MissingBackpressureError(
-                    f"Rule 1.1: upstream sent more than the {self._prefetch} elements "
-                    "publish_on requested"
-                )
+                with self._lock:
+                    self._overflow(buffer)
+            return
+        lock = self._lock
+        lock.acquire()  # not ``with``: half the cost on this per-element path
+        try:
+            if self._closed:
+                return
+            buffer = self._buffer
+            buffer.append(element)
+            if len(buffer) > self._prefetch:
+                self._overflow(buffer)
             if self._wip:
                 return
             self._wip = True
+        finally:
+            lock.release()
         self._submit()
+
+    def _overflow(self, buffer: deque[T]) -> None:
+        """Rule 1.1 broken: drop the extra element and end with an error (lock held)."""
+        buffer.pop()
+        self._done = self._closed = self._overflowed = True
+        self._error = MissingBackpressureError(
+            f"Rule 1.1: upstream sent more than the {self._prefetch} elements publish_on requested"
+        )
 
     def on_error(self, error: Exception) -> None:
         """Deliver ``error`` after the buffered elements."""
@@ -396,11 +438,12 @@ class PublishOn(Processor[T, T], Subscription):
                     self._high_water = max(
                         self._high_water, size
                     )  # the buffer only shrinks here: exact
-                    if demand >= size:  # the common case: take the whole buffer at once
+                    if demand >= size:  # take the whole buffer at once
                         batch: deque[T] | list[T] = buffer
                         self._buffer = deque()
-                    else:
-                        batch = [buffer.popleft() for _ in range(demand)]
+                    else:  # split it with two copies in C, not a popleft per element
+                        batch = list(islice(buffer, demand))
+                        self._buffer = deque(islice(buffer, demand, None))
                     count = len(batch)
                     if count and demand != MAX_DEMAND:
                         self._demand = demand - count
@@ -416,27 +459,40 @@ class PublishOn(Processor[T, T], Subscription):
                     signal_on_error(downstream, pending)  # Rule 3.9
                 return False
             assert downstream is not None
-            on_next = downstream.on_next
-            sent = 0
-            for element in batch:
+            remaining = iter(batch)
+            failed = 0
+            if type(downstream) is CallbackSubscriber:
+                # Fused with the callback sink: its loop calls the user's callable per
+                # element, one Python call instead of two; it never raises, stops once
+                # cancelled, and leaves what it did not take in ``remaining``.
+                downstream.on_next_run(remaining)
+            else:
+                on_next = downstream.on_next
                 try:
-                    on_next(element)
+                    for element in remaining:
+                        on_next(element)
+                        if self._cancelled:
+                            break
                 except Exception as exc:  # Rule 2.13: treat as cancelled, report it
                     report_violation(downstream, "on_next", exc)
+                    failed = 1
                     with self._lock:
                         self._cancelled = self._closed = True
-                    break
-                sent += 1
-                if self._cancelled:
-                    break
+            # Counted once per batch, not per element: what the iterator did not yield.
+            sent = count - length_hint(remaining) - failed
             with self._lock:
                 self._delivered += sent
+                if sent + failed < count:  # only a cancel stops a run early: never drop
+                    self._cancelled = self._closed = True
             if self._cancelled:
                 continue  # the next round cancels upstream and drops references
             if finished:
                 with self._lock:
                     self._terminated = True
                     self._downstream = None
+                    overflowed = self._overflowed
+                if overflowed and upstream is not None:
+                    upstream.cancel()  # Rule 1.1 broken: stop the upstream that broke it
                 if error is not None:
                     signal_on_error(downstream, error)
                 else:
@@ -445,7 +501,13 @@ class PublishOn(Processor[T, T], Subscription):
             self._consumed += count
             if self._consumed >= self._limit and upstream is not None:
                 replenish, self._consumed = self._consumed, 0
-                upstream.request(replenish)  # 75% consumed: refill (may re-enter on_next)
+                # 75% consumed: refill. A synchronous upstream re-enters on_next here, on
+                # this thread; the mark lets those calls append without the lock.
+                self._inline_thread = get_ident()
+                try:
+                    upstream.request(replenish)
+                finally:
+                    self._inline_thread = 0
             passed += count
             if passed >= _PASS_LIMIT:
                 return True

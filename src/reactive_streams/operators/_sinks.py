@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from operator import length_hint
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._demand import MAX_DEMAND
@@ -15,7 +16,7 @@ from .._hooks import report_undeliverable
 from ..api import Publisher, Subscriber, Subscription
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from types import TracebackType
 
 __all__ = ["BlockingIterator", "CallbackSubscriber", "collect_list", "first", "for_each"]
@@ -103,6 +104,50 @@ class CallbackSubscriber(Subscriber[T]):
                 return
         consumed = self._consumed + 1
         if consumed != self._limit:
+            self._consumed = consumed
+            return
+        self._consumed = 0
+        subscription = self._subscription
+        if subscription is not None:
+            subscription.request(consumed)
+
+    def on_next_run(self, elements: Iterator[T]) -> None:
+        """``on_next`` for each of ``elements`` in order, as one call (a fused hand-off).
+
+        Exactly what calling ``on_next`` per element does, with the per-element call and
+        demand bookkeeping taken out of the loop: the ``on_next`` callable is called for
+        each element until the subscriber is done (cancelled, or the callable raised:
+        then the subscription is cancelled and the exception goes to ``on_error``, as in
+        ``on_next``). Elements it did not take stay in ``elements``. Demand is
+        replenished once per run, by everything consumed since the last request, as soon
+        as that reaches 75% of the batch, so the outstanding demand never drops below
+        zero and the sum requested equals the sum consumed plus ``prefetch``.
+
+        Used by ``publish_on``'s drain for this exact class (not subclasses, which may
+        override ``on_next``). Signals stay serial: it runs where ``on_next`` would.
+
+        Args:
+            elements: an iterator over non-``None`` elements (the stage rejected
+                ``None``, Rule 2.13); partly consumed on return if the run stopped early.
+        """
+        if self._subscription is None:  # cancelled or terminated (or not yet subscribed)
+            return
+        before = length_hint(elements)
+        on_next = self._on_next
+        try:
+            if on_next is None:  # nothing to call: each element is just consumed
+                deque(elements, maxlen=0)
+            else:
+                for element in elements:
+                    on_next(element)
+                    if self._done:
+                        break
+        except Exception as exc:
+            self.cancel()
+            self._terminal_error(exc)
+            return
+        consumed = self._consumed + before - length_hint(elements)
+        if consumed < self._limit:
             self._consumed = consumed
             return
         self._consumed = 0
