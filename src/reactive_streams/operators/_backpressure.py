@@ -17,7 +17,7 @@ from .._exceptions import MissingBackpressureError, ProtocolViolationError
 from .._hooks import report_undeliverable
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
 from ..api import Publisher, Subscriber, Subscription
-from ._base import Operator, StageStatistics, check_subscriber
+from ._base import StageOperator, StageStatistics
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,7 +29,7 @@ T = TypeVar("T")
 Overflow = Literal["error", "drop_oldest", "drop_latest"]
 
 
-class OnBackpressureOperator(Operator[T]):
+class OnBackpressureOperator(StageOperator[T]):
     """Absorb an upstream that ignores demand, with a bounded buffer and a strategy.
 
     Marble (``capacity=1``, ``overflow="drop_oldest"``: ``on_backpressure_latest``)::
@@ -54,7 +54,7 @@ class OnBackpressureOperator(Operator[T]):
         lock delivers serially (Rule 1.3). ``on_drop`` runs without the lock held.
     """
 
-    __slots__ = ("_capacity", "_label", "_on_drop", "_overflow", "_upstream")
+    __slots__ = ("_capacity", "_label", "_on_drop", "_overflow")
 
     def __init__(
         self,
@@ -64,14 +64,13 @@ class OnBackpressureOperator(Operator[T]):
         on_drop: Callable[[T], object] | None,
         label: str,
     ) -> None:
-        super().__init__()
+        super().__init__(upstream)
         if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
             raise ValueError(f"capacity must be an int >= 0, got {capacity!r}")
         if overflow not in ("error", "drop_oldest", "drop_latest"):
             raise ValueError(
                 f"overflow must be 'error', 'drop_oldest' or 'drop_latest', got {overflow!r}"
             )
-        self._upstream = upstream
         self._capacity = capacity
         self._overflow = overflow
         self._on_drop = on_drop
@@ -81,16 +80,8 @@ class OnBackpressureOperator(Operator[T]):
     def name(self) -> str:
         return self._label
 
-    @property
-    def upstreams(self) -> tuple[Publisher[Any], ...]:
-        return (self._upstream,)
-
-    def subscribe(self, subscriber: Subscriber[T]) -> None:
-        """Subscribe ``subscriber`` through a new stage (Rule 1.9)."""
-        check_subscriber(subscriber)
-        stage = _OnBackpressure(subscriber, self._capacity, self._overflow, self._on_drop)
-        self._track(stage)
-        self._upstream.subscribe(stage)
+    def _new_stage(self, subscriber: Subscriber[T]) -> Subscriber[Any]:
+        return _OnBackpressure(subscriber, self._capacity, self._overflow, self._on_drop)
 
 
 class _OnBackpressure(Subscriber[Any], Subscription):

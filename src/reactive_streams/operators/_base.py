@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from abc import abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from .._exceptions import ProtocolViolationError
 from .._signals import signal_on_error, signal_on_subscribe
@@ -147,3 +147,40 @@ def check_subscriber(subscriber: object) -> None:
     """Raise ``TypeError`` for ``subscribe(None)`` (Rule 1.9)."""
     if subscriber is None:
         raise TypeError("Rule 1.9: subscribe() requires a Subscriber, got None")
+
+
+class SingleUpstreamOperator(Operator[T]):
+    """An operator with exactly one upstream publisher, which ``Flow.metrics()`` walks."""
+
+    __slots__ = ("_upstream",)
+
+    def __init__(self, upstream: Publisher[Any]) -> None:
+        super().__init__()
+        self._upstream = upstream
+
+    @property
+    def upstreams(self) -> tuple[Publisher[Any], ...]:
+        """The one publisher this operator subscribes to."""
+        return (self._upstream,)
+
+
+class StageOperator(SingleUpstreamOperator[T]):
+    """A single-upstream operator that serves each subscriber with a new stage.
+
+    ``subscribe`` checks the subscriber (Rule 1.9), builds the stage with ``_new_stage``,
+    tracks it for ``Flow.metrics()`` and subscribes it upstream; the stage then signals
+    ``on_subscribe`` downstream when its upstream subscription arrives.
+    """
+
+    __slots__ = ()
+
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
+        """Subscribe ``subscriber`` through a new stage (Rule 1.9)."""
+        check_subscriber(subscriber)
+        stage = self._new_stage(subscriber)
+        self._track(cast("HasStatistics", stage))  # every stage has statistics()
+        self._upstream.subscribe(stage)
+
+    @abstractmethod
+    def _new_stage(self, subscriber: Subscriber[T]) -> Subscriber[Any]:
+        """The stage that serves ``subscriber``: a subscriber upstream with statistics()."""

@@ -10,14 +10,14 @@ from .._demand import MAX_DEMAND, validate_request
 from .._exceptions import ProtocolViolationError
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
 from ..api import Publisher, Subscriber, Subscription
-from ._base import Operator, StageStatistics, check_subscriber
+from ._base import StageOperator, StageStatistics
 
 __all__ = ["BufferOperator"]
 
 T = TypeVar("T")
 
 
-class BufferOperator(Operator[list[T]]):
+class BufferOperator(StageOperator[list[T]]):
     """Emit lists of ``size`` elements; the last list may be shorter.
 
     With ``timeout`` (seconds), a non-empty partial list is also emitted when ``timeout``
@@ -38,15 +38,14 @@ class BufferOperator(Operator[list[T]]):
         The timer is cancelled when the stream ends.
     """
 
-    __slots__ = ("_size", "_timeout", "_upstream")
+    __slots__ = ("_size", "_timeout")
 
     def __init__(self, upstream: Publisher[T], size: int, timeout: float | None) -> None:
-        super().__init__()
+        super().__init__(upstream)
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ValueError(f"buffer size must be a positive int, got {size!r}")
         if timeout is not None and timeout <= 0:
             raise ValueError(f"buffer timeout must be positive seconds, got {timeout!r}")
-        self._upstream = upstream
         self._size = size
         self._timeout = timeout
 
@@ -54,16 +53,8 @@ class BufferOperator(Operator[list[T]]):
     def name(self) -> str:
         return "buffer"
 
-    @property
-    def upstreams(self) -> tuple[Publisher[Any], ...]:
-        return (self._upstream,)
-
-    def subscribe(self, subscriber: Subscriber[list[T]]) -> None:
-        """Subscribe ``subscriber`` through a new stage (Rule 1.9)."""
-        check_subscriber(subscriber)
-        stage = _Buffer(subscriber, self._size, self._timeout)
-        self._track(stage)
-        self._upstream.subscribe(stage)
+    def _new_stage(self, subscriber: Subscriber[list[T]]) -> Subscriber[Any]:
+        return _Buffer(subscriber, self._size, self._timeout)
 
 
 class _Buffer(Subscriber[Any], Subscription):

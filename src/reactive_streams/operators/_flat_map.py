@@ -16,7 +16,7 @@ from .._exceptions import ProtocolViolationError
 from .._hooks import report_undeliverable
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
 from ..api import Publisher, Subscriber, Subscription
-from ._base import Operator, StageStatistics, check_subscriber
+from ._base import StageOperator, StageStatistics
 from ._pull import PullPublisher
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class FlatMapOperator(Operator[R]):
+class FlatMapOperator(StageOperator[R]):
     """Map each upstream element to a publisher and merge what those publishers emit.
 
     Marble (``concurrency=2``)::
@@ -56,7 +56,7 @@ class FlatMapOperator(Operator[R]):
         are serial (Rule 1.3). The first error cancels everything and is signalled.
     """
 
-    __slots__ = ("_concurrency", "_fn", "_label", "_prefetch", "_upstream")
+    __slots__ = ("_concurrency", "_fn", "_label", "_prefetch")
 
     def __init__(
         self,
@@ -67,12 +67,11 @@ class FlatMapOperator(Operator[R]):
         prefetch: int = 32,
         label: str = "flat_map",
     ) -> None:
-        super().__init__()
+        super().__init__(upstream)
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency <= 0:
             raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
         if prefetch <= 0:
             raise ValueError(f"prefetch must be positive, got {prefetch}")
-        self._upstream = upstream
         self._fn = fn
         self._concurrency = concurrency
         self._prefetch = prefetch
@@ -82,16 +81,8 @@ class FlatMapOperator(Operator[R]):
     def name(self) -> str:
         return self._label
 
-    @property
-    def upstreams(self) -> tuple[Publisher[Any], ...]:
-        return (self._upstream,)
-
-    def subscribe(self, subscriber: Subscriber[R]) -> None:
-        """Subscribe ``subscriber`` through a new coordinator (Rule 1.9)."""
-        check_subscriber(subscriber)
-        stage = _Coordinator(subscriber, self._fn, self._concurrency, self._prefetch)
-        self._track(stage)
-        self._upstream.subscribe(stage)
+    def _new_stage(self, subscriber: Subscriber[R]) -> Subscriber[Any]:
+        return _Coordinator(subscriber, self._fn, self._concurrency, self._prefetch)
 
 
 class _Inner(Subscriber[Any]):

@@ -15,7 +15,7 @@ from .._demand import MAX_DEMAND, validate_request
 from .._exceptions import ProtocolViolationError
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
 from ..api import Publisher, Subscriber, Subscription
-from ._base import Operator, StageStatistics, check_subscriber
+from ._base import SingleUpstreamOperator, StageStatistics, check_subscriber
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -25,7 +25,7 @@ __all__ = ["MulticastOperator"]
 T = TypeVar("T")
 
 
-class MulticastOperator(Operator[T]):
+class MulticastOperator(SingleUpstreamOperator[T]):
     """One upstream subscription shared by many subscribers.
 
     Marble (two subscribers, the second one slower)::
@@ -52,7 +52,7 @@ class MulticastOperator(Operator[T]):
         delivers to all of them, never holding the lock while calling a subscriber.
     """
 
-    __slots__ = ("_hub", "_label", "_lock", "_prefetch", "_ref_count", "_replay", "_upstream")
+    __slots__ = ("_hub", "_label", "_lock", "_prefetch", "_ref_count", "_replay")
 
     def __init__(
         self,
@@ -63,12 +63,11 @@ class MulticastOperator(Operator[T]):
         ref_count: bool,
         label: str,
     ) -> None:
-        super().__init__()
+        super().__init__(upstream)
         if prefetch <= 0:
             raise ValueError(f"prefetch must be positive, got {prefetch}")
         if replay < 0:
             raise ValueError(f"replay must be >= 0, got {replay}")
-        self._upstream = upstream
         self._prefetch = prefetch
         self._replay = replay
         self._ref_count = ref_count
@@ -79,10 +78,6 @@ class MulticastOperator(Operator[T]):
     @property
     def name(self) -> str:
         return self._label
-
-    @property
-    def upstreams(self) -> tuple[Publisher[Any], ...]:
-        return (self._upstream,)
 
     def _current_hub(self) -> tuple[_Hub, bool]:
         with self._lock:

@@ -7,7 +7,7 @@ from _thread import get_ident
 from collections import deque
 from itertools import islice
 from operator import length_hint
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._demand import MAX_DEMAND, validate_request
 from .._exceptions import (
@@ -23,7 +23,12 @@ from .._signals import (
     signal_on_subscribe,
 )
 from ..api import Processor, Publisher, Subscriber, Subscription
-from ._base import Operator, StageStatistics, check_subscriber, signal_error_only
+from ._base import (
+    SingleUpstreamOperator,
+    StageStatistics,
+    check_subscriber,
+    signal_error_only,
+)
 from ._executors import as_executor
 from ._pull import PullPublisher
 from ._sinks import CallbackSubscriber
@@ -41,10 +46,10 @@ _PASS_LIMIT = 4096
 """Elements delivered per executor task before yielding the executor to other work."""
 
 
-class PublishOnOperator(Operator[T]):
+class PublishOnOperator(SingleUpstreamOperator[T]):
     """The ``Flow.publish_on`` node: a fresh ``PublishOn`` stage for every subscriber."""
 
-    __slots__ = ("_executor", "_prefetch", "_upstream")
+    __slots__ = ("_executor", "_prefetch")
 
     def __init__(
         self,
@@ -52,18 +57,13 @@ class PublishOnOperator(Operator[T]):
         executor: Executor | asyncio.AbstractEventLoop,
         prefetch: int,
     ) -> None:
-        super().__init__()
-        self._upstream = upstream
+        super().__init__(upstream)
         self._executor = as_executor(executor)
         self._prefetch = _check_prefetch(prefetch)
 
     @property
     def name(self) -> str:
         return "publish_on"
-
-    @property
-    def upstreams(self) -> tuple[Publisher[Any], ...]:
-        return (self._upstream,)
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         """Subscribe ``subscriber`` through a new stage (Rule 1.9)."""

@@ -19,7 +19,7 @@ from .._signals import (
     signal_on_subscribe,
 )
 from ..api import Publisher, Subscriber, Subscription
-from ._base import Operator, StageStatistics, check_subscriber
+from ._base import StageOperator, StageStatistics
 from ._fusion import SKIP, FusedOp, PushControl, compile_push
 from ._take import TakeOp
 
@@ -31,7 +31,7 @@ __all__ = ["FusedSubscriber", "PushPublisher"]
 T = TypeVar("T")
 
 
-class PushPublisher(Operator[T]):
+class PushPublisher(StageOperator[T]):
     """Synchronous operators fused after ``upstream``.
 
     Backpressure:
@@ -46,11 +46,10 @@ class PushPublisher(Operator[T]):
         in order).
     """
 
-    __slots__ = ("_factory", "_ops", "_upstream")
+    __slots__ = ("_factory", "_ops")
 
     def __init__(self, upstream: Publisher[Any], ops: tuple[FusedOp, ...]) -> None:
-        super().__init__()
-        self._upstream = upstream
+        super().__init__(upstream)
         self._ops = ops
         self._factory: Callable[[PushControl], Callable[[Any], Any]] | None = None
 
@@ -58,25 +57,17 @@ class PushPublisher(Operator[T]):
     def name(self) -> str:
         return "|".join(op.name for op in self._ops)
 
-    @property
-    def upstreams(self) -> tuple[Publisher[Any], ...]:
-        return (self._upstream,)
-
     def with_op(self, op: FusedOp) -> PushPublisher[Any]:
         """A new publisher with ``op`` fused at the end of the chain."""
         return PushPublisher(self._upstream, (*self._ops, op))
 
-    def subscribe(self, subscriber: Subscriber[T]) -> None:
-        """Subscribe ``subscriber`` through a fresh fused chain (Rule 1.9)."""
-        check_subscriber(subscriber)
+    def _new_stage(self, subscriber: Subscriber[T]) -> Subscriber[Any]:
         factory = self._factory
         if factory is None:
             factory = self._factory = compile_push(self._ops)
         control = PushControl()
         take_zero = any(isinstance(op, TakeOp) and op.count <= 0 for op in self._ops)
-        stage = FusedSubscriber(subscriber, factory(control), control, take_zero=take_zero)
-        self._track(stage)
-        self._upstream.subscribe(stage)
+        return FusedSubscriber(subscriber, factory(control), control, take_zero=take_zero)
 
 
 class FusedSubscriber(Subscriber[Any], Subscription):

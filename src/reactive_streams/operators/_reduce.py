@@ -10,7 +10,7 @@ from .._demand import MAX_DEMAND, validate_request
 from .._exceptions import ProtocolViolationError
 from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
 from ..api import Publisher, Subscriber, Subscription
-from ._base import NoneResultError, Operator, StageStatistics, check_subscriber
+from ._base import NoneResultError, StageOperator, StageStatistics
 from ._fusion import UNSET, FusedOp
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ def _reduce_iter(
     yield result
 
 
-class ReducePublisher(Operator[R], Generic[T, R]):
+class ReducePublisher(StageOperator[R], Generic[T, R]):
     """``reduce`` after a general publisher: requests unbounded, emits one element at the end.
 
     Backpressure:
@@ -72,13 +72,12 @@ class ReducePublisher(Operator[R], Generic[T, R]):
         completion, first request) happens last, under a lock-guarded handshake.
     """
 
-    __slots__ = ("_fn", "_initial", "_upstream")
+    __slots__ = ("_fn", "_initial")
 
     def __init__(
         self, upstream: Publisher[T], fn: Callable[[Any, T], R], initial: object = UNSET
     ) -> None:
-        super().__init__()
-        self._upstream = upstream
+        super().__init__(upstream)
         self._fn = fn
         self._initial = initial
 
@@ -86,15 +85,8 @@ class ReducePublisher(Operator[R], Generic[T, R]):
     def name(self) -> str:
         return "reduce"
 
-    @property
-    def upstreams(self) -> tuple[Publisher[Any], ...]:
-        return (self._upstream,)
-
-    def subscribe(self, subscriber: Subscriber[R]) -> None:
-        check_subscriber(subscriber)
-        stage = _ReduceSubscriber(subscriber, self._fn, self._initial)
-        self._track(stage)
-        self._upstream.subscribe(stage)
+    def _new_stage(self, subscriber: Subscriber[R]) -> Subscriber[Any]:
+        return _ReduceSubscriber(subscriber, self._fn, self._initial)
 
 
 class _ReduceSubscriber(Subscriber[Any], Subscription):

@@ -9,7 +9,7 @@ from .._demand import MAX_DEMAND, validate_request
 from .._exceptions import ProtocolViolationError
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
 from ..api import Publisher, Subscriber, Subscription
-from ._base import Operator, StageStatistics, check_subscriber
+from ._base import SingleUpstreamOperator, StageStatistics, check_subscriber
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -19,7 +19,7 @@ __all__ = ["ResumeOperator"]
 T = TypeVar("T")
 
 
-class ResumeOperator(Operator[T]):
+class ResumeOperator(SingleUpstreamOperator[T]):
     """Switch to another publisher when upstream fails.
 
     ``on_error_resume(fn)``: on ``on_error(e)``, subscribe to ``fn(e)`` and continue.
@@ -41,7 +41,7 @@ class ResumeOperator(Operator[T]):
         ``request``/``cancel`` go to whichever subscription is current.
     """
 
-    __slots__ = ("_fallback", "_label", "_times", "_upstream")
+    __slots__ = ("_fallback", "_label", "_times")
 
     def __init__(
         self,
@@ -51,8 +51,7 @@ class ResumeOperator(Operator[T]):
         times: int = 0,
         label: str,
     ) -> None:
-        super().__init__()
-        self._upstream = upstream
+        super().__init__(upstream)
         self._fallback = fallback
         self._times = times
         self._label = label
@@ -60,10 +59,6 @@ class ResumeOperator(Operator[T]):
     @property
     def name(self) -> str:
         return self._label
-
-    @property
-    def upstreams(self) -> tuple[Publisher[Any], ...]:
-        return (self._upstream,)
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         """Subscribe ``subscriber`` through a new stage (Rule 1.9)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .._demand import MAX_DEMAND, DrainLoop
 from .._exceptions import ExecutorRejectedError
@@ -14,7 +14,12 @@ from .._signals import (
     signal_on_subscribe,
 )
 from ..api import Publisher, Subscriber, Subscription
-from ._base import Operator, StageStatistics, check_subscriber, signal_error_only
+from ._base import (
+    SingleUpstreamOperator,
+    StageStatistics,
+    check_subscriber,
+    signal_error_only,
+)
 from ._executors import as_executor
 from ._publish_on import _Delegate
 from ._pull import PullPublisher
@@ -28,7 +33,7 @@ __all__ = ["SubscribeOnOperator"]
 T = TypeVar("T")
 
 
-class SubscribeOnOperator(Operator[T]):
+class SubscribeOnOperator(SingleUpstreamOperator[T]):
     """``Flow.subscribe_on``: upstream ``subscribe``, ``request`` and ``cancel`` on an executor.
 
     A synchronous source therefore produces on the executor, not on the subscriber's
@@ -49,22 +54,17 @@ class SubscribeOnOperator(Operator[T]):
         the executor refuses a task the subscriber gets ``on_error(ExecutorRejectedError)``.
     """
 
-    __slots__ = ("_executor", "_upstream")
+    __slots__ = ("_executor",)
 
     def __init__(
         self, upstream: Publisher[T], executor: Executor | asyncio.AbstractEventLoop
     ) -> None:
-        super().__init__()
-        self._upstream = upstream
+        super().__init__(upstream)
         self._executor = as_executor(executor)
 
     @property
     def name(self) -> str:
         return "subscribe_on"
-
-    @property
-    def upstreams(self) -> tuple[Publisher[Any], ...]:
-        return (self._upstream,)
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         """Submit the upstream subscription to the executor (Rule 1.9 checked here)."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..api import Processor, Publisher, Subscriber
-from ._base import Operator, check_subscriber, signal_error_only
+from ._base import SingleUpstreamOperator, check_subscriber, signal_error_only
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -16,7 +16,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class ViaOperator(Operator[R]):
+class ViaOperator(SingleUpstreamOperator[R]):
     """Route the flow through a processor: ``upstream -> processor -> subscriber``.
 
     Args:
@@ -31,15 +31,14 @@ class ViaOperator(Operator[R]):
         Whatever the processor does.
     """
 
-    __slots__ = ("_factory", "_upstream")
+    __slots__ = ("_factory",)
 
     def __init__(
         self,
         upstream: Publisher[T],
         processor: Processor[T, R] | Callable[[], Processor[T, R]],
     ) -> None:
-        super().__init__()
-        self._upstream = upstream
+        super().__init__(upstream)
         if isinstance(processor, Processor):
             instance = processor
             self._factory: Callable[[], Processor[T, R]] = lambda: instance
@@ -53,10 +52,6 @@ class ViaOperator(Operator[R]):
     @property
     def name(self) -> str:
         return "via"
-
-    @property
-    def upstreams(self) -> tuple[Publisher[Any], ...]:
-        return (self._upstream,)
 
     def subscribe(self, subscriber: Subscriber[R]) -> None:
         """Subscribe ``subscriber`` to the processor and the processor upstream."""
