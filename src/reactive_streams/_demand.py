@@ -202,10 +202,8 @@ class EmitterElection(WorkGuard):
         with self._lock:
             if self._cancelled:
                 return False
-            demand = self._demand + count
-            self._demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
-            requested = self._requested + count
-            self._requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+            self._demand = add_demand(self._demand, count)
+            self._requested = add_demand(self._requested, count)
             return self._acquire_locked()
 
     def cancel(self) -> bool:

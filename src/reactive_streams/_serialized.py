@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Final
 
-from ._demand import MAX_DEMAND, DrainLoop
+from ._demand import DrainLoop, add_demand
 from ._exceptions import ProtocolViolationError
 from ._hooks import report_undeliverable
 from .api import Subscription
@@ -66,8 +66,7 @@ class SerializedSubscription(Subscription):
             if self._cancel:
                 return
             if type(n) is int and n > 0:
-                pending = self._pending + n
-                self._pending = MAX_DEMAND if pending >= MAX_DEMAND else pending
+                self._pending = add_demand(self._pending, n)
             elif self._invalid is _NO_ARGUMENT:
                 self._invalid = n
         self._loop.schedule()

@@ -6,7 +6,7 @@ import asyncio
 import threading
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._demand import MAX_DEMAND, validate_request
+from .._demand import MAX_DEMAND, add_demand, validate_request
 from .._exceptions import ProtocolViolationError, SourceCancelledError
 from .._hooks import report_undeliverable
 from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
@@ -139,8 +139,8 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
             if bad is not None:
                 self._error = self._error or bad
             else:
-                self._demand = min(self._demand + count, MAX_DEMAND)
-                self._requested = min(self._requested + count, MAX_DEMAND)
+                self._demand = add_demand(self._demand, count)
+                self._requested = add_demand(self._requested, count)
             start = self._started and not self._pumping
             if start:
                 self._pumping = True

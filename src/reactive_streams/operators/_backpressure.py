@@ -12,7 +12,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .._demand import MAX_DEMAND, validate_request
+from .._demand import MAX_DEMAND, add_demand, validate_request
 from .._exceptions import MissingBackpressureError, ProtocolViolationError
 from .._hooks import report_undeliverable
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
@@ -229,10 +229,8 @@ class _OnBackpressure(Subscriber[Any], Subscription):
                 self._wip = True
         else:
             with self._lock:
-                demand = self._demand + count
-                self._demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
-                requested = self._requested + count
-                self._requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+                self._demand = add_demand(self._demand, count)
+                self._requested = add_demand(self._requested, count)
                 start = not self._wip
                 self._wip = True
         if start:

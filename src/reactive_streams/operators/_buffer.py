@@ -6,7 +6,7 @@ import threading
 from collections import deque
 from typing import Any, TypeVar
 
-from .._demand import MAX_DEMAND, validate_request
+from .._demand import MAX_DEMAND, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
 from ..api import Publisher, Subscriber, Subscription
@@ -207,10 +207,8 @@ class _Buffer(Subscriber[Any], Subscription):
             self._schedule()
             return
         with self._lock:
-            demand = self._demand + count
-            self._demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
-            requested = self._requested + count
-            self._requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+            self._demand = add_demand(self._demand, count)
+            self._requested = add_demand(self._requested, count)
         upstream = self._upstream
         if upstream is not None:
             upstream.request(count * self._size if count < MAX_DEMAND else MAX_DEMAND)

@@ -11,7 +11,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, validate_request
+from .._demand import MAX_DEMAND, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
 from .._hooks import report_undeliverable
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
@@ -281,10 +281,8 @@ class _Coordinator(Subscriber[Any], Subscription):
             self.fail(error)
             return
         with self._lock:
-            demand = self._demand + count
-            self._demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
-            requested = self._requested + count
-            self._requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+            self._demand = add_demand(self._demand, count)
+            self._requested = add_demand(self._requested, count)
         self._schedule()
 
     def cancel(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, validate_request
+from .._demand import MAX_DEMAND, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
 from ..api import Publisher, Subscriber, Subscription
@@ -265,8 +265,8 @@ class _Hub(Subscriber[Any]):
             self._schedule()
             return
         with self._lock:
-            member.demand = min(member.demand + count, MAX_DEMAND)
-            member.requested = min(member.requested + count, MAX_DEMAND)
+            member.demand = add_demand(member.demand, count)
+            member.requested = add_demand(member.requested, count)
         self._schedule()
 
     def member_cancel(self, member: _Member) -> None:

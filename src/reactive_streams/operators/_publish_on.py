@@ -9,7 +9,7 @@ from itertools import islice
 from operator import length_hint
 from typing import TYPE_CHECKING, TypeVar
 
-from .._demand import MAX_DEMAND, validate_request
+from .._demand import MAX_DEMAND, add_demand, validate_request
 from .._exceptions import (
     ExecutorRejectedError,
     MissingBackpressureError,
@@ -352,10 +352,8 @@ class PublishOn(Processor[T, T], Subscription):
             with self._lock:
                 if self._cancelled:
                     return
-                demand = self._demand + count
-                self._demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
-                requested = self._requested + count
-                self._requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+                self._demand = add_demand(self._demand, count)
+                self._requested = add_demand(self._requested, count)
                 start = not self._wip
                 self._wip = True
         if start:

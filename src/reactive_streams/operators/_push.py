@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND
+from .._demand import MAX_DEMAND, add_demand
 from .._signals import (
     report_violation,
     signal_on_complete,
@@ -203,8 +203,7 @@ class FusedSubscriber(Subscriber[Any], Subscription):
             return  # Rule 3.6
         if type(n) is int and n > 0:
             with self._lock:
-                total = self._requested + n
-                self._requested = MAX_DEMAND if total >= MAX_DEMAND else total
+                self._requested = add_demand(self._requested, n)
                 self._unbounded = self._requested == MAX_DEMAND
         upstream = self._upstream
         if upstream is not None:

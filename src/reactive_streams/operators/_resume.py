@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, validate_request
+from .._demand import MAX_DEMAND, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
 from ..api import Publisher, Subscriber, Subscription
@@ -241,10 +241,8 @@ class _Resume(Subscription):
         with self._lock:
             if self._done:
                 return
-            outstanding = self._outstanding + count
-            self._outstanding = MAX_DEMAND if outstanding >= MAX_DEMAND else outstanding
-            requested = self._requested + count
-            self._requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+            self._outstanding = add_demand(self._outstanding, count)
+            self._requested = add_demand(self._requested, count)
             current = self._current
         if current is not None:
             current.request(count)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, TypeVar
 
-from .._demand import MAX_DEMAND, DrainLoop
+from .._demand import DrainLoop, add_demand
 from .._exceptions import ExecutorRejectedError
 from .._signals import (
     report_violation,
@@ -181,10 +181,8 @@ class _SubscribeOn(Subscriber[T], Subscription):
             if self._cancelled:
                 return
             if type(n) is int and n > 0:
-                pending = self._pending + n
-                self._pending = MAX_DEMAND if pending >= MAX_DEMAND else pending
-                requested = self._requested + n
-                self._requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+                self._pending = add_demand(self._pending, n)
+                self._requested = add_demand(self._requested, n)
             else:
                 self._bad.append(n)  # upstream signals the Rule 3.9 error, in order
         self._loop.schedule()

@@ -6,7 +6,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from .._demand import MAX_DEMAND, validate_request
+from .._demand import MAX_DEMAND, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
 from .._hooks import report_undeliverable
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
@@ -159,10 +159,8 @@ class _Zip(Subscription):
             self.fail(error)
             return
         with self.lock:
-            demand = self.demand + count
-            self.demand = MAX_DEMAND if demand >= MAX_DEMAND else demand
-            requested = self.requested + count
-            self.requested = MAX_DEMAND if requested >= MAX_DEMAND else requested
+            self.demand = add_demand(self.demand, count)
+            self.requested = add_demand(self.requested, count)
         self.schedule()
 
     def cancel(self) -> None:

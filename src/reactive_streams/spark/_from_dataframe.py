@@ -21,7 +21,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import ArrayType, MapType, StructType
 from pyspark.util import _local_iterator_from_socket
 
-from .._demand import MAX_DEMAND, validate_request
+from .._demand import MAX_DEMAND, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
 from .._hooks import report_undeliverable
 from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
@@ -75,8 +75,8 @@ class _DataFrameSubscription(Subscription):
         with self._cond:
             if self._cancelled:
                 return
-            self._demand = min(self._demand + count, MAX_DEMAND)
-            self._requested = min(self._requested + count, MAX_DEMAND)
+            self._demand = add_demand(self._demand, count)
+            self._requested = add_demand(self._requested, count)
             self._cond.notify_all()
         self._start()
 

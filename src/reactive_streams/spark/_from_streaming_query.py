@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .._demand import MAX_DEMAND, DrainLoop, validate_request
+from .._demand import MAX_DEMAND, DrainLoop, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
 from .._hooks import report_undeliverable
 from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
@@ -89,8 +89,8 @@ class _QuerySubscription(Subscription):
         with self._cond:
             if self._cancelled:
                 return
-            self._demand = min(self._demand + count, MAX_DEMAND)
-            self._requested = min(self._requested + count, MAX_DEMAND)
+            self._demand = add_demand(self._demand, count)
+            self._requested = add_demand(self._requested, count)
             self._cond.notify_all()
 
     def cancel(self) -> None:

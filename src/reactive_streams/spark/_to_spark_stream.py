@@ -37,7 +37,7 @@ from pyspark import cloudpickle
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType, _parse_datatype_string
 
-from .._demand import MAX_DEMAND
+from .._demand import add_demand
 from .._exceptions import MissingBackpressureError
 from .._hooks import report_undeliverable
 from .._statistics import StreamStatistics
@@ -369,7 +369,7 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
                 missing = limit - len(window.elements) - self._outstanding
                 if missing > 0:
                     self._outstanding += missing
-                    self._requested = min(self._requested + missing, MAX_DEMAND)
+                    self._requested = add_demand(self._requested, missing)
             upstream = self._upstream
         if missing > 0 and upstream is not None:
             upstream.request(missing)  # may deliver synchronously: no lock held
@@ -423,7 +423,7 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
         if ahead <= 0:
             return 0
         self._outstanding += ahead
-        self._requested = min(self._requested + ahead, MAX_DEMAND)
+        self._requested = add_demand(self._requested, ahead)
         return ahead
 
     def _check_offset(self, start: int) -> str | None:

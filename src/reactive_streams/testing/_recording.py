@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._demand import MAX_DEMAND
+from .._demand import MAX_DEMAND, add_demand
 from ..api import Subscriber, Subscription
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class RecordingSubscriber(Subscriber[T], Generic[T]):
         """Request ``n`` more elements (any value: tests may send bad ones on purpose)."""
         with self._condition:
             if type(n) is int and n > 0:
-                self._requested = min(self._requested + n, MAX_DEMAND)
+                self._requested = add_demand(self._requested, n)
             subscription = self.subscription
         if subscription is None:
             raise RuntimeError("request() before on_subscribe")
