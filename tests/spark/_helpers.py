@@ -11,6 +11,8 @@ from reactive_streams import EmitterElection, Publisher, Subscriber, Subscriptio
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
+    from pyspark.sql.streaming.query import StreamingQuery
+
 T = TypeVar("T")
 
 
@@ -175,3 +177,13 @@ def wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
             return False
         pause.wait(0.05)
     return True
+
+
+def await_stopped(query: StreamingQuery, timeout: float) -> None:
+    """Wait for a query cancelled by its subscriber; a batch that waited fails it on purpose."""
+    failure: Exception | None = None
+    try:
+        query.awaitTermination(int(timeout))
+    except Exception as exc:  # the batch that waited was refused so that it stays uncommitted
+        failure = exc
+    assert failure is None or "cancelled" in str(failure)

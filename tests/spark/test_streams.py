@@ -18,13 +18,12 @@ from reactive_streams.spark._from_streaming_query import MicroBatch, from_stream
 from reactive_streams.spark._stream_source import recv_frame, recv_json, send_json
 from reactive_streams.spark._to_spark_stream import to_spark_stream, to_spark_stream_bridge
 
-from ._helpers import Collector, OneShot, SequencePublisher, wait_until
+from ._helpers import Collector, OneShot, SequencePublisher, await_stopped, wait_until
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from pyspark.sql import SparkSession
-    from pyspark.sql.streaming.query import StreamingQuery
 
 pytestmark = pytest.mark.spark
 
@@ -33,16 +32,6 @@ TIMEOUT = 90.0
 
 def _rows(count: int) -> SequencePublisher[dict[str, Any]]:
     return SequencePublisher(lambda: ({"x": index, "s": f"r{index}"} for index in range(count)))
-
-
-def _await_stopped(query: StreamingQuery) -> None:
-    """Wait for a query cancelled by its subscriber; a batch that waited fails it on purpose."""
-    failure: Exception | None = None
-    try:
-        query.awaitTermination(int(TIMEOUT))
-    except Exception as exc:  # the waiting batch was refused so that it stays uncommitted
-        failure = exc
-    assert failure is None or "cancelled" in str(failure)
 
 
 def test_round_trip_is_exact_and_batches_respect_the_limit(spark: SparkSession) -> None:
@@ -94,7 +83,7 @@ def test_read_ahead_keeps_batches_within_the_limit_and_demand_within_two_trigger
     assert publisher.cancelled.wait(TIMEOUT)
     query = source.subscriptions[0].query
     assert query is not None
-    _await_stopped(query)
+    await_stopped(query, TIMEOUT)
 
 
 def test_read_ahead_round_trip_is_exact(spark: SparkSession) -> None:
@@ -148,7 +137,7 @@ def test_slow_subscriber_holds_back_micro_batches_and_cancel_stops_everything(
     assert publisher.cancelled.wait(TIMEOUT)  # query stopped -> bridge cancelled upstream
     query = source.subscriptions[0].query
     assert query is not None
-    _await_stopped(query)
+    await_stopped(query, TIMEOUT)
     assert not query.isActive
     assert not collector.done.is_set()  # no signal after cancel
 
@@ -217,7 +206,7 @@ def test_cancel_while_waiting_for_the_first_batch_stops_the_query(spark: SparkSe
     collector.subscription.cancel()
     assert publisher.cancelled.wait(TIMEOUT)
     assert subscription.query is not None
-    _await_stopped(subscription.query)
+    await_stopped(subscription.query, TIMEOUT)
     assert not subscription.query.isActive
     assert collector.items == []
     assert publisher.requested == 50
@@ -316,7 +305,7 @@ def test_a_restart_from_the_checkpoint_replays_the_uncommitted_batch_id(
     assert wait_until((offsets / "2").exists, TIMEOUT)
     assert first.subscription is not None
     first.subscription.cancel()
-    _await_stopped(query)
+    await_stopped(query, TIMEOUT)
     assert (commits / "1").exists()
     assert not (commits / "2").exists()  # cancelled while waiting: left uncommitted
 
@@ -329,7 +318,7 @@ def test_a_restart_from_the_checkpoint_replays_the_uncommitted_batch_id(
     second.subscription.cancel()
     restarted = again.subscriptions[0].query
     assert restarted is not None
-    _await_stopped(restarted)
+    await_stopped(restarted, TIMEOUT)
 
 
 def test_a_query_that_cannot_start_ends_in_on_error(spark: SparkSession) -> None:

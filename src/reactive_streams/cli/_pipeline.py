@@ -217,7 +217,7 @@ def pipeline(
     pipe: Pipeline | None = None
     try:
         pipe = Pipeline(config)
-        plan = pipe.prepare()
+        plan = pipe.prepare(start_spark=True)
         if not quiet:
             console.print(render_schema(pipe.describe_schema(), plan.description))
             console.print(f"[dim]starting Spark ({config.master})...[/dim]")

@@ -23,7 +23,6 @@ import dataclasses
 import os
 import re
 import resource
-import shutil
 import sys
 import tempfile
 import threading
@@ -34,12 +33,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
+from ._checkpoint import ResumePoint, resume_point
 from ._dead_letter import DeadLetterWriter
 from ._errors import PipelineFailedError, PipelineUsageError
 from ._inputs import InputPlan, default_input, plan_inputs
 from ._output import OutputFormat, check_output_dir, result_path
 from ._query import EVENTS_VIEW, OutputModeChoice, QueryPlan, choose_mode
 from ._schema import UTC_TIMESTAMP, describe_schema
+from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
 from ._source import DEFAULT_CHUNK_ROWS, FileSource
 
@@ -349,6 +350,18 @@ def top_rows(table: pa.Table, keys: tuple[str, ...], limit: int = 10) -> list[di
     return top
 
 
+def _resumed_note(checkpoint: Path, resume: ResumePoint) -> str:
+    """The summary's note for a run resumed from ``checkpoint``."""
+    note = (
+        f"resumed from the checkpoint {checkpoint}: {resume.committed:,} micro-batches "
+        f"({resume.offset:,} records) were committed before"
+    )
+    if resume.replay is not None:
+        first, end = resume.replay
+        note += f"; Spark replays the uncommitted micro-batch (records {first:,}..{end - 1:,})"
+    return note
+
+
 class _QueryProgress:
     """Input rows and late rows per finished micro-batch, from the query's own progress.
 
@@ -415,12 +428,18 @@ class Pipeline:
         self._own_session = False
         self._bridge: SparkStreamBridge | None = None
         self._source_done_at: float | None = None
+        self._starter: SparkSessionStarter | None = None
         self.notes: list[str] = []
 
     # -- step 1 -------------------------------------------------------------------------
 
-    def prepare(self) -> InputPlan:
+    def prepare(self, *, start_spark: bool = False) -> InputPlan:
         """Check inputs, output, master and Java; return the input plan (with its schema).
+
+        With ``start_spark``, once the checks that need no input have passed, Spark's own
+        session starts in the background while the input is planned (the command does
+        this: the JVM takes seconds to start, and the default table to load); ``start``
+        then uses it.
 
         Raises:
             PipelineUsageError: any of those cannot work (one line, exit status 2).
@@ -433,6 +452,10 @@ class Pipeline:
                 "foreachBatch would run on the Connect server, which cannot reach this "
                 "process); use --master instead"
             )
+        self._check_output_and_java()
+        if start_spark and not spark_is_running():
+            self._starter = SparkSessionStarter(self._new_session)
+            self._started = time.monotonic()
         plan = plan_inputs(config.inputs) if config.inputs else default_input()
         if config.sql is None and "time_hour" in plan.schema.names:
             # The default query reads time_hour as a UTC timestamp, whatever the file holds
@@ -444,6 +467,12 @@ class Pipeline:
         # Mode and key problems that do not depend on the query's plan fail here, early.
         choose_mode(config.sql, requested=config.output_mode, keys=config.keys,
                     aggregates=None, columns=plan.schema.names)  # fmt: skip
+        self.plan = plan
+        return plan
+
+    def _check_output_and_java(self) -> None:
+        """The checks of ``prepare`` that need no input: output, checkpoint, Java."""
+        config = self.config
         check_output_dir(config.output)
         if config.checkpoint is not None:
             check_output_dir(config.checkpoint)
@@ -463,8 +492,6 @@ class Pipeline:
             require_java()
         except Exception as exc:  # JavaNotFoundError / JavaVersionError: advice inside
             raise PipelineUsageError(_first_line(exc)) from None
-        self.plan = plan
-        return plan
 
     def describe_schema(self) -> list[tuple[str, str]]:
         """The input schema as ``(column, Spark type)`` pairs (after ``prepare``)."""
@@ -483,40 +510,35 @@ class Pipeline:
         """
         assert self.plan is not None, "prepare() first"
         config = self.config
-        self._started = time.monotonic()
+        self._started = self._started or time.monotonic()
         try:
             from reactive_streams.spark import (  # noqa: PLC0415
                 from_streaming_query,
                 to_spark_stream_bridge,
             )
-            from reactive_streams.spark.session import local_session  # noqa: PLC0415
         except ImportError as exc:
             raise PipelineUsageError(
                 f"the Spark bridges are not available in this installation: {exc}"
             ) from None
         if spark is None:
-            from pyspark.sql import SparkSession  # noqa: PLC0415
-
-            existing = SparkSession.getActiveSession()
-            try:
-                spark = local_session(
-                    config.master,
-                    app_name="reactive-streams-pipeline",
-                    conf={
-                        "spark.sql.session.timeZone": "UTC",
-                        "spark.driver.extraJavaOptions": (
-                            f"-Dlog4j2.configurationFile=file:{_log4j_config(config.spark_log_level)}"
-                        ),
-                    },
-                    log_level=config.spark_log_level,
-                )
-            except Exception as exc:
-                raise PipelineFailedError(f"Spark did not start: {summarize_error(exc)}") from exc
-            self._own_session = existing is None  # never stop a session we did not start
+            starter, self._starter = self._starter, None
+            spark, self._own_session = starter.get() if starter else self._new_session()
         self.spark = spark
         spark.conf.set("spark.sql.session.timeZone", "UTC")
+        resume = None
+        if config.checkpoint is not None:
+            resume = resume_point(config.checkpoint / "query")
+            if resume is not None:
+                self.notes.append(_resumed_note(config.checkpoint, resume))
+        start_offset = resume.offset if resume is not None else 0
+        # Arrow record batches from the source into Spark: no Python object per record.
         self._source = FileSource(
-            self.plan, dead_letters=self._dead, chunk_rows=config.chunk_rows, rate=config.rate
+            self.plan,
+            dead_letters=self._dead,
+            chunk_rows=config.chunk_rows,
+            rate=config.rate,
+            arrow=True,
+            skip=start_offset,
         )
         schema = spark_schema(self.plan.schema)
         # The bridge itself (not just its DataFrame): statistics for the display, and close.
@@ -528,7 +550,11 @@ class Pipeline:
             schema,
             max_records_per_trigger=config.max_records_per_trigger,
             read_ahead_triggers=1,
+            arrow=True,
+            start_offset=start_offset,
         )
+        # The query takes seconds to start: read the first triggers meanwhile.
+        self._bridge.prefetch()
         events = self._bridge.dataframe
         events.createOrReplaceTempView(EVENTS_VIEW)
         try:
@@ -552,10 +578,7 @@ class Pipeline:
                 f"--key column(s) {', '.join(missing)} not in the query's result "
                 f"(columns: {', '.join(result.columns)})"
             )
-        journal = None
-        if config.checkpoint is not None:
-            self._reset_checkpoint(config.checkpoint)
-            journal = config.checkpoint / "sink"
+        journal = None if config.checkpoint is None else config.checkpoint / "sink"
         self._sink = ResultSink(
             config.output, config.fmt, mode=self.query.mode, keys=self.query.keys, journal=journal
         )
@@ -570,24 +593,31 @@ class Pipeline:
         self._phase = "running"
         publisher.subscribe(self._sink)
 
-    def _reset_checkpoint(self, checkpoint: Path) -> None:
-        """Start over when the checkpoint holds an earlier run that cannot be resumed.
+    def _new_session(self) -> tuple[SparkSession, bool]:
+        """A ``local_session`` for this run, and whether this run started it.
 
-        ``to_spark_stream`` serves a live publisher and cannot start at a later offset or
-        replay an uncommitted batch, so Spark cannot resume this query from its
-        checkpoint. The run starts from the first record instead (clearing the query's
-        checkpoint and the sink's journal), so the result is still exact; ``notes`` says so.
+        Raises:
+            PipelineFailedError: Spark did not start.
         """
-        query = checkpoint / "query"
-        offsets = query / "offsets"
-        if offsets.is_dir() and any(offsets.iterdir()):
-            shutil.rmtree(query)
-            shutil.rmtree(checkpoint / "sink", ignore_errors=True)
-            self.notes.append(
-                f"the checkpoint {checkpoint} held an earlier run; to_spark_stream cannot resume "
-                "a live stream at an offset, so the run started over from the first record "
-                "(the result is exact)"
+        from reactive_streams.spark.session import local_session  # noqa: PLC0415
+
+        config = self.config
+        existing = spark_is_running()
+        try:
+            spark = local_session(
+                config.master,
+                app_name="reactive-streams-pipeline",
+                conf={
+                    "spark.sql.session.timeZone": "UTC",
+                    "spark.driver.extraJavaOptions": (
+                        f"-Dlog4j2.configurationFile=file:{_log4j_config(config.spark_log_level)}"
+                    ),
+                },
+                log_level=config.spark_log_level,
             )
+        except Exception as exc:
+            raise PipelineFailedError(f"Spark did not start: {summarize_error(exc)}") from exc
+        return spark, not existing  # never stop a session we did not start
 
     # -- step 3 -------------------------------------------------------------------------
 
@@ -612,7 +642,7 @@ class Pipeline:
         if query is not None:
             self._query_progress.poll(query)
         processed, late = self._query_progress.totals()
-        emitted = source.stream.delivered if source is not None else 0
+        emitted = source.records_emitted if source is not None else 0
         held = 0
         if self._bridge is not None:
             held = self._bridge.statistics().buffered
@@ -703,6 +733,9 @@ class Pipeline:
             self._bridge.close()
         self._dead.close()
         spark, self.spark = self.spark, None
+        starter, self._starter = self._starter, None
+        if starter is not None:  # prepared with start_spark, never started: stop it
+            spark, self._own_session = starter.get_quietly()
         if spark is not None and self._own_session:
             for query in spark.streams.active:
                 query.stop()

@@ -12,11 +12,15 @@ executors never connect to the user's process, and the loopback bridge works on 
 
 The protocol (all frames are a 4-byte big-endian length, then the payload):
 
-1. client -> server: JSON ``{"token": ..., "stream": ..., "version": 1}``; a wrong or missing
-   token closes the connection (the server logs the refusal).
+1. client -> server: JSON ``{"token": ..., "stream": ..., "version": 1}`` (plus
+   ``"role": "replay"`` for a replay connection, which serves one request); a wrong or
+   missing token closes the connection (the server logs the refusal).
 2. client -> server: JSON ``{"op": "read", "start": s, "max": n}``; ``start`` acknowledges
    every element below it (Spark only plans from ``start`` once the batches below it were
    processed).
+   Or, on a replay connection, ``{"op": "replay", "start": s, "end": e}``: exactly the rows
+   ``s..e - 1`` (Spark replays a micro-batch that was planned but not committed when a
+   query restarts from its checkpoint; this runs in a Spark task).
 3. server -> client: JSON ``{"status": "ok", "count": k, "end": s + k, "done": bool}`` and, if
    ``k > 0``, one frame with an Arrow IPC stream of those ``k`` rows; or JSON
    ``{"status": "error", "message": ...}``, and the runner raises it, failing the query.
@@ -132,25 +136,29 @@ class BridgeStreamReader(SimpleDataSourceStreamReader):
         self._stream = lowered["stream"]
         self._max_records = int(lowered["max_records_per_trigger"])
         self._timeout = float(lowered.get("timeout", "300"))
+        self._start_offset = int(lowered.get("start_offset", "0"))
         self._sock: socket.socket | None = None
+
+    def _open(self, **hello: Any) -> socket.socket:
+        try:
+            sock = socket.create_connection((self._host, self._port), timeout=self._timeout)
+        except OSError as exc:
+            raise BridgeProtocolError(
+                f"cannot reach the to_spark_stream bridge {self._stream} at "
+                f"{self._host}:{self._port} ({exc}); it only serves readers on the driver "
+                "host of the process that created the stream, which must still be running"
+            ) from None
+        send_json(sock, {"token": self._token, "stream": self._stream, "version": 1, **hello})
+        return sock
 
     def _connect(self) -> socket.socket:
         if self._sock is None:
-            try:
-                sock = socket.create_connection((self._host, self._port), timeout=self._timeout)
-            except OSError as exc:
-                raise BridgeProtocolError(
-                    f"cannot reach the to_spark_stream bridge {self._stream} at "
-                    f"{self._host}:{self._port} ({exc}); it only serves readers on the driver "
-                    "host of the process that created the stream, which must still be running"
-                ) from None
-            send_json(sock, {"token": self._token, "stream": self._stream, "version": 1})
-            self._sock = sock
+            self._sock = self._open()
         return self._sock
 
     def initialOffset(self) -> dict[str, int]:
-        """Start at sequence number 0 (a live publisher has no earlier position)."""
-        return {"seq": 0}
+        """The stream's first sequence number: ``start_offset`` (0 unless resuming)."""
+        return {"seq": self._start_offset}
 
     def read(self, start: dict[str, int]) -> tuple[Iterator[Any], dict[str, int]]:
         """Ask the bridge for up to ``max_records_per_trigger`` elements from ``start``.
@@ -183,16 +191,36 @@ class BridgeStreamReader(SimpleDataSourceStreamReader):
         return iter(batches), {"seq": seq + count}
 
     def readBetweenOffsets(self, start: dict[str, int], end: dict[str, int]) -> Iterator[Any]:
-        """Replay is impossible: a live publisher cannot re-emit acknowledged elements.
+        """Replay rows ``start..end - 1`` (a restart from a checkpoint; runs in a Spark task).
+
+        The bridge serves it only if it was created at ``start_offset <= start`` over a
+        publisher positioned at ``start_offset`` (rows acknowledged before are gone).
 
         Raises:
-            BridgeProtocolError: always, naming the offsets Spark tried to replay.
+            BridgeProtocolError: the bridge cannot serve those rows, or is unreachable (a
+                task on an executor of another host cannot reach the driver's loopback).
         """
-        raise BridgeProtocolError(
-            f"to_spark_stream cannot replay elements {start.get('seq')}..{end.get('seq')} of "
-            f"stream {self._stream}: a live publisher is not replayable (restarting a query "
-            "from a checkpoint needs a new to_spark_stream over a new publisher)"
-        )
+        first, last = int(start["seq"]), int(end["seq"])
+        if last <= first:
+            return iter(())
+        sock = self._open(role="replay")
+        try:
+            send_json(sock, {"op": "replay", "start": first, "end": last})
+            reply = recv_json(sock)
+            if reply.get("status") != "ok":
+                raise BridgeProtocolError(
+                    str(reply.get("message", "the bridge refused the replay"))
+                )
+            with pa.ipc.open_stream(recv_frame(sock)) as stream:
+                batches = list(stream)
+        except (OSError, EOFError) as exc:
+            raise BridgeProtocolError(
+                f"lost the to_spark_stream bridge {self._stream} while replaying rows "
+                f"{first}..{last - 1}: {exc!r}"
+            ) from None
+        finally:
+            sock.close()
+        return iter(batches)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to do: the next ``read(start)`` already acknowledges below ``start``."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import itertools
 import logging
 import re
 import secrets
@@ -28,9 +27,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections import deque
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark import cloudpickle
@@ -52,9 +49,12 @@ from ._stream_source import (
     send_frame,
     send_json,
 )
+from ._window import BatchWindow, EncodeError, RowWindow, Window
 from .session import require_classic
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pyspark.sql import DataFrame, SparkSession
 
     from ..api import Publisher
@@ -72,36 +72,31 @@ _FORMAT_RE: Final = re.compile(_FORMAT_PREFIX + r"[0-9a-f]{32}")
 _HANDSHAKE_TIMEOUT: Final = 10.0
 _POLL_TIMEOUT: Final = 1.0
 _LINGER: Final = 0.05
+_REPLAY_TIMEOUT: Final = 120.0
+"""Seconds a replay waits for the publisher to deliver the rows it replays."""
 
 # format name -> bridge, to decide when a query reading several bridges has drained them all.
 _BRIDGES: weakref.WeakValueDictionary[str, SparkStreamBridge] = weakref.WeakValueDictionary()
 
 
-class _Window:
-    """Elements from sequence number ``base`` on: sent-but-unacknowledged, then unsent."""
-
-    __slots__ = ("base", "elements")
-
-    def __init__(self) -> None:
-        self.base = 0
-        self.elements: deque[Mapping[str, Any]] = deque()
-
-    @property
-    def end(self) -> int:
-        return self.base + len(self.elements)
+Element: TypeAlias = "Mapping[str, Any] | pa.RecordBatch"
+"""A ``to_spark_stream`` element: one row (``Mapping``), or a ``pyarrow.RecordBatch`` of rows."""
 
 
-class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
+class SparkStreamBridge(Subscriber[Element]):
     """The loopback bridge of one ``to_spark_stream``: a subscriber here, a server for Spark.
 
     Create it with ``to_spark_stream_bridge``; ``dataframe`` is the streaming DataFrame.
-    The publisher is subscribed when the first streaming query reads the stream, not
-    before, so a DataFrame that is never started consumes nothing.
+    The publisher is subscribed when the first streaming query reads the stream (or when
+    ``prefetch`` is called), not before, so a DataFrame that is never started consumes
+    nothing.
 
     Backpressure: the bridge requests from the publisher only what the current micro-batch
-    lacks, plus ``read_ahead_triggers`` whole triggers once a batch is handed to Spark;
-    elements held plus outstanding demand never exceed
-    ``max_records_per_trigger * (1 + read_ahead_triggers)``.
+    lacks, plus ``read_ahead_triggers`` whole triggers once a batch is handed to Spark.
+    Rows: rows held plus outstanding demand never exceed
+    ``max_records_per_trigger * (1 + read_ahead_triggers)``. Arrow (``arrow=True``): one
+    batch is requested at a time, only while fewer rows than that are held, so at most one
+    publisher batch more is held.
 
     Concurrency: publisher signals may come from any thread; Spark's reads arrive on one
     connection thread; the state is guarded by one condition, never held while the
@@ -110,15 +105,18 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
 
     def __init__(
         self,
-        publisher: Publisher[Mapping[str, Any]],
+        publisher: Publisher[Any],
         spark: SparkSession,
         schema: StructType,
         *,
         max_records_per_trigger: int,
         read_ahead_triggers: int = 0,
+        arrow: bool = False,
+        start_offset: int = 0,
     ) -> None:
         self._publisher = publisher
         self._read_ahead = read_ahead_triggers
+        self._arrow = arrow
         self._spark = spark
         self._schema = schema
         self._arrow_schema = to_arrow_schema(schema, timezone="UTC")
@@ -128,7 +126,8 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
         self.format_name = _FORMAT_PREFIX + self.stream_id
         self._token = secrets.token_urlsafe(32)
         self._cond = threading.Condition()
-        self._window = _Window()
+        self._window: Window = BatchWindow(start_offset) if arrow else RowWindow(start_offset)
+        self._target = 0  # rows the bridge wants held or requested (see _top_up_locked)
         self._outstanding = 0
         self._requested = 0
         self._received = 0
@@ -163,6 +162,7 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
             .option("token", self._token)
             .option("stream", self.stream_id)
             .option("max_records_per_trigger", str(max_records_per_trigger))
+            .option("start_offset", str(start_offset))
             .load()
         )
 
@@ -179,7 +179,7 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
             return StreamStatistics(
                 requested=self._requested,
                 delivered=self._received,
-                buffered=len(self._window.elements),
+                buffered=self._window.held,
                 cancelled=self._closed,
                 terminated=self._completed or self._error is not None,
             )
@@ -212,20 +212,24 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
         if duplicate or cancel_now:
             subscription.cancel()
 
-    def on_next(self, element: Mapping[str, Any]) -> None:
+    def on_next(self, element: Element) -> None:
         """Hold ``element`` until a micro-batch takes it.
+
+        An element of the wrong type (not a ``Mapping``, or with ``arrow=True`` not a
+        ``pyarrow.RecordBatch``) fails the stream and cancels the publisher.
 
         Raises:
             TypeError: ``element`` is ``None`` (Rule 2.13).
         """
         if element is None:
             raise TypeError("Rule 2.13: on_next(None)")
-        overflow = False
+        cancel = False
+        more = 0
         with self._cond:
             if self._closed or self._failure is not None:
                 return  # cancelled: late elements are allowed (Rule 2.8)
             if self._outstanding == 0:
-                overflow = True
+                cancel = True
                 self._failure = BridgeClosedError(
                     "Rule 1.1: the publisher sent more elements than the Spark stream "
                     f"requested (after {self._received} elements)"
@@ -234,11 +238,22 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
             else:
                 self._outstanding -= 1
                 self._received += 1
-                self._window.elements.append(element)
+                try:
+                    self._window.append(element)
+                except TypeError as exc:
+                    cancel = True
+                    self._failure = BridgeClosedError(
+                        f"element {self._received - 1} of to_spark_stream {self.stream_id}: {exc}"
+                    )
+                else:
+                    more = self._top_up_locked()
             self._cond.notify_all()
             upstream = self._upstream
-        if overflow and upstream is not None:
-            upstream.cancel()
+        if upstream is not None:
+            if cancel:
+                upstream.cancel()
+            elif more:
+                upstream.request(more)
 
     def on_error(self, error: Exception) -> None:
         """Fail the stream once the elements received before ``error`` were read.
@@ -296,6 +311,15 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
         if hello.get("version") != PROTOCOL_VERSION:
             self._refuse(conn, peer, f"unsupported protocol version {hello.get('version')!r}")
             return
+        if hello.get("role") == "replay":
+            # A replay runs in a Spark task, beside the query's reader: it does not take the
+            # reader's place, and its connection serves that one request.
+            conn.settimeout(None)
+            try:
+                self._serve_requests(conn, once=True)
+            finally:
+                _shutdown(conn)
+            return
         with self._cond:
             busy = self._reader_active
             if not busy:
@@ -306,7 +330,7 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
             return
         conn.settimeout(None)  # reads come when Spark plans a batch: arbitrarily far apart
         try:
-            self._serve_reads(conn)
+            self._serve_requests(conn, once=False)
         finally:
             with self._cond:
                 self._connections.discard(conn)
@@ -317,17 +341,20 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
                 # The query stopped or failed before the stream ended: nobody will read on.
                 self.close()
 
-    def _serve_reads(self, conn: socket.socket) -> None:
+    def _serve_requests(self, conn: socket.socket, *, once: bool) -> None:
         while True:
             try:
                 request = recv_json(conn)
             except (OSError, EOFError, BridgeProtocolError):
                 return
-            if request.get("op") != "read":
-                send_json(conn, {"status": "error", "message": f"unknown request {request!r}"})
-                return
+            op = request.get("op")
             try:
-                reply, payload = self._read(int(request["start"]), int(request["max"]))
+                if op == "read":
+                    reply, payload = self._read(int(request["start"]), int(request["max"]))
+                elif op == "replay":
+                    reply, payload = self._replay(int(request["start"]), int(request["end"]))
+                else:
+                    reply, payload = {"status": "error", "message": f"unknown request {op!r}"}, None
             except Exception as exc:  # a bug here must fail the query, not hang it
                 report_undeliverable(exc)
                 reply, payload = {"status": "error", "message": f"bridge failure: {exc!r}"}, None
@@ -337,7 +364,7 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
                     send_frame(conn, payload)
             except OSError:
                 return
-            if reply["status"] != "ok":
+            if reply["status"] != "ok" or once:
                 return
 
     def _subscribe_once(self) -> None:
@@ -352,6 +379,65 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
                 self._failure = BridgeClosedError(f"publisher.subscribe raised {exc!r}")
                 self._failure.__cause__ = exc
 
+    def prefetch(self) -> None:
+        """Subscribe now and request the first trigger, before Spark's first read.
+
+        A streaming query takes seconds to start; with ``prefetch`` the publisher produces
+        the first micro-batch's rows meanwhile, so they are waiting when Spark asks. The
+        bound on rows held and requested is the same as without it. Idempotent; a bridge
+        that already serves a query is unaffected.
+        """
+        self._subscribe_once()
+        with self._cond:
+            self._target = max(self._target, self._budget())
+            more = self._top_up_locked()
+            upstream = self._upstream
+        if more and upstream is not None:
+            upstream.request(more)
+
+    def _budget(self) -> int:
+        """Rows held or requested at most, with read-ahead: ``max * (1 + read_ahead)``."""
+        return self._max_records * (1 + self._read_ahead)
+
+    def _top_up_locked(self) -> int:
+        """How many elements to request now for ``_target`` rows (lock held); counted.
+
+        Rows: whatever ``_target`` lacks, in one request. Arrow: one batch at a time (its
+        size is unknown until it arrives), only while fewer than ``_target`` rows are held.
+        """
+        if self._completed or self._error is not None or self._closed or self._failure:
+            return 0
+        if self._arrow:
+            more = 1 if self._outstanding == 0 and self._window.held < self._target else 0
+        else:
+            more = self._target - self._window.held - self._outstanding
+        if more <= 0:
+            return 0
+        self._outstanding += more
+        self._requested = add_demand(self._requested, more)
+        return more
+
+    def _wait_for_rows_locked(self, wanted: int, *, linger: float | None) -> None:
+        """Wait until ``wanted`` rows are held, the stream ended, or it failed (lock held).
+
+        ``linger``: once some rows are held, stop waiting after this many seconds (a
+        micro-batch takes what arrived); ``None``: wait for all of them (a replay).
+        """
+        began = time.monotonic()
+        while True:
+            held = self._window.held
+            ended = self._completed or self._error is not None or self._closed
+            if held >= wanted or ended or self._failure is not None:
+                return
+            waited = time.monotonic() - began
+            if linger is None:
+                budget = _REPLAY_TIMEOUT - waited
+            else:
+                budget = (linger if held else _POLL_TIMEOUT) - waited
+            if budget <= 0:
+                return
+            self._cond.wait(min(budget, _POLL_TIMEOUT))
+
     def _read(self, start: int, limit: int) -> tuple[dict[str, Any], bytes | None]:
         """Serve ``read(start)``: acknowledge below ``start``, top up demand, wait, reply."""
         self._subscribe_once()
@@ -360,46 +446,81 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
             error = self._check_offset(start)
             if error is not None:
                 return {"status": "error", "message": error}, None
-            window = self._window
-            for _ in range(start - window.base):
-                window.elements.popleft()  # acknowledged: processed by Spark
-            window.base = start
-            missing = 0
-            if not (self._completed or self._error or self._closed):
-                missing = limit - len(window.elements) - self._outstanding
-                if missing > 0:
-                    self._outstanding += missing
-                    self._requested = add_demand(self._requested, missing)
+            self._window.acknowledge(start)  # processed by Spark
+            # Without read-ahead the target is this read's limit; with it, the whole budget.
+            self._target = max(limit, self._target if self._read_ahead else 0)
+            more = self._top_up_locked()
             upstream = self._upstream
-        if missing > 0 and upstream is not None:
-            upstream.request(missing)  # may deliver synchronously: no lock held
+        if more and upstream is not None:
+            upstream.request(more)  # may deliver synchronously: no lock held
         with self._cond:
-            began = time.monotonic()
-            while True:
-                held = len(self._window.elements)
-                ended = self._completed or self._error is not None or self._closed
-                if held >= limit or ended or self._failure is not None:
-                    break
-                waited = time.monotonic() - began
-                # With read-ahead the next batch is normally waiting already; only the first
-                # one fills while the publisher starts, so let it fill rather than go small.
-                linger = _POLL_TIMEOUT if self._read_ahead else _LINGER
-                budget = (linger if held else _POLL_TIMEOUT) - waited
-                if budget <= 0:
-                    break
-                self._cond.wait(budget)
+            # With read-ahead the next batch is normally waiting already; only the first
+            # one fills while the publisher starts, so let it fill rather than go small.
+            self._wait_for_rows_locked(limit, linger=_POLL_TIMEOUT if self._read_ahead else _LINGER)
             if self._failure is not None:
                 return {"status": "error", "message": str(self._failure)}, None
-            count = min(limit, len(self._window.elements))
-            rows = list(itertools.islice(self._window.elements, count))
+            count = min(limit, self._window.held)
             if count == 0:
                 return self._empty_reply(start), None
-            ahead = self._demand_ahead_locked()
+            if self._read_ahead:
+                # The next trigger's rows, while Spark runs this one. The rows just handed
+                # over stay held until the next read acknowledges them, so the budget
+                # counts them.
+                self._target = self._budget()
+            more = self._top_up_locked()
             upstream = self._upstream
-        if ahead > 0 and upstream is not None:
-            upstream.request(ahead)  # the next trigger's elements, while Spark runs this one
+        if more and upstream is not None:
+            upstream.request(more)
+        return self._reply(start, count)
+
+    def _replay(self, start: int, end: int) -> tuple[dict[str, Any], bytes | None]:
+        """Serve ``readBetweenOffsets(start, end)``: exactly the rows ``start..end - 1``.
+
+        Spark replays a micro-batch that was planned but not committed when the query
+        restarts from its checkpoint. The bridge can serve it when it was created at
+        ``start_offset <= start`` over a publisher positioned there (the same input): the
+        rows are requested and held (they stay until the next ``read`` acknowledges them).
+        """
+        self._subscribe_once()
+        with self._cond:
+            error = self._check_offset(start)
+            if error is not None:
+                return {"status": "error", "message": error}, None
+            self._target = max(self._target, end - self._window.base)
+            more = self._top_up_locked()
+            upstream = self._upstream
+        if more and upstream is not None:
+            upstream.request(more)
+        with self._cond:
+            self._wait_for_rows_locked(end - self._window.base, linger=None)
+            if self._failure is not None:
+                return {"status": "error", "message": str(self._failure)}, None
+            if self._window.end < end:
+                return {
+                    "status": "error",
+                    "message": (
+                        f"to_spark_stream {self.stream_id} cannot replay rows {start}..{end - 1}: "
+                        f"the publisher {self._ended_how()} after row {self._window.end - 1} "
+                        "(is it positioned at the checkpoint's offset, over the same input?)"
+                    ),
+                }, None
+        return self._reply(start, end - start)
+
+    def _ended_how(self) -> str:
+        if self._error is not None:
+            return f"failed ({type(self._error).__name__}: {self._error})"
+        if self._completed:
+            return "completed"
+        if self._closed:
+            return "was cancelled"
+        return f"sent nothing for {_REPLAY_TIMEOUT:.0f} s"
+
+    def _reply(self, start: int, count: int) -> tuple[dict[str, Any], bytes | None]:
+        """Encode rows ``start..start + count - 1`` (converted with no lock held)."""
+        with self._cond:
+            taken = self._window.take(start, count)
         try:
-            payload = self._encode(rows, start)
+            payload = self._encode(taken, start, count)
         except BridgeClosedError as exc:
             with self._cond:
                 self._failure = exc
@@ -408,23 +529,6 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
                 upstream.cancel()
             return {"status": "error", "message": str(exc)}, None
         return {"status": "ok", "count": count, "end": start + count, "done": False}, payload
-
-    def _demand_ahead_locked(self) -> int:
-        """With read-ahead, top demand up to the budget of the next triggers; under the lock.
-
-        The rows just handed to Spark stay in the window until the next ``read``
-        acknowledges them, so the budget counts them: held plus outstanding stays within
-        ``max_records_per_trigger * (1 + read_ahead_triggers)``.
-        """
-        if not self._read_ahead or self._completed or self._error or self._closed:
-            return 0
-        budget = self._max_records * (1 + self._read_ahead)
-        ahead = budget - len(self._window.elements) - self._outstanding
-        if ahead <= 0:
-            return 0
-        self._outstanding += ahead
-        self._requested = add_demand(self._requested, ahead)
-        return ahead
 
     def _check_offset(self, start: int) -> str | None:
         window = self._window
@@ -466,24 +570,25 @@ class SparkStreamBridge(Subscriber[Mapping[str, Any]]):
             return {"status": "ok", "count": 0, "end": start, "done": True}
         return {"status": "ok", "count": 0, "end": start, "done": False}
 
-    def _encode(self, rows: list[Mapping[str, Any]], start: int) -> bytes:
+    def _encode(self, taken: list[Any], start: int, count: int) -> bytes:
         try:
-            batch = pa.RecordBatch.from_pylist(rows, schema=self._arrow_schema)
-        except Exception as exc:
+            batches = self._window.to_batches(taken, self._arrow_schema)
+        except EncodeError as exc:
             raise BridgeClosedError(
-                f"elements {start}..{start + len(rows) - 1} of to_spark_stream {self.stream_id} "
-                f"do not fit the schema {self._schema.simpleString()}: {type(exc).__name__}: {exc}"
+                f"rows {start}..{start + count - 1} of to_spark_stream {self.stream_id} "
+                f"do not fit the schema {self._schema.simpleString()}: {exc}"
             ) from exc
         for index in self._required:
-            if batch.column(index).null_count:
+            if any(batch.column(index).null_count for batch in batches):
                 name = self._schema.fields[index].name
                 raise BridgeClosedError(
-                    f"elements {start}..{start + len(rows) - 1} of to_spark_stream "
+                    f"rows {start}..{start + count - 1} of to_spark_stream "
                     f"{self.stream_id} have nulls in the non-nullable field {name!r}"
                 )
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, self._arrow_schema) as writer:
-            writer.write_batch(batch)
+            for batch in batches:
+                writer.write_batch(batch)
         return bytes(sink.getvalue())
 
     def _finish_queries(self) -> None:
@@ -530,18 +635,21 @@ def _as_struct(spark: SparkSession, schema: StructType | str) -> StructType:
 
 
 def to_spark_stream_bridge(
-    publisher: Publisher[Mapping[str, Any]],
+    publisher: Publisher[Mapping[str, Any]] | Publisher[pa.RecordBatch],
     spark: SparkSession,
     schema: StructType | str,
     *,
     max_records_per_trigger: int = 10_000,
     read_ahead_triggers: int = 0,
+    arrow: bool = False,
+    start_offset: int = 0,
 ) -> SparkStreamBridge:
-    """Like ``to_spark_stream``, but return the bridge (statistics, address, ``close``).
+    """Like ``to_spark_stream``, but return the bridge (``prefetch``, statistics, ``close``).
 
     Raises:
         SparkConnectUnsupportedError: ``spark`` is a Spark Connect session.
-        ValueError: ``max_records_per_trigger < 1`` or ``read_ahead_triggers < 0``.
+        ValueError: ``max_records_per_trigger < 1``, ``read_ahead_triggers < 0`` or
+            ``start_offset < 0``.
         TypeError: ``schema`` is not a struct.
     """
     require_classic(spark, "to_spark_stream")
@@ -549,27 +657,35 @@ def to_spark_stream_bridge(
         raise ValueError(f"max_records_per_trigger must be >= 1, got {max_records_per_trigger}")
     if type(read_ahead_triggers) is not int or read_ahead_triggers < 0:
         raise ValueError(f"read_ahead_triggers must be an int >= 0, got {read_ahead_triggers!r}")
+    if type(start_offset) is not int or start_offset < 0:
+        raise ValueError(f"start_offset must be an int >= 0, got {start_offset!r}")
     return SparkStreamBridge(
         publisher,
         spark,
         _as_struct(spark, schema),
         max_records_per_trigger=max_records_per_trigger,
         read_ahead_triggers=read_ahead_triggers,
+        arrow=bool(arrow),
+        start_offset=start_offset,
     )
 
 
 def to_spark_stream(
-    publisher: Publisher[Mapping[str, Any]],
+    publisher: Publisher[Mapping[str, Any]] | Publisher[pa.RecordBatch],
     spark: SparkSession,
     schema: StructType | str,
     *,
     max_records_per_trigger: int = 10_000,
     read_ahead_triggers: int = 0,
+    arrow: bool = False,
+    start_offset: int = 0,
 ) -> DataFrame:
     """A streaming DataFrame fed by ``publisher``, with Spark's batches as its demand.
 
-    Each element is one row: a mapping from column name to value (missing keys are null).
-    Offsets are element sequence numbers. Each micro-batch asks the bridge for at most
+    Each element is one row: a mapping from column name to value (missing keys are null);
+    with ``arrow=True``, each element is a ``pyarrow.RecordBatch`` of rows (columns matched
+    by name, cast to the schema's types), which skips the per-row Python conversion.
+    Offsets are row sequence numbers. Each micro-batch asks the bridge for at most
     ``max_records_per_trigger`` elements, and that request is the demand sent to the
     publisher; a micro-batch takes what arrived (waiting at most 50 ms once some
     elements are there, 1 s when none are), so it is never larger than the limit.
@@ -599,15 +715,25 @@ def to_spark_stream(
             trigger's elements are requested as soon as a batch is handed to Spark, so they
             are waiting when Spark asks and micro-batches come out full. Memory held grows
             to ``max_records_per_trigger * (1 + read_ahead_triggers)`` elements.
+        arrow: elements are ``pyarrow.RecordBatch`` (demand then counts batches: one is
+            requested at a time while fewer rows than the bound are held; a batch is sliced
+            where a micro-batch ends inside it).
+        start_offset: the sequence number of the publisher's first row, ``>= 0``. To resume
+            a query from its checkpoint, pass the offset of its last committed micro-batch
+            and a publisher positioned there (the same input, minus that many rows): Spark
+            then replays its uncommitted micro-batch (``readBetweenOffsets``, served in a
+            Spark task, so it needs executors on this host, as with ``local[*]``) and goes on.
 
     Returns:
         A streaming DataFrame; it can be read by one query, once (a live publisher cannot
-        be replayed, so a query restarted from a checkpoint fails with a clear error).
+        be replayed below ``start_offset``: a query restarted from a checkpoint needs a new
+        ``to_spark_stream`` at the right ``start_offset``, else it fails with a clear error).
 
     Backpressure:
         Demand is what the current micro-batch lacks (plus ``read_ahead_triggers`` whole
-        triggers): at most ``max_records_per_trigger * (1 + read_ahead_triggers)`` elements
-        are held or requested at any time. A slow query asks less often.
+        triggers): at most ``max_records_per_trigger * (1 + read_ahead_triggers)`` rows
+        are held or requested at any time (with ``arrow=True``, plus the rows of one
+        batch). A slow query asks less often.
 
     Concurrency:
         Publisher signals may come from any thread; no lock is held while calling it.
@@ -622,4 +748,6 @@ def to_spark_stream(
         schema,
         max_records_per_trigger=max_records_per_trigger,
         read_ahead_triggers=read_ahead_triggers,
+        arrow=arrow,
+        start_offset=start_offset,
     ).dataframe

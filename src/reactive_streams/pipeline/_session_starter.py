@@ -1,0 +1,62 @@
+"""Start the pipeline's Spark session in the background, while the input is planned."""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyspark.sql import SparkSession
+
+__all__ = ["SparkSessionStarter", "spark_is_running"]
+
+
+def spark_is_running() -> bool:
+    """Whether this process already has a SparkContext (whatever thread created it)."""
+    try:
+        from pyspark import SparkContext  # noqa: PLC0415
+    except ImportError:  # no Spark here at all: start() reports it
+        return False
+    return SparkContext._active_spark_context is not None
+
+
+class SparkSessionStarter:
+    """Runs ``factory`` (which starts a session) on a daemon thread; ``get`` waits for it.
+
+    A daemon thread, so a command that fails on bad input meanwhile exits at once (the
+    JVM, whose standard input is this process, exits with it).
+    """
+
+    def __init__(self, factory: Callable[[], tuple[SparkSession, bool]]) -> None:
+        self._done = threading.Event()
+        self._result: tuple[SparkSession, bool] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._run, args=(factory,), name="pipeline-spark-start", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, factory: Callable[[], tuple[SparkSession, bool]]) -> None:
+        try:
+            self._result = factory()
+        except BaseException as exc:  # handed to the thread that calls get
+            self._error = exc
+        finally:
+            self._done.set()
+
+    def get(self) -> tuple[SparkSession, bool]:
+        """The session and whether it was started here; re-raises the factory's error."""
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def get_quietly(self) -> tuple[SparkSession | None, bool]:
+        """Like ``get``, but ``(None, False)`` when the session did not start."""
+        try:
+            return self.get()
+        except Exception:
+            return None, False
