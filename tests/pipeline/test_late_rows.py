@@ -1,0 +1,190 @@
+"""A ``--sql`` query with a watermark: the rows it drops as late are counted and reported.
+
+The input is made so that some records reach Spark in a micro-batch whose watermark has
+already passed their window: ``--max-records-per-trigger`` is small, and the bridge serves
+full triggers (one trigger of read-ahead), so micro-batch ``k`` holds records
+``k * N ... (k + 1) * N - 1`` of the file. Which records are late is computed here from the
+data; the summary must report exactly that many, and the result must equal a pandas
+computation over the other records.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+import pytest
+from click.testing import CliRunner
+
+from reactive_streams.cli import main
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pyspark.sql import SparkSession
+
+try:
+    from reactive_streams.spark import from_streaming_query, to_spark_stream
+except ImportError:  # pyspark is missing (the spark extra is not installed)
+    _BRIDGES = False
+else:
+    _BRIDGES = callable(from_streaming_query) and callable(to_spark_stream)
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.timeout(300),  # a whole streaming query on a shared, possibly busy machine
+    pytest.mark.skipif(
+        not _BRIDGES,
+        reason="needs pyspark (the spark extra) for reactive_streams.spark",
+    ),
+]
+
+PER_TRIGGER = 4
+DELAY = dt.timedelta(minutes=10)
+WINDOW = dt.timedelta(minutes=5)
+START = dt.datetime(2024, 1, 1, 10, 0, tzinfo=dt.UTC)
+
+SQL = """\
+SELECT sensor,
+       window.start AS window_start,
+       window.end AS window_end,
+       count(*) AS readings,
+       sum(value) AS total
+FROM events WATERMARK event_time DELAY OF INTERVAL 10 MINUTES
+GROUP BY sensor, window(event_time, '5 minutes')"""
+
+KEYS = ("sensor", "window_start", "window_end")
+
+# (sensor, minutes after START), in stream order; PER_TRIGGER records per micro-batch.
+READINGS: list[tuple[str, int]] = [
+    ("a", 0), ("a", 1), ("b", 6), ("a", 31),  # batch 0: max 10:31
+    ("a", 32), ("b", 33), ("a", 41), ("b", 34),  # batch 1: watermark 10:21 behind it
+    ("a", 2), ("b", 7), ("a", 42), ("b", 36),  # batch 2: 10:02 and 10:07 are late
+    ("b", 12), ("a", 26), ("a", 50), ("b", 47),  # batch 3: 10:12 and 10:26 are late
+    ("a", 22), ("b", 55),  # batch 4 (short): 10:22 is late
+]  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    sensor: str
+    event_time: dt.datetime
+    value: float
+    batch: int
+
+    @property
+    def window_start(self) -> dt.datetime:
+        return START + (self.event_time - START) // WINDOW * WINDOW
+
+    @property
+    def window_end(self) -> dt.datetime:
+        return self.window_start + WINDOW
+
+
+def _readings() -> list[Reading]:
+    return [
+        Reading(
+            sensor, START + dt.timedelta(minutes=minute), float(index + 1), index // PER_TRIGGER
+        )
+        for index, (sensor, minute) in enumerate(READINGS)
+    ]
+
+
+def _late(readings: list[Reading]) -> list[bool]:
+    """Which readings a windowed aggregation with a ``DELAY`` watermark drops as late.
+
+    Spark drops a row of micro-batch ``k`` when its window ends at or before the watermark
+    that applies to late rows in ``k``: the maximum event time seen in earlier batches minus
+    the delay, taken either after batch ``k - 1`` (the freshest value) or after batch
+    ``k - 2`` (Spark 3.5+ judges late rows by the previous batch's watermark). The data is
+    chosen so that both give the same answer for every reading, so the expectation does
+    not depend on that detail (nor on an empty micro-batch Spark may run in between).
+    """
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+    def watermark_after(batch: int) -> dt.datetime:
+        seen = [reading.event_time for reading in readings if reading.batch <= batch]
+        return max(seen) - DELAY if seen else epoch
+
+    late = []
+    for reading in readings:
+        freshest = watermark_after(reading.batch - 1)
+        lagging = watermark_after(reading.batch - 2)
+        assert (reading.window_end <= freshest) == (reading.window_end <= lagging), (
+            f"the test data is ambiguous at {reading}"
+        )
+        late.append(reading.window_end <= lagging)
+    return late
+
+
+def test_rows_dropped_by_a_watermark_are_counted_and_left_out(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    readings = _readings()
+    late = _late(readings)
+    dropped = [reading for reading, is_late in zip(readings, late, strict=True) if is_late]
+    kept = [reading for reading, is_late in zip(readings, late, strict=True) if not is_late]
+    assert len(dropped) >= 3  # the data does exercise the watermark
+    # Spark counts late rows at the stateful operator, after the partial aggregation: two
+    # late readings of one group in one micro-batch would count once. Here each is alone.
+    late_groups = {(r.batch, r.sensor, r.window_start) for r in dropped}
+    assert len(late_groups) == len(dropped)
+    # Some late readings fall in a group that has on-time readings too: the result shows
+    # whether they were left out of it, not only whether their group is missing.
+    kept_groups = {(r.sensor, r.window_start) for r in kept}
+    assert any((r.sensor, r.window_start) in kept_groups for r in dropped)
+    assert any((r.sensor, r.window_start) not in kept_groups for r in dropped)
+
+    data = tmp_path / "readings.csv"
+    data.write_text(
+        "sensor,event_time,value\n"
+        + "".join(f"{r.sensor},{r.event_time:%Y-%m-%dT%H:%M:%SZ},{r.value}\n" for r in readings),
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    summary_file = tmp_path / "summary.json"
+    key_options = [option for key in KEYS for option in ("--key", key)]
+    run = CliRunner().invoke(
+        main,
+        ["pipeline", "--input", str(data), "--sql", SQL, "--output", str(out),
+         "--max-records-per-trigger", str(PER_TRIGGER), "--output-mode", "update",
+         *key_options, "--summary-json", str(summary_file)],
+    )  # fmt: skip
+    assert run.exit_code == 0, (run.stdout, run.stderr)
+
+    summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    assert summary["status"] == "completed"
+    assert summary["input_rows"] == summary["rows_into_spark"] == len(readings)
+    assert summary["late_rows"] == len(dropped)
+    assert re.search(rf"late rows dropped\s*│\s*{len(dropped)}\s*│", run.stdout), run.stdout
+
+    frame = pd.DataFrame(
+        {
+            "sensor": [r.sensor for r in kept],
+            "window_start": [r.window_start for r in kept],
+            "value": [r.value for r in kept],
+        }
+    )
+    expected = (
+        frame.groupby(["sensor", "window_start"], sort=True)
+        .agg(readings=("value", "size"), total=("value", "sum"))
+        .reset_index()
+    )
+    expected["window_end"] = expected["window_start"] + WINDOW
+    expected = expected[[*KEYS, "readings", "total"]]
+
+    actual = pq.read_table(out / "result.parquet").to_pandas()
+    actual = actual.sort_values(list(KEYS)).reset_index(drop=True)
+    assert list(actual.columns) == list(expected.columns)
+    assert summary["output_groups"] == len(actual) == len(expected)
+    assert actual["sensor"].tolist() == expected["sensor"].tolist()
+    for column in ("window_start", "window_end"):
+        stamps = pd.to_datetime(actual[column], utc=True)
+        assert stamps.tolist() == pd.to_datetime(expected[column], utc=True).tolist(), column
+    assert actual["readings"].tolist() == expected["readings"].tolist()
+    assert actual["total"].tolist() == expected["total"].tolist()  # small integers: exact
