@@ -362,6 +362,10 @@ def _resumed_note(checkpoint: Path, resume: ResumePoint) -> str:
     return note
 
 
+_PROGRESS_POLL = 1.0
+"""Seconds between reads of the query's progress while ``Pipeline.wait`` waits."""
+
+
 class _QueryProgress:
     """Input rows and late rows per finished micro-batch, from the query's own progress.
 
@@ -622,9 +626,24 @@ class Pipeline:
     # -- step 3 -------------------------------------------------------------------------
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until the stream ended (``True``) or ``timeout`` seconds passed."""
-        assert self._sink is not None, "start() first"
-        return self._sink.wait(timeout)
+        """Block until the stream ended (``True``) or ``timeout`` seconds passed.
+
+        While it waits, the query's progress is read every second: Spark keeps only the
+        last 100 micro-batches' progress, and the counts of input and late rows are summed
+        from it.
+        """
+        sink = self._sink
+        assert sink is not None, "start() first"
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = _PROGRESS_POLL if deadline is None else deadline - time.monotonic()
+            if sink.wait(max(0.0, min(left, _PROGRESS_POLL))):
+                return True
+            query = self._query()
+            if query is not None:
+                self._query_progress.poll(query)
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
 
     def stop(self) -> None:
         """Stop early (Ctrl-C): cancel the query through the sink, and the source."""
