@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -20,6 +21,9 @@ from reactive_streams.spark.session import (
     require_classic,
     require_java,
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @pytest.mark.parametrize(
@@ -125,3 +129,34 @@ def test_import_without_pyspark_gives_the_install_hint(tmp_path: Path) -> None:
         check=True,
     )
     assert "pip install 'reactive-streams-py[spark]'" in result.stdout
+
+
+@pytest.mark.spark
+def test_python_workers_import_the_installed_pyspark_not_the_zip(spark: SparkSession) -> None:
+    import pyspark
+
+    # A Python UDF runs in a worker Spark starts; it reports where it found pyspark.
+    files = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("pyspark").__file__)
+    (where,) = files.collect()
+    assert isinstance(where, str)
+    assert "pyspark.zip" not in where
+    assert Path(where).resolve() == Path(pyspark.__file__).resolve()
+
+
+def test_fast_worker_home_links_everything_but_the_zip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reactive_streams.spark._worker_home import fast_worker_home
+
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    home = fast_worker_home()
+    assert home is not None
+    assert Path(home).parent == tmp_path / "reactive-streams"
+    lib = Path(home) / "python" / "lib"
+    assert not (lib / "pyspark.zip").exists()
+    assert any(path.name.startswith("py4j") for path in lib.iterdir())
+    assert (Path(home) / "bin" / "spark-submit").resolve().is_file()
+    assert fast_worker_home() == home  # built once, then reused
+    monkeypatch.setenv("SPARK_HOME", "/opt/spark")
+    assert fast_worker_home() is None  # the user's SPARK_HOME wins

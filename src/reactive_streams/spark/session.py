@@ -24,9 +24,11 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from ._errors import JavaNotFoundError, JavaVersionError, SparkConnectUnsupportedError
+from ._worker_home import fast_worker_home
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -162,6 +164,7 @@ def local_session(
     app_name: str = "reactive-streams",
     conf: Mapping[str, str] | None = None,
     log_level: str = "ERROR",
+    fast_workers: bool = True,
 ) -> SparkSession:
     """Build (or get) a classic SparkSession for local work and tests.
 
@@ -169,6 +172,12 @@ def local_session(
     ``spark.sql.shuffle.partitions=2``, Arrow for pandas conversions, the Kryo serializer,
     and ``PYSPARK_PYTHON``/``spark.pyspark.python`` to this interpreter so Python workers
     run the same environment. Entries of ``conf`` override these defaults.
+
+    Fast Python workers (``fast_workers``, when this call starts the JVM and ``SPARK_HOME``
+    is not set): Spark's Python processes import PySpark from the installed package
+    instead of the pip package's uncompiled ``pyspark.zip``, through a ``SPARK_HOME`` of
+    symbolic links in the cache directory (``reactive_streams.spark._worker_home``). That
+    saves about 0.5 s per process, about 2 s on a streaming query's start.
 
     Kryo: Spark keeps the rows a Python streaming source (``to_spark_stream``) read for a
     micro-batch in its block manager, serialized with ``spark.serializer``; with Java's
@@ -180,6 +189,7 @@ def local_session(
         app_name: the application name.
         conf: extra Spark configuration, applied last.
         log_level: the JVM log level set once the context is up.
+        fast_workers: start Python workers from the installed PySpark (see above).
 
     Returns:
         The session; like ``SparkSession.builder.getOrCreate()``, an existing session in
@@ -189,6 +199,10 @@ def local_session(
         JavaNotFoundError: Java is missing or too old (see ``require_java``).
     """
     require_java()
+    if fast_workers and SparkContext._active_spark_context is None:
+        home = fast_worker_home()
+        if home is not None:
+            os.environ["SPARK_HOME"] = home
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     settings: dict[str, str] = {
