@@ -17,6 +17,25 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+def _bridges_available() -> bool:
+    try:
+        from reactive_streams.spark import from_streaming_query, to_spark_stream
+    except ImportError:  # pyspark is missing (the spark extra is not installed)
+        return False
+    return callable(from_streaming_query) and callable(to_spark_stream)
+
+
+BRIDGES = _bridges_available()
+"""Whether pyspark (the spark extra) is installed, so the Spark bridges can run."""
+
+SPARK_MARKS = [
+    pytest.mark.spark,
+    pytest.mark.timeout(300),  # a whole streaming query on a shared, possibly busy machine
+    pytest.mark.skipif(not BRIDGES, reason="needs pyspark (the spark extra)"),
+]
+"""``pytestmark`` of the modules that run a whole pipeline on Spark."""
+
+
 class Recorder(Subscriber[T], Generic[T]):
     """Records every signal; requests only when the test says so."""
 

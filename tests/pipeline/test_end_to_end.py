@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
-import pytest
 from click.testing import CliRunner
 
 from reactive_streams.cli import main
 from reactive_streams.pipeline import Pipeline, PipelineConfig
 
+from .conftest import SPARK_MARKS
 from .reference import assert_same_result, default_query_with_pandas
 
 if TYPE_CHECKING:
@@ -22,21 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import SparkSession
 
-try:
-    from reactive_streams.spark import from_streaming_query, to_spark_stream
-except ImportError:  # pyspark is missing (the spark extra is not installed)
-    _BRIDGES = False
-else:
-    _BRIDGES = callable(from_streaming_query) and callable(to_spark_stream)
-
-pytestmark = [
-    pytest.mark.spark,
-    pytest.mark.timeout(300),  # a whole streaming query on a shared, possibly busy machine
-    pytest.mark.skipif(
-        not _BRIDGES,
-        reason="needs pyspark (the spark extra) for reactive_streams.spark",
-    ),
-]
+pytestmark = SPARK_MARKS
 
 TIMEOUT = 240.0
 

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from .test_end_to_end import _BRIDGES
+from .conftest import BRIDGES
 
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.slow,
     pytest.mark.timeout(400),  # a fresh JVM, then up to 120 s to stop
-    pytest.mark.skipif(not _BRIDGES, reason="needs pyspark (the spark extra)"),
+    pytest.mark.skipif(not BRIDGES, reason="needs pyspark (the spark extra)"),
 ]
 
 

@@ -18,31 +18,18 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
-import pytest
 from click.testing import CliRunner
 
 from reactive_streams.cli import main
+
+from .conftest import SPARK_MARKS
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from pyspark.sql import SparkSession
 
-try:
-    from reactive_streams.spark import from_streaming_query, to_spark_stream
-except ImportError:  # pyspark is missing (the spark extra is not installed)
-    _BRIDGES = False
-else:
-    _BRIDGES = callable(from_streaming_query) and callable(to_spark_stream)
-
-pytestmark = [
-    pytest.mark.spark,
-    pytest.mark.timeout(300),  # a whole streaming query on a shared, possibly busy machine
-    pytest.mark.skipif(
-        not _BRIDGES,
-        reason="needs pyspark (the spark extra) for reactive_streams.spark",
-    ),
-]
+pytestmark = SPARK_MARKS
 
 PER_TRIGGER = 4
 DELAY = dt.timedelta(minutes=10)

@@ -17,14 +17,14 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 import pytest
 
-from .test_end_to_end import _BRIDGES
+from .conftest import BRIDGES
 
 pytestmark = [
     pytest.mark.spark,
     pytest.mark.slow,
     pytest.mark.timeout(600),  # two fresh JVMs and 3.7 million rows: about 3.5 minutes
     pytest.mark.skipif(
-        not _BRIDGES,
+        not BRIDGES,
         reason="needs pyspark (the spark extra) for reactive_streams.spark",
     ),
 ]

@@ -133,3 +133,50 @@ def test_default_input_rows_are_typed_dicts(tmp_path: Path) -> None:
     assert first["time_hour"] == dt.datetime(2013, 1, 1, 10, tzinfo=dt.UTC)
     assert source.statistics().records_read == 3
     source.stop()
+
+
+def test_arrow_mode_emits_record_batches_one_chunk_per_unit_of_demand(tmp_path: Path) -> None:
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+    source, dead = _source(_csv(tmp_path, 50, bad_every=10), tmp_path, chunk_rows=20, arrow=True)
+    recorder: Recorder[pa.RecordBatch] = Recorder()
+    source.subscribe(recorder)
+    recorder.request(1)
+    recorder.wait_for(1)
+    first = recorder.elements[0]
+    assert isinstance(first, pa.RecordBatch)
+    assert first.num_rows == 18  # 20 records read, 2 refused
+    assert source.statistics().records_read == 20  # one chunk, nothing further
+    assert source.statistics().records_emitted == 18
+    recorder.request(10)
+    assert recorder.done.wait(10)
+    assert recorder.completed
+    ids = [x for batch in recorder.elements for x in batch.column("id").to_pylist()]
+    assert ids == [index for index in range(50) if index % 10 != 9]
+    assert dead.count == 5
+    assert source.statistics().records_emitted == 45
+    dead.close()
+
+
+def test_skip_reads_and_validates_the_first_records_but_does_not_emit_them(
+    tmp_path: Path,
+) -> None:
+    source, dead = _source(_csv(tmp_path, 50, bad_every=10), tmp_path, chunk_rows=7, skip=12)
+    recorder: Recorder[Record] = Recorder()
+    source.subscribe(recorder)
+    recorder.request(1_000)
+    assert recorder.done.wait(10)
+    # The 12 valid records skipped are ids 0..12 without 9 (refused): emitting resumes at 13.
+    assert [row["id"] for row in recorder.elements] == [
+        index for index in range(13, 50) if index % 10 != 9
+    ]
+    assert dead.count == 5  # the refused records of the skipped part are dead letters again
+    stats = source.statistics()
+    assert stats.records_skipped == 12
+    assert stats.records_read == 50
+    dead.close()
+
+
+def test_skip_must_not_be_negative(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"skip must be >= 0, got -1"):
+        _source(_csv(tmp_path, 1), tmp_path, skip=-1)

@@ -150,14 +150,7 @@ def test_a_resumed_stream_replays_the_uncommitted_batch_and_goes_on_exactly(
     # First run: take batches 0 and 1; batch 2 is planned, then the subscriber cancels while
     # it waits for demand, so it stays uncommitted (a crash at that point looks the same).
     first: OneShot[MicroBatch] = OneShot(2)
-    source = start(0, first)
-    assert first.wait_for(2, TIMEOUT)
-    assert wait_until((checkpoint / "offsets" / "2").exists, TIMEOUT)
-    assert first.subscription is not None
-    first.subscription.cancel()
-    query = source.subscriptions[0].query
-    assert query is not None
-    await_stopped(query, TIMEOUT)
+    _stop_with_batch_planned(start(0, first), first, checkpoint, 2)
     assert (checkpoint / "commits" / "1").exists()
     assert not (checkpoint / "commits" / "2").exists()
     committed_end = _offset(checkpoint, 1)
@@ -188,13 +181,7 @@ def test_a_replay_the_publisher_cannot_serve_fails_the_query_clearly(
     )
     source = from_streaming_query(bridge.dataframe, checkpoint_location=str(checkpoint))
     source.subscribe(first)
-    assert first.wait_for(1, TIMEOUT)
-    assert wait_until((checkpoint / "offsets" / "1").exists, TIMEOUT)
-    assert first.subscription is not None
-    first.subscription.cancel()
-    query = source.subscriptions[0].query
-    assert query is not None
-    await_stopped(query, TIMEOUT)
+    _stop_with_batch_planned(source, first, checkpoint, 1)
     # The resumed publisher holds only 20 rows past the committed offset: not enough for
     # the uncommitted batch 1 (rows 100..199).
     short = _batches(120, 50, first=100)
@@ -212,6 +199,23 @@ def test_a_replay_the_publisher_cannot_serve_fails_the_query_clearly(
     assert collector.error is not None
     assert "cannot replay rows 100..199" in str(collector.error)
     assert "completed after row 119" in str(collector.error)
+
+
+def _stop_with_batch_planned(
+    source: Any, subscriber: OneShot[MicroBatch], checkpoint: Path, batch_id: int
+) -> None:
+    """Once ``subscriber`` took its batches and ``batch_id`` is planned, cancel and wait.
+
+    The planned micro-batch waits in ``foreachBatch`` for demand, so cancelling leaves it
+    uncommitted: the checkpoint looks like that of a crash at that point.
+    """
+    assert subscriber.wait_for(batch_id, TIMEOUT)
+    assert wait_until((checkpoint / "offsets" / str(batch_id)).exists, TIMEOUT)
+    assert subscriber.subscription is not None
+    subscriber.subscription.cancel()
+    query = source.subscriptions[0].query
+    assert query is not None
+    await_stopped(query, TIMEOUT)
 
 
 def _offset(checkpoint: Path, batch_id: int) -> int:

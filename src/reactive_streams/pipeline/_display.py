@@ -58,20 +58,21 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
     table.add_row(
         "source",
         f"{read} read",
-        _count(progress.source_demand),
+        _plural(progress.source_demand, "batch", "batches"),
         f"{progress.rate:,.0f} rec/s, {_count(progress.dead_letters)} dead letters",
     )
     table.add_row(
         "spark",
         f"{_count(progress.records_processed)} processed",
         "",
-        f"{_count(progress.in_flight)} in flight ({_count(progress.bridge_held)} waiting "
-        f"for a trigger), {_count(progress.batches)} micro-batches",
+        f"{_count(progress.in_flight)} in flight, {_count(progress.bridge_held)} held "
+        f"(at most {_count(progress.bridge_bound)}), "
+        f"{_plural(progress.batches, 'micro-batch', 'micro-batches')}",
     )
     table.add_row(
         "sink",
         f"{_count(progress.groups)} groups",
-        _count(progress.sink_demand),
+        _plural(progress.sink_demand, "micro-batch", "micro-batches"),
         f"{_count(progress.late_rows)} late rows dropped",
     )
     status = Text(f"{progress.phase} · {progress.elapsed:,.1f} s", style="dim")
@@ -116,3 +117,7 @@ def render_top(result: PipelineResult) -> RenderableType | None:
     for row in result.top:
         table.add_row(*(_cell(row[name]) for name in columns))
     return table
+
+
+def _plural(count: int, one: str, many: str) -> str:
+    return f"{_count(count)} {one if count == 1 else many}"

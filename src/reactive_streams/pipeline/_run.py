@@ -134,7 +134,9 @@ class PipelineProgress:
         groups: rows in the result so far.
         late_rows: rows dropped as late by a watermark.
         total_rows: records in the input when known up front, else ``None``.
-        bridge_held: records held in the ``to_spark_stream`` bridge, waiting for a trigger.
+        bridge_held: records held in the ``to_spark_stream`` bridge: read from the source
+            and not yet acknowledged by Spark (the micro-batch running and the next ones).
+        bridge_bound: the most records the bridge may hold (two triggers and one chunk).
         reading: seconds since the source read its first record (``0.0`` before).
     """
 
@@ -151,6 +153,7 @@ class PipelineProgress:
     late_rows: int
     total_rows: int | None
     bridge_held: int = 0
+    bridge_bound: int = 0
     reading: float = 0.0
 
     @property
@@ -240,14 +243,18 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = {level}
 """
+# The logger of the class that starts logging in a PySpark JVM, at the root's level:
+# otherwise Spark prints "Setting default log level to WARN" and how to change it.
 
 
 def _log4j_config(level: str) -> Path:
     """A log4j2 configuration at ``level``, so the JVM is quiet from its first line."""
     directory = Path(tempfile.gettempdir()) / "reactive-streams-pipeline"
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"log4j2-{level.lower()}.properties"
+    path = directory / f"log4j2-{level.lower()}-v3.properties"
     if not path.exists():
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         temporary.write_text(_LOG4J_TEMPLATE.format(level=level.lower()), encoding="utf-8")
@@ -681,6 +688,7 @@ class Pipeline:
             late_rows=late,
             total_rows=self.plan.total_rows if self.plan is not None else None,
             bridge_held=held,
+            bridge_bound=2 * self.config.max_records_per_trigger + self.config.chunk_rows,
             reading=(
                 (self._source_done_at or time.monotonic()) - source.first_read_at
                 if source is not None and source.first_read_at is not None
