@@ -3,8 +3,9 @@
 The pieces, each usable on its own:
 
 * ``plan_inputs`` / ``default_input``: check the input and infer its schema;
-* ``FileSource``: a ``Publisher[dict]`` of the input's records, read only on demand,
-  validated against the schema (malformed records go to a ``DeadLetterWriter``);
+* ``FileSource``: a publisher of the input's records (``dict`` rows, or with
+  ``arrow=True`` ``pyarrow.RecordBatch`` chunks), read only on demand, validated against
+  the schema (malformed records go to a ``DeadLetterWriter``);
 * ``ResultSink``: a ``Subscriber`` of micro-batches that keeps the latest row per key and
   writes one exact result file at completion (temporary name, then rename);
 * ``Pipeline``: the wiring through ``reactive_streams.spark`` (``to_spark_stream``, the SQL
