@@ -374,6 +374,9 @@ def _resumed_note(checkpoint: Path, resume: ResumePoint) -> str:
     return note
 
 
+_STOP_WAIT = 30.0
+"""Seconds ``close`` waits for a query that is stopping before it stops the session."""
+
 _PROGRESS_POLL = 1.0
 """Seconds between reads of the query's progress while ``Pipeline.wait`` waits."""
 
@@ -768,6 +771,9 @@ class Pipeline:
         starter, self._starter = self._starter, None
         if starter is not None:  # prepared with start_spark, never started: stop it
             spark, self._own_session = starter.get_quietly()
+        if self._publisher is not None:
+            for subscription in self._publisher.subscriptions:
+                subscription.wait_stopped(_STOP_WAIT)
         if spark is not None and self._own_session:
             for query in spark.streams.active:
                 query.stop()

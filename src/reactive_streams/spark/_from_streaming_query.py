@@ -15,6 +15,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from pyspark import SparkContext
+
 from .._demand import MAX_DEMAND, DrainLoop, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
 from .._hooks import report_undeliverable
@@ -73,6 +75,7 @@ class _QuerySubscription(Subscription):
         self._cancelled = False
         self._terminated = False
         self._stopping = False
+        self._stopper: threading.Thread | None = None
         self._queue: deque[MicroBatch | Exception | None] = deque()  # None = complete
         self._drain = DrainLoop(self._drain_pass)
         self.query: StreamingQuery | None = None
@@ -126,7 +129,22 @@ class _QuerySubscription(Subscription):
             if self._stopping:
                 return
             self._stopping = True
-        threading.Thread(target=self._stop_query, name="rs-spark-query-stop", daemon=True).start()
+            self._stopper = threading.Thread(
+                target=self._stop_query, name="rs-spark-query-stop", daemon=True
+            )
+        self._stopper.start()
+
+    def wait_stopped(self, timeout: float) -> bool:
+        """Wait until a stop started by cancel or failure returned; ``True`` if none runs.
+
+        Stop the session only after this: a query still stopping when it goes fails.
+        """
+        with self._cond:
+            stopper = self._stopper
+        if stopper is None:
+            return True
+        stopper.join(timeout)
+        return not stopper.is_alive()
 
     def _stop_query(self) -> None:
         if not self._query_ready.wait(_STOP_TIMEOUT):
@@ -135,6 +153,8 @@ class _QuerySubscription(Subscription):
             try:
                 self.query.stop()
             except Exception as exc:
+                if SparkContext._active_spark_context is None:
+                    return  # the session was stopped meanwhile, and the query with it
                 report_undeliverable(exc)
 
     def _fail(self, error: Exception) -> None:
