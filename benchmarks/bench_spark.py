@@ -10,7 +10,9 @@ Throughput (rows/s, best of ``--repeat``) for each bridge and its direct path:
 * egress dicts: ``from_dataframe(df)`` vs ``[row.asDict() for row in df.toLocalIterator()]``
 * egress Arrow: ``from_dataframe(df, arrow=True)`` vs ``df.toArrow()``
 * ingress: ``to_spark_stream`` -> ``from_streaming_query`` vs
-  ``createDataFrame(pa.Table.from_pylist(rows))`` (both end in the same aggregation)
+  ``createDataFrame(pa.Table.from_pylist(rows))`` (both end in the same aggregation);
+  ingress Arrow: ``to_spark_stream(arrow=True)`` over record batches of 10,000 rows vs
+  ``createDataFrame(pa.Table.from_batches(batches))``
 * processing: ``spark_processor`` at several ``batch_rows`` vs one ``createDataFrame`` ->
   transform -> ``toArrow().to_pylist()`` over all rows
 
@@ -27,7 +29,8 @@ import time
 import tracemalloc
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pyarrow as pa
+import pyarrow.compute  # makes pa.compute available
 
 from reactive_streams import EmitterElection, Publisher, Subscriber, Subscription
 from reactive_streams.spark import (
@@ -131,6 +134,17 @@ def rows_of(count: int) -> Iterator[dict[str, Any]]:
     return (
         {"id": index, "amount": index * 0.5, "label": f"r{index % 97}"} for index in range(count)
     )
+
+
+def batches_of(count: int, size: int = 10_000) -> Iterator[pa.RecordBatch]:
+    """The rows of ``rows_of(count)`` as record batches of ``size`` rows, built column-wise."""
+    for low in range(0, count, size):
+        ids = pa.array(range(low, min(low + size, count)), pa.int64())
+        amounts = pa.compute.multiply(ids.cast(pa.float64()), 0.5)
+        labels = pa.compute.binary_join_element_wise(
+            "r", pa.compute.cast(pa.compute.remainder(ids, 97), pa.string()), ""
+        )
+        yield pa.record_batch([ids, amounts, labels], names=["id", "amount", "label"])
 
 
 def report(result: tuple[str, float, float]) -> None:
@@ -260,6 +274,38 @@ def main() -> None:
         results.append(
             (
                 f"to_spark_stream ({trigger:,}/trigger, read-ahead {ahead}) vs "
+                "createDataFrame(Arrow)",
+                rows / bridge_s,
+                rows / direct_s,
+            )
+        )
+        report(results[-1])
+
+    def direct_ingress_arrow() -> int:
+        table = pa.Table.from_batches(list(batches_of(rows)))
+        return int(spark.createDataFrame(table).selectExpr("count(*) AS n").collect()[0]["n"])
+
+    direct_s, direct_n = timed(direct_ingress_arrow, args.repeat)
+    for trigger, ahead in ((10_000, 0), (100_000, 1)):
+
+        def bridge_ingress_arrow(trigger: int = trigger, ahead: int = ahead) -> int:
+            stream = to_spark_stream(
+                GeneratorPublisher(lambda: batches_of(rows)),
+                spark,
+                "id long, amount double, label string",
+                max_records_per_trigger=trigger,
+                read_ahead_triggers=ahead,
+                arrow=True,
+            )
+            sink = Sink(lambda batch: batch.table.num_rows, prefetch=4)
+            from_streaming_query(stream.selectExpr("id")).subscribe(sink)
+            return sink.wait()
+
+        bridge_s, bridge_n = timed(bridge_ingress_arrow, 1)
+        assert bridge_n == rows == direct_n
+        results.append(
+            (
+                f"to_spark_stream (arrow, {trigger:,}/trigger, read-ahead {ahead}) vs "
                 "createDataFrame(Arrow)",
                 rows / bridge_s,
                 rows / direct_s,
