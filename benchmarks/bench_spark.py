@@ -250,68 +250,53 @@ def main() -> None:
     ).subscribe(warm)
     warm.wait()
 
-    def direct_ingress() -> int:
-        table = pa.Table.from_pylist(list(rows_of(rows)))
-        return int(spark.createDataFrame(table).selectExpr("count(*) AS n").collect()[0]["n"])
+    # Dict rows, and the same rows as Arrow record batches (each against createDataFrame of
+    # one Arrow table built from the same elements).
+    ingress_cases = (
+        (False, ((10_000, 0), (100_000, 0), (100_000, 1))),
+        (True, ((10_000, 0), (100_000, 1))),
+    )
+    for arrow, settings in ingress_cases:
 
-    direct_s, direct_n = timed(direct_ingress, args.repeat)
-    for trigger, ahead in ((10_000, 0), (100_000, 0), (100_000, 1)):
+        def elements(arrow: bool = arrow) -> Iterator[Any]:
+            return batches_of(rows) if arrow else rows_of(rows)
 
-        def bridge_ingress(trigger: int = trigger, ahead: int = ahead) -> int:
-            stream = to_spark_stream(
-                GeneratorPublisher(lambda: rows_of(rows)),
-                spark,
-                "id long, amount double, label string",
-                max_records_per_trigger=trigger,
-                read_ahead_triggers=ahead,
+        def direct_ingress(arrow: bool = arrow) -> int:
+            items = list(elements(arrow))
+            table = pa.Table.from_batches(items) if arrow else pa.Table.from_pylist(items)
+            frame = spark.createDataFrame(table)
+            return int(frame.selectExpr("count(*) AS n").collect()[0]["n"])
+
+        direct_s, direct_n = timed(direct_ingress, args.repeat)
+        for trigger, ahead in settings:
+
+            def bridge_ingress(
+                trigger: int = trigger, ahead: int = ahead, arrow: bool = arrow
+            ) -> int:
+                stream = to_spark_stream(
+                    GeneratorPublisher(lambda: elements(arrow)),
+                    spark,
+                    "id long, amount double, label string",
+                    max_records_per_trigger=trigger,
+                    read_ahead_triggers=ahead,
+                    arrow=arrow,
+                )
+                sink = Sink(lambda batch: batch.table.num_rows, prefetch=4)
+                from_streaming_query(stream.selectExpr("id")).subscribe(sink)
+                return sink.wait()
+
+            bridge_s, bridge_n = timed(bridge_ingress, 1)
+            assert bridge_n == rows == direct_n
+            kind = "arrow, " if arrow else ""
+            results.append(
+                (
+                    f"to_spark_stream ({kind}{trigger:,}/trigger, read-ahead {ahead}) vs "
+                    "createDataFrame(Arrow)",
+                    rows / bridge_s,
+                    rows / direct_s,
+                )
             )
-            sink = Sink(lambda batch: batch.table.num_rows, prefetch=4)
-            from_streaming_query(stream.selectExpr("id")).subscribe(sink)
-            return sink.wait()
-
-        bridge_s, bridge_n = timed(bridge_ingress, 1)
-        assert bridge_n == rows == direct_n
-        results.append(
-            (
-                f"to_spark_stream ({trigger:,}/trigger, read-ahead {ahead}) vs "
-                "createDataFrame(Arrow)",
-                rows / bridge_s,
-                rows / direct_s,
-            )
-        )
-        report(results[-1])
-
-    def direct_ingress_arrow() -> int:
-        table = pa.Table.from_batches(list(batches_of(rows)))
-        return int(spark.createDataFrame(table).selectExpr("count(*) AS n").collect()[0]["n"])
-
-    direct_s, direct_n = timed(direct_ingress_arrow, args.repeat)
-    for trigger, ahead in ((10_000, 0), (100_000, 1)):
-
-        def bridge_ingress_arrow(trigger: int = trigger, ahead: int = ahead) -> int:
-            stream = to_spark_stream(
-                GeneratorPublisher(lambda: batches_of(rows)),
-                spark,
-                "id long, amount double, label string",
-                max_records_per_trigger=trigger,
-                read_ahead_triggers=ahead,
-                arrow=True,
-            )
-            sink = Sink(lambda batch: batch.table.num_rows, prefetch=4)
-            from_streaming_query(stream.selectExpr("id")).subscribe(sink)
-            return sink.wait()
-
-        bridge_s, bridge_n = timed(bridge_ingress_arrow, 1)
-        assert bridge_n == rows == direct_n
-        results.append(
-            (
-                f"to_spark_stream (arrow, {trigger:,}/trigger, read-ahead {ahead}) vs "
-                "createDataFrame(Arrow)",
-                rows / bridge_s,
-                rows / direct_s,
-            )
-        )
-        report(results[-1])
+            report(results[-1])
 
     # --- processing
     def transform(df: Any) -> Any:

@@ -187,3 +187,18 @@ def await_stopped(query: StreamingQuery, timeout: float) -> None:
     except Exception as exc:  # the batch that waited was refused so that it stays uncommitted
         failure = exc
     assert failure is None or "cancelled" in str(failure)
+
+
+def run_to_completion(dataframe: Any, timeout: float) -> list[Any]:
+    """Subscribe a ``Collector`` to ``from_streaming_query(dataframe)``; its micro-batches.
+
+    Asserts the stream completed without error within ``timeout`` seconds.
+    """
+    from reactive_streams.spark._from_streaming_query import from_streaming_query
+
+    collector: Collector[Any] = Collector()
+    from_streaming_query(dataframe).subscribe(collector)
+    assert collector.done.wait(timeout)
+    assert collector.error is None, collector.error
+    assert collector.completed
+    return collector.items

@@ -18,7 +18,14 @@ from reactive_streams.spark._from_streaming_query import MicroBatch, from_stream
 from reactive_streams.spark._stream_source import recv_frame, recv_json, send_json
 from reactive_streams.spark._to_spark_stream import to_spark_stream, to_spark_stream_bridge
 
-from ._helpers import Collector, OneShot, SequencePublisher, await_stopped, wait_until
+from ._helpers import (
+    Collector,
+    OneShot,
+    SequencePublisher,
+    await_stopped,
+    run_to_completion,
+    wait_until,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -39,20 +46,14 @@ def test_round_trip_is_exact_and_batches_respect_the_limit(spark: SparkSession) 
     bridge = to_spark_stream_bridge(
         publisher, spark, "x long, s string", max_records_per_trigger=7_000
     )
-    collector: Collector[MicroBatch] = Collector()
-    from_streaming_query(bridge.dataframe).subscribe(collector)
-    assert collector.done.wait(TIMEOUT)
-    assert collector.error is None
-    assert collector.completed
-    sizes = [batch.table.num_rows for batch in collector.items]
+    batches: list[MicroBatch] = run_to_completion(bridge.dataframe, TIMEOUT)
+    sizes = [batch.table.num_rows for batch in batches]
     assert sum(sizes) == 25_000
     assert max(sizes) <= 7_000
-    values = list(
-        itertools.chain.from_iterable(b.table.column("x").to_pylist() for b in collector.items)
-    )
+    values = list(itertools.chain.from_iterable(b.table.column("x").to_pylist() for b in batches))
     assert sorted(values) == list(range(25_000))
     assert sum(values) == sum(range(25_000))
-    ids = [batch.batch_id for batch in collector.items]
+    ids = [batch.batch_id for batch in batches]
     assert ids == sorted(ids)
     # Demand sent to the publisher is what the micro-batches asked for, never more.
     assert publisher.requested <= 25_000 + 7_000

@@ -13,7 +13,14 @@ from reactive_streams.spark._from_streaming_query import MicroBatch, from_stream
 from reactive_streams.spark._to_spark_stream import to_spark_stream_bridge
 from reactive_streams.spark._window import BatchWindow, EncodeError, RowWindow
 
-from ._helpers import Collector, OneShot, SequencePublisher, await_stopped, wait_until
+from ._helpers import (
+    Collector,
+    OneShot,
+    SequencePublisher,
+    await_stopped,
+    run_to_completion,
+    wait_until,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -96,15 +103,11 @@ def test_arrow_round_trip_is_exact_and_batches_respect_the_limit(spark: SparkSes
     # Prefetch subscribed and requested at once, before any query started: one batch at a
     # time until the first triggers are held.
     assert wait_until(lambda: bridge.statistics().delivered >= 5, TIMEOUT)
-    collector: Collector[MicroBatch] = Collector()
-    from_streaming_query(bridge.dataframe).subscribe(collector)
-    assert collector.done.wait(TIMEOUT)
-    assert collector.error is None
-    assert collector.completed
-    sizes = [batch.table.num_rows for batch in collector.items]
+    batches: list[MicroBatch] = run_to_completion(bridge.dataframe, TIMEOUT)
+    sizes = [batch.table.num_rows for batch in batches]
     assert sum(sizes) == 25_000
     assert max(sizes) <= 7_000  # a batch of 3,000 is sliced where a micro-batch ends
-    assert sorted(_xs(collector.items)) == list(range(25_000))
+    assert sorted(_xs(batches)) == list(range(25_000))
     # Demand counts batches: the 9 batches, plus at most one asked for before completion.
     assert publisher.requested <= 9 + 1
     assert bridge.statistics().buffered == 0
