@@ -6,6 +6,8 @@ Marbles read left to right; ``(n)`` in the request lane is a ``request(n)``.
 from __future__ import annotations
 
 import operator
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -298,6 +300,26 @@ def test_blocking_iteration_close_cancels() -> None:
         source.next(1)
         assert next(iterator) == 1
     assert source.subscription.cancelled == 1
+
+
+def test_leaving_a_for_loop_early_cancels_the_subscription() -> None:
+    source: ManualPublisher[int] = ManualPublisher()
+    flow = Flow.from_publisher(source).map(lambda x: x * 10)
+
+    def emit_once_subscribed() -> None:
+        while source.subscriber is None:
+            time.sleep(0.001)
+        source.next(1, 2, 3)
+
+    threading.Thread(target=emit_once_subscribed, daemon=True).start()
+    seen = []
+    for value in flow:
+        seen.append(value)
+        if len(seen) == 2:
+            break
+    # No close() call and no with block: leaving the loop is enough.
+    assert source.subscription.cancelled == 1
+    assert seen == [10, 20]
 
 
 def test_blocking_iteration_raises_stream_error() -> None:

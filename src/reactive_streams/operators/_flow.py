@@ -46,7 +46,7 @@ from ._zip import ZipOperator
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import AsyncIterable, Callable, Iterable
+    from collections.abc import AsyncIterable, Callable, Iterable, Iterator
     from concurrent.futures import Executor
 
 __all__ = ["Flow"]
@@ -565,8 +565,18 @@ class Flow(Publisher[T], Generic[T]):
         self.subscribe(iterator)
         return iterator
 
-    def __iter__(self) -> BlockingIterator[T]:
-        return self.iterate()
+    def __iter__(self) -> Iterator[T]:
+        """``for x in flow``: ``iterate()``, cancelled as soon as the loop is left.
+
+        Leaving the loop early (``break``, ``return``, an exception) drops the iterator,
+        which closes it: the subscription is cancelled there and then, so an endless
+        upstream (``interval``, a live source) stops instead of running on unseen.
+        """
+        iterator = self.iterate()
+        try:
+            yield from iterator
+        finally:
+            iterator.close()
 
     def aiter(self, *, prefetch: int = 256) -> AsyncIteratorSubscriber[T]:
         """An async iterator (and async context manager) holding at most ``prefetch``.
