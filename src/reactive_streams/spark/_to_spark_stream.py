@@ -380,12 +380,14 @@ class SparkStreamBridge(Subscriber[Element]):
                 self._failure.__cause__ = exc
 
     def prefetch(self) -> None:
-        """Subscribe now and request the first trigger, before Spark's first read.
+        """Subscribe now and request the first trigger (plus the read-ahead ones).
 
         A streaming query takes seconds to start; with ``prefetch`` the publisher produces
         the first micro-batch's rows meanwhile, so they are waiting when Spark asks. The
         bound on rows held and requested is the same as without it. Idempotent; a bridge
-        that already serves a query is unaffected.
+        that already serves a query is unaffected. ``statistics()`` counts elements
+        (rows, or record batches with ``arrow=True``) in ``requested``/``delivered`` and
+        rows in ``buffered``.
         """
         self._subscribe_once()
         with self._cond:
