@@ -233,7 +233,7 @@ class BufferedStage(UpstreamStage):
         self._urgent = False
 
     def on_error(self, error: Exception) -> None:
-        """Keep the upstream error until the buffer ahead of it is delivered (Rule 2.13)."""
+        """Record the upstream error; the drain decides whether buffered elements go first."""
         if error is None:
             raise TypeError("Rule 2.13: on_error(None)")
         with self._lock:
