@@ -1,4 +1,4 @@
-"""The subscription side shared by the operator stages that buffer and drain.
+"""The subscription side shared by the operator stages (the downstream skeleton).
 
 ``_base.StageOperator`` is the publisher side of an operator; the classes here are the
 other half, the stage object a subscriber gets as its ``Subscription``. Several stages
@@ -15,6 +15,8 @@ asks for them and deliver them from a drain loop. They share:
 - ``BufferedStage``: an ``UpstreamStage`` whose upstream terminal signal waits in the
   buffer (``_done``/``_error``) and whose own errors are "urgent": signalled at once, with
   upstream cancelled.
+- ``PassThroughStage``: a stage without a buffer (the fused push chain, ``subscribe_on``):
+  the terminal signal forwarded once.
 
 Each stage keeps its own logic (what it buffers, when it is finished, what it requests
 upstream) in its own module and implements ``_drain``.
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._demand import add_demand, validate_request
 from .._exceptions import ProtocolViolationError
@@ -36,7 +38,9 @@ from ._base import StageStatistics
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["BufferedStage", "DownstreamStage", "UpstreamStage"]
+__all__ = ["BufferedStage", "DownstreamStage", "PassThroughStage", "UpstreamStage"]
+
+T = TypeVar("T")
 
 
 class DownstreamStage(Subscription):
@@ -223,6 +227,8 @@ class BufferedStage(UpstreamStage):
     or an error of the stage's own); ``_urgent`` marks the stage's own errors (a Rule 3.9
     request, an overflow), which are signalled without waiting for the buffer to drain,
     with upstream cancelled because it is still running.
+    - ``PassThroughStage``: a stage without a buffer (the fused push chain, ``subscribe_on``):
+    terminal signals forwarded once.
     """
 
     __slots__ = ("_done", "_urgent")
@@ -276,3 +282,47 @@ class BufferedStage(UpstreamStage):
             signal_on_error(downstream, error)
         else:
             signal_on_complete(downstream)
+
+
+class PassThroughStage(Subscriber[T], Subscription):
+    """A stage that holds no elements: signals go straight down, demand straight up.
+
+    ``_done`` is set once, by the first terminal signal from upstream or by the stage's
+    own end (``_end``); after it nothing more reaches downstream (Rules 1.7, 2.4), and the
+    downstream reference is dropped (Rule 3.13). ``_requested`` and ``_delivered`` are the
+    stage's counters for ``statistics()``; each stage keeps its own ``on_subscribe``,
+    ``on_next``, ``request`` and ``cancel``.
+    """
+
+    __slots__ = ("_delivered", "_done", "_downstream", "_lock", "_requested", "_upstream")
+
+    def __init__(self, downstream: Subscriber[T]) -> None:
+        self._downstream: Subscriber[T] | None = downstream
+        self._lock = threading.Lock()
+        self._upstream: Subscription | None = None
+        self._done = False
+        self._requested = 0
+        self._delivered = 0
+
+    def on_error(self, error: Exception) -> None:
+        """Forward an upstream error unless this stage already ended."""
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        downstream = self._end()
+        if downstream is not None:
+            signal_on_error(downstream, error)
+
+    def on_complete(self) -> None:
+        """Forward completion unless this stage already ended."""
+        downstream = self._end()
+        if downstream is not None:
+            signal_on_complete(downstream)
+
+    def _end(self) -> Subscriber[T] | None:
+        """Mark the stage done once; return the downstream to signal, or None if ended."""
+        with self._lock:
+            if self._done:
+                return None
+            self._done = True
+        downstream, self._downstream = self._downstream, None
+        return downstream
