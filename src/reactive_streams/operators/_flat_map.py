@@ -7,7 +7,6 @@ publishers at a time, each through an ``_Inner`` with a bounded queue, and a dra
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._demand import MAX_DEMAND
@@ -16,7 +15,7 @@ from .._signals import report_violation, signal_on_complete, signal_on_error
 from ..api import Publisher, Subscriber, Subscription
 from ._base import StageOperator
 from ._pull import PullPublisher
-from ._stage import UpstreamStage
+from ._stage import InnerSubscriber, UpstreamStage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -84,15 +83,8 @@ class FlatMapOperator(StageOperator[R]):
         return _Coordinator(subscriber, self._fn, self._concurrency, self._prefetch)
 
 
-class _Inner(Subscriber[Any]):
-    __slots__ = ("consumed", "done", "owner", "queue", "subscription")
-
-    def __init__(self, owner: _Coordinator) -> None:
-        self.owner = owner
-        self.queue: deque[Any] = deque()
-        self.done = False
-        self.subscription: Subscription | None = None
-        self.consumed = 0
+class _Inner(InnerSubscriber["_Coordinator"]):
+    __slots__ = ()
 
     def on_subscribe(self, subscription: Subscription) -> None:
         if subscription is None:
@@ -106,11 +98,6 @@ class _Inner(Subscriber[Any]):
         if element is None:
             raise TypeError("Rule 2.13: on_next(None)")
         self.owner.inner_next(self, element)
-
-    def on_error(self, error: Exception) -> None:
-        if error is None:
-            raise TypeError("Rule 2.13: on_error(None)")
-        self.owner.fail(error)
 
     def on_complete(self) -> None:
         self.owner.inner_complete(self)

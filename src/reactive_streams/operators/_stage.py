@@ -15,6 +15,8 @@ asks for them and deliver them from a drain loop. They share:
 - ``BufferedStage``: an ``UpstreamStage`` whose upstream terminal signal waits in the
   buffer (``_done``/``_error``) and whose own errors are "urgent": signalled at once, with
   upstream cancelled.
+- ``InnerSubscriber``: one inner source of a coordinating ``DownstreamStage`` (``flat_map``,
+  ``zip``): its bounded queue, completion flag and refill count; its error fails the owner.
 - ``PassThroughStage``: a stage without a buffer (the fused push chain, ``subscribe_on``):
   the terminal signal forwarded once.
 
@@ -26,7 +28,8 @@ from __future__ import annotations
 
 import threading
 from abc import abstractmethod
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections import deque
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._demand import add_demand, validate_request
 from .._exceptions import ProtocolViolationError
@@ -38,9 +41,16 @@ from ._base import StageStatistics
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["BufferedStage", "DownstreamStage", "PassThroughStage", "UpstreamStage"]
+__all__ = [
+    "BufferedStage",
+    "DownstreamStage",
+    "InnerSubscriber",
+    "PassThroughStage",
+    "UpstreamStage",
+]
 
 T = TypeVar("T")
+OwnerT = TypeVar("OwnerT", bound="DownstreamStage")
 
 
 class DownstreamStage(Subscription):
@@ -220,6 +230,32 @@ class UpstreamStage(DownstreamStage, Subscriber[Any]):
         return True
 
 
+class InnerSubscriber(Subscriber[Any], Generic[OwnerT]):
+    """One inner source of a coordinating stage, which drains every inner queue.
+
+    Attributes, guarded by the owner's lock: ``queue`` (elements received, at most the
+    owner's prefetch), ``done`` (the source completed), ``subscription`` (None until
+    ``on_subscribe``) and ``consumed`` (elements taken since the last refill request).
+    Subclasses implement ``on_subscribe``, ``on_next`` and ``on_complete``; an error from
+    the source fails the owner (the first error wins).
+    """
+
+    __slots__ = ("consumed", "done", "owner", "queue", "subscription")
+
+    def __init__(self, owner: OwnerT) -> None:
+        self.owner = owner
+        self.queue: deque[Any] = deque()
+        self.done = False
+        self.subscription: Subscription | None = None
+        self.consumed = 0
+
+    def on_error(self, error: Exception) -> None:
+        """Fail the owner with the inner source's error."""
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        self.owner.fail(error)
+
+
 class BufferedStage(UpstreamStage):
     """An ``UpstreamStage`` whose upstream terminal signal waits behind its buffer.
 
@@ -227,6 +263,8 @@ class BufferedStage(UpstreamStage):
     or an error of the stage's own); ``_urgent`` marks the stage's own errors (a Rule 3.9
     request, an overflow), which are signalled without waiting for the buffer to drain,
     with upstream cancelled because it is still running.
+    - ``InnerSubscriber``: one inner source of a coordinating ``DownstreamStage`` (``flat_map``,
+    ``zip``): its bounded queue, completion flag and refill count; its error fails the owner.
     - ``PassThroughStage``: a stage without a buffer (the fused push chain, ``subscribe_on``):
     terminal signals forwarded once.
     """

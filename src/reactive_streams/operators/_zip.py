@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._demand import MAX_DEMAND
 from .._exceptions import ProtocolViolationError
 from .._signals import signal_on_complete, signal_on_error, signal_on_subscribe
-from ..api import Publisher, Subscriber, Subscription
 from ._base import Operator, check_subscriber
-from ._stage import DownstreamStage
+from ._stage import DownstreamStage, InnerSubscriber
+
+if TYPE_CHECKING:
+    from ..api import Publisher, Subscriber, Subscription
 
 __all__ = ["ZipOperator"]
 
@@ -63,15 +64,8 @@ class ZipOperator(Operator[tuple[Any, ...]]):
             source.subscribe(lane)
 
 
-class _Lane(Subscriber[Any]):
-    __slots__ = ("consumed", "done", "owner", "queue", "subscription")
-
-    def __init__(self, owner: _Zip) -> None:
-        self.owner = owner
-        self.queue: deque[Any] = deque()
-        self.done = False
-        self.subscription: Subscription | None = None
-        self.consumed = 0
+class _Lane(InnerSubscriber["_Zip"]):
+    __slots__ = ()
 
     def on_subscribe(self, subscription: Subscription) -> None:
         if subscription is None:
@@ -100,11 +94,6 @@ class _Lane(Subscriber[Any]):
             else:
                 self.queue.append(element)
         owner._schedule()
-
-    def on_error(self, error: Exception) -> None:
-        if error is None:
-            raise TypeError("Rule 2.13: on_error(None)")
-        self.owner.fail(error)
 
     def on_complete(self) -> None:
         with self.owner._lock:
