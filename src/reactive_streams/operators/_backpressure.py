@@ -8,19 +8,19 @@ in ``statistics().dropped`` and passed to the ``on_drop`` callback when one is g
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .._demand import MAX_DEMAND, add_demand, validate_request
-from .._exceptions import MissingBackpressureError, ProtocolViolationError
+from .._demand import MAX_DEMAND
+from .._exceptions import MissingBackpressureError
 from .._hooks import report_undeliverable
-from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
-from ..api import Publisher, Subscriber, Subscription
-from ._base import StageOperator, StageStatistics
+from ._base import StageOperator
+from ._stage import BufferedStage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from ..api import Publisher, Subscriber, Subscription
 
 __all__ = ["OnBackpressureOperator", "Overflow"]
 
@@ -84,27 +84,14 @@ class OnBackpressureOperator(StageOperator[T]):
         return _OnBackpressure(subscriber, self._capacity, self._overflow, self._on_drop)
 
 
-class _OnBackpressure(Subscriber[Any], Subscription):
+class _OnBackpressure(BufferedStage):
     __slots__ = (
         "__weakref__",
         "_buffer",
-        "_cancelled",
         "_capacity",
-        "_delivered",
-        "_demand",
-        "_done",
-        "_downstream",
         "_dropped",
-        "_error",
-        "_high_water",
-        "_lock",
         "_on_drop",
         "_overflow",
-        "_requested",
-        "_terminated",
-        "_upstream",
-        "_urgent",
-        "_wip",
     )
 
     def __init__(
@@ -114,49 +101,22 @@ class _OnBackpressure(Subscriber[Any], Subscription):
         overflow: Overflow,
         on_drop: Callable[[Any], object] | None,
     ) -> None:
-        self._downstream: Subscriber[Any] | None = downstream
+        super().__init__(downstream)
         self._capacity = capacity
         self._overflow = overflow
         self._on_drop = on_drop
-        self._lock = threading.Lock()
         self._buffer: deque[Any] = deque()
-        self._upstream: Subscription | None = None
-        self._demand = 0
-        self._requested = 0
-        self._delivered = 0
         self._dropped = 0
-        self._high_water = 0
-        self._done = False
-        self._error: Exception | None = None
-        self._cancelled = False
-        self._terminated = False
-        self._urgent = False  # our own error: signal it at once and cancel upstream
-        self._wip = False
 
-    def statistics(self) -> StageStatistics:
-        with self._lock:
-            return StageStatistics(
-                requested=self._requested,
-                delivered=self._delivered,
-                buffered=len(self._buffer),
-                cancelled=self._cancelled,
-                terminated=self._terminated,
-                high_water_mark=self._high_water,
-                dropped=self._dropped,
-            )
+    def _buffered_now(self) -> int:
+        return len(self._buffer)
+
+    def _dropped_now(self) -> int:
+        return self._dropped
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if self._upstream is not None:
-            subscription.cancel()  # Rule 2.5
-            return
-        self._upstream = subscription
-        downstream = self._downstream
-        if downstream is None or not signal_on_subscribe(downstream, self):
-            self.cancel()
-            return
-        subscription.request(MAX_DEMAND)
+        if self._accept_upstream(subscription):
+            subscription.request(MAX_DEMAND)
 
     def on_next(self, element: Any) -> None:
         if element is None:
@@ -190,59 +150,6 @@ class _OnBackpressure(Subscriber[Any], Subscription):
                 self._on_drop(dropped)
             except Exception as exc:
                 report_undeliverable(exc)
-        if start:
-            self._drain()
-
-    def on_error(self, error: Exception) -> None:
-        if error is None:
-            raise TypeError("Rule 2.13: on_error(None)")
-        with self._lock:
-            if self._done:
-                return
-            self._done = True
-            self._error = error
-            start = not self._wip
-            self._wip = True
-        if start:
-            self._drain()
-
-    def on_complete(self) -> None:
-        with self._lock:
-            if self._done:
-                return
-            self._done = True
-            start = not self._wip
-            self._wip = True
-        if start:
-            self._drain()
-
-    def request(self, n: int) -> None:
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            with self._lock:
-                if not self._terminated:  # even after upstream completed (Rule 3.9)
-                    self._error = error
-                    self._done = True
-                    self._urgent = True
-                start = not self._wip
-                self._wip = True
-        else:
-            with self._lock:
-                self._demand = add_demand(self._demand, count)
-                self._requested = add_demand(self._requested, count)
-                start = not self._wip
-                self._wip = True
-        if start:
-            self._drain()
-
-    def cancel(self) -> None:
-        with self._lock:
-            if self._cancelled:
-                return
-            self._cancelled = True
-            start = not self._wip
-            self._wip = True
         if start:
             self._drain()
 
@@ -280,23 +187,7 @@ class _OnBackpressure(Subscriber[Any], Subscription):
                     upstream.cancel()
                 return
             assert downstream is not None
-            sent = 0
-            for element in batch:
-                try:
-                    downstream.on_next(element)
-                except Exception as exc:  # Rule 2.13
-                    report_violation(downstream, "on_next", exc)
-                    with self._lock:
-                        self._cancelled = True
-                    break
-                sent += 1
-            with self._lock:
-                self._delivered += sent
+            self._deliver(downstream, batch)
             if finished:
-                if error is not None:
-                    if upstream is not None and urgent:
-                        upstream.cancel()  # our own error: upstream is still running
-                    signal_on_error(downstream, error)
-                else:
-                    signal_on_complete(downstream)
+                self._signal_terminal(downstream, upstream, error, urgent)
                 return

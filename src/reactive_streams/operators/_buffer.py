@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, add_demand, validate_request
-from .._exceptions import ProtocolViolationError
-from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
-from ..api import Publisher, Subscriber, Subscription
-from ._base import StageOperator, StageStatistics
+from .._demand import MAX_DEMAND
+from ._base import StageOperator
+from ._stage import BufferedStage
+
+if TYPE_CHECKING:
+    from ..api import Publisher, Subscriber, Subscription
 
 __all__ = ["BufferOperator"]
 
@@ -57,71 +58,29 @@ class BufferOperator(StageOperator[list[T]]):
         return _Buffer(subscriber, self._size, self._timeout)
 
 
-class _Buffer(Subscriber[Any], Subscription):
+class _Buffer(BufferedStage):
     __slots__ = (
         "__weakref__",
-        "_cancelled",
         "_current",
-        "_delivered",
-        "_demand",
-        "_done",
-        "_downstream",
-        "_error",
-        "_high_water",
-        "_lock",
         "_ready",
-        "_requested",
         "_size",
-        "_terminated",
         "_timeout",
         "_timer",
-        "_upstream",
-        "_urgent",
-        "_wip",
     )
 
     def __init__(self, downstream: Subscriber[Any], size: int, timeout: float | None) -> None:
-        self._downstream: Subscriber[Any] | None = downstream
+        super().__init__(downstream)
         self._size = size
         self._timeout = timeout
-        self._lock = threading.Lock()
-        self._upstream: Subscription | None = None
         self._current: list[Any] = []
         self._ready: deque[list[Any]] = deque()
         self._timer: threading.Timer | None = None
-        self._demand = 0
-        self._requested = 0
-        self._delivered = 0
-        self._high_water = 0
-        self._done = False
-        self._urgent = False
-        self._error: Exception | None = None
-        self._cancelled = False
-        self._terminated = False
-        self._wip = False
 
-    def statistics(self) -> StageStatistics:
-        with self._lock:
-            buffered = len(self._current) + sum(len(chunk) for chunk in self._ready)
-            return StageStatistics(
-                requested=self._requested,
-                delivered=self._delivered,
-                buffered=buffered,
-                cancelled=self._cancelled,
-                terminated=self._terminated,
-                high_water_mark=self._high_water,
-            )
+    def _buffered_now(self) -> int:
+        return len(self._current) + sum(len(chunk) for chunk in self._ready)
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if self._upstream is not None:
-            subscription.cancel()  # Rule 2.5
-            return
-        self._upstream = subscription
-        downstream = self._downstream
-        if downstream is None or not signal_on_subscribe(downstream, self):
-            self.cancel()
+        self._accept_upstream(subscription)
 
     def on_next(self, element: Any) -> None:
         if element is None:
@@ -175,58 +134,15 @@ class _Buffer(Subscriber[Any], Subscription):
             self._timer = None
         self._schedule()
 
-    def on_error(self, error: Exception) -> None:
-        if error is None:
-            raise TypeError("Rule 2.13: on_error(None)")
-        with self._lock:
-            if self._done:
-                return
-            self._done = True
-            self._error = error
-        self._schedule()
+    def _upstream_completed(self) -> None:
+        if self._current:
+            self._ready.append(self._current)
+            self._current = []
 
-    def on_complete(self) -> None:
-        with self._lock:
-            if self._done:
-                return
-            self._done = True
-            if self._current:
-                self._ready.append(self._current)
-                self._current = []
-        self._schedule()
-
-    def request(self, n: int) -> None:
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            with self._lock:
-                if not self._terminated:  # even after upstream completed (Rule 3.9)
-                    self._done = True
-                    self._urgent = True
-                    self._error = error
-            self._schedule()
-            return
-        with self._lock:
-            self._demand = add_demand(self._demand, count)
-            self._requested = add_demand(self._requested, count)
+    def _demand_added(self, count: int) -> None:
         upstream = self._upstream
         if upstream is not None:
             upstream.request(count * self._size if count < MAX_DEMAND else MAX_DEMAND)
-        self._schedule()
-
-    def cancel(self) -> None:
-        with self._lock:
-            if self._cancelled:
-                return
-            self._cancelled = True
-        self._schedule()
-
-    def _schedule(self) -> None:
-        with self._lock:
-            if self._wip:
-                return
-            self._wip = True
-        self._drain()
 
     def _drain(self) -> None:
         while True:
@@ -266,23 +182,7 @@ class _Buffer(Subscriber[Any], Subscription):
                     upstream.cancel()
                 return
             assert downstream is not None
-            sent = 0
-            for chunk in batch:
-                try:
-                    downstream.on_next(chunk)
-                except Exception as exc:  # Rule 2.13
-                    report_violation(downstream, "on_next", exc)
-                    with self._lock:
-                        self._cancelled = True
-                    break
-                sent += 1
-            with self._lock:
-                self._delivered += sent
+            self._deliver(downstream, batch)
             if finished:
-                if error is not None:
-                    if urgent and upstream is not None:
-                        upstream.cancel()
-                    signal_on_error(downstream, error)
-                else:
-                    signal_on_complete(downstream)
+                self._signal_terminal(downstream, upstream, error, urgent)
                 return

@@ -7,17 +7,15 @@ publishers at a time, each through an ``_Inner`` with a bounded queue, and a dra
 
 from __future__ import annotations
 
-import threading
-from collections import deque
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, add_demand, validate_request
+from .._demand import MAX_DEMAND
 from .._exceptions import ProtocolViolationError
-from .._hooks import report_undeliverable
-from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from .._signals import report_violation, signal_on_complete, signal_on_error
 from ..api import Publisher, Subscriber, Subscription
-from ._base import StageOperator, StageStatistics
+from ._base import StageOperator
 from ._pull import PullPublisher
+from ._stage import InnerSubscriber, UpstreamStage
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -85,15 +83,8 @@ class FlatMapOperator(StageOperator[R]):
         return _Coordinator(subscriber, self._fn, self._concurrency, self._prefetch)
 
 
-class _Inner(Subscriber[Any]):
-    __slots__ = ("consumed", "done", "owner", "queue", "subscription")
-
-    def __init__(self, owner: _Coordinator) -> None:
-        self.owner = owner
-        self.queue: deque[Any] = deque()
-        self.done = False
-        self.subscription: Subscription | None = None
-        self.consumed = 0
+class _Inner(InnerSubscriber["_Coordinator"]):
+    __slots__ = ()
 
     def on_subscribe(self, subscription: Subscription) -> None:
         if subscription is None:
@@ -108,36 +99,20 @@ class _Inner(Subscriber[Any]):
             raise TypeError("Rule 2.13: on_next(None)")
         self.owner.inner_next(self, element)
 
-    def on_error(self, error: Exception) -> None:
-        if error is None:
-            raise TypeError("Rule 2.13: on_error(None)")
-        self.owner.fail(error)
-
     def on_complete(self) -> None:
         self.owner.inner_complete(self)
 
 
-class _Coordinator(Subscriber[Any], Subscription):
+class _Coordinator(UpstreamStage):
     __slots__ = (
         "__weakref__",
         "_active",
         "_buffered",
-        "_cancelled",
         "_concurrency",
-        "_delivered",
-        "_demand",
-        "_downstream",
-        "_error",
         "_fn",
-        "_high_water",
-        "_lock",
-        "_outer",
         "_outer_done",
         "_outer_position",
         "_pending_outer",
-        "_requested",
-        "_terminated",
-        "_wip",
         "prefetch",
     )
 
@@ -148,50 +123,23 @@ class _Coordinator(Subscriber[Any], Subscription):
         concurrency: int,
         prefetch: int,
     ) -> None:
-        self._downstream: Subscriber[Any] | None = downstream
+        super().__init__(downstream)  # the outer subscription is ``_upstream``
         self._fn = fn
         self._concurrency = concurrency
         self.prefetch = prefetch
-        self._lock = threading.Lock()
-        self._outer: Subscription | None = None
         self._outer_done = False
         self._outer_position = 0
         self._active: list[_Inner] = []
         self._pending_outer = 0  # inner completions whose replacement is not yet requested
-        self._error: Exception | None = None
-        self._demand = 0
-        self._requested = 0
-        self._delivered = 0
         self._buffered = 0
-        self._high_water = 0
-        self._cancelled = False
-        self._terminated = False
-        self._wip = False
 
-    def statistics(self) -> StageStatistics:
-        with self._lock:
-            return StageStatistics(
-                requested=self._requested,
-                delivered=self._delivered,
-                buffered=self._buffered,
-                cancelled=self._cancelled,
-                terminated=self._terminated,
-                high_water_mark=self._high_water,
-            )
+    def _buffered_now(self) -> int:
+        return self._buffered
 
     # ---------------------------------------------------------------- outer side
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if self._outer is not None:
-            subscription.cancel()  # Rule 2.5
-            return
-        self._outer = subscription
-        downstream = self._downstream
-        if downstream is None or not signal_on_subscribe(downstream, self):
-            self.cancel()
-            return
-        subscription.request(self._concurrency)
+        if self._accept_upstream(subscription):
+            subscription.request(self._concurrency)
 
     def on_next(self, element: Any) -> None:
         if element is None:
@@ -265,41 +213,8 @@ class _Coordinator(Subscriber[Any], Subscription):
             inner.done = True
         self._schedule()
 
-    def fail(self, error: Exception) -> None:
-        with self._lock:
-            if self._error is None:
-                self._error = error
-            else:
-                report_undeliverable(error)
-        self._schedule()
-
-    # ---------------------------------------------------------------- downstream side
-    def request(self, n: int) -> None:
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            self.fail(error)
-            return
-        with self._lock:
-            self._demand = add_demand(self._demand, count)
-            self._requested = add_demand(self._requested, count)
-        self._schedule()
-
-    def cancel(self) -> None:
-        with self._lock:
-            if self._cancelled:
-                return
-            self._cancelled = True
-        self._schedule()
-
     # ---------------------------------------------------------------- the drain
-    def _schedule(self) -> None:
-        with self._lock:
-            if self._wip:
-                return
-            self._wip = True
-        self._drain()
-
+    # request, cancel and fail (the first error wins) are DownstreamStage's.
     def _drain(self) -> None:
         """Serial passes of the single owner.
 
@@ -318,8 +233,8 @@ class _Coordinator(Subscriber[Any], Subscription):
                     subscriptions = [inner.subscription for inner in self._active]
                     self._active = []
                     self._buffered = 0
-                    outer = self._outer
-                    self._outer = None
+                    outer = self._upstream
+                    self._upstream = None
                     stop = True
                 else:
                     stop = False
@@ -355,7 +270,7 @@ class _Coordinator(Subscriber[Any], Subscription):
                     if complete:
                         self._terminated = True
                         self._downstream = None
-                    outer = self._outer
+                    outer = self._upstream
                     if not count and not refills and not more_outer and not complete:
                         self._wip = False
                         return

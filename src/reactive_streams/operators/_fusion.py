@@ -27,7 +27,15 @@ from ._base import NoneResultError
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-__all__ = ["SKIP", "UNSET", "FusedOp", "PushControl", "compile_pull", "compile_push"]
+__all__ = [
+    "SKIP",
+    "UNSET",
+    "CountedOp",
+    "FusedOp",
+    "PushControl",
+    "compile_pull",
+    "compile_push",
+]
 
 
 class _Marker:
@@ -86,6 +94,26 @@ class FusedOp:
     def wrap(self, iterator: Iterator[Any]) -> Iterator[Any]:
         """Pull form of a non-inline operator: wrap the upstream iterator."""
         raise NotImplementedError
+
+
+class CountedOp(FusedOp):
+    """A fused operator counting elements against ``count`` (``skip``, ``take``).
+
+    The templates see ``count`` as ``n{i}`` and a per-subscription counter ``c{i}`` that
+    starts at 0; the pull form is a ``wrap`` (``itertools.islice``), not inlined.
+    """
+
+    __slots__ = ("count",)
+    pull_inline = False
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def env(self, index: int) -> dict[str, Any]:
+        return {f"n{index}": self.count}
+
+    def state(self, index: int) -> dict[str, str]:
+        return {f"c{index}": "0"}
 
 
 def none_check(index: int, var: str = "x") -> list[str]:

@@ -8,7 +8,6 @@ chain is compiled into one ``push(x)`` function (see ``_fusion``) and runs insid
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._demand import MAX_DEMAND, add_demand
@@ -18,13 +17,15 @@ from .._signals import (
     signal_on_error,
     signal_on_subscribe,
 )
-from ..api import Publisher, Subscriber, Subscription
 from ._base import StageOperator, StageStatistics
 from ._fusion import SKIP, FusedOp, PushControl, compile_push
+from ._stage import PassThroughStage
 from ._take import TakeOp
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from ..api import Publisher, Subscriber, Subscription
 
 __all__ = ["FusedSubscriber", "PushPublisher"]
 
@@ -70,22 +71,10 @@ class PushPublisher(StageOperator[T]):
         return FusedSubscriber(subscriber, factory(control), control, take_zero=take_zero)
 
 
-class FusedSubscriber(Subscriber[Any], Subscription):
+class FusedSubscriber(PassThroughStage[Any]):
     """Subscriber to upstream and subscription for downstream, running one push chain."""
 
-    __slots__ = (
-        "__weakref__",
-        "_control",
-        "_delivered",
-        "_done",
-        "_downstream",
-        "_lock",
-        "_push",
-        "_requested",
-        "_take_zero",
-        "_unbounded",
-        "_upstream",
-    )
+    __slots__ = ("__weakref__", "_control", "_push", "_take_zero", "_unbounded")
 
     def __init__(
         self,
@@ -95,15 +84,10 @@ class FusedSubscriber(Subscriber[Any], Subscription):
         *,
         take_zero: bool = False,
     ) -> None:
-        self._downstream: Subscriber[Any] | None = downstream
+        super().__init__(downstream)
         self._push = push
         self._control = control
         self._take_zero = take_zero
-        self._upstream: Subscription | None = None
-        self._done = False
-        self._lock = threading.Lock()
-        self._requested = 0
-        self._delivered = 0
         self._unbounded = False
 
     def statistics(self) -> StageStatistics:
@@ -161,28 +145,6 @@ class FusedSubscriber(Subscriber[Any], Subscription):
                 upstream.request(1)  # replace the dropped element
         if self._control.done:
             self._finish(None)
-
-    def on_error(self, error: Exception) -> None:
-        """Forward an upstream error unless this stage already ended."""
-        if error is None:
-            raise TypeError("Rule 2.13: on_error(None)")
-        downstream = self._end()
-        if downstream is not None:
-            signal_on_error(downstream, error)
-
-    def on_complete(self) -> None:
-        """Forward completion unless this stage already ended."""
-        downstream = self._end()
-        if downstream is not None:
-            signal_on_complete(downstream)
-
-    def _end(self) -> Subscriber[Any] | None:
-        with self._lock:
-            if self._done:
-                return None
-            self._done = True
-        downstream, self._downstream = self._downstream, None
-        return downstream
 
     def _finish(self, error: Exception | None) -> None:
         downstream = self._end()

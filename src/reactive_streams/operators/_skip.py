@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from ._fusion import FusedOp
+from ._fusion import CountedOp
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 __all__ = ["SkipOp"]
 
 
-class SkipOp(FusedOp):
+class SkipOp(CountedOp):
     """Drop the first ``count`` elements; each dropped element is re-requested upstream.
 
     Marble::
@@ -22,18 +22,8 @@ class SkipOp(FusedOp):
         skip(2)   -----3-4-|
     """
 
-    __slots__ = ("count",)
+    __slots__ = ()
     name = "skip"
-    pull_inline = False
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-
-    def env(self, index: int) -> dict[str, Any]:
-        return {f"n{index}": self.count}
-
-    def state(self, index: int) -> dict[str, str]:
-        return {f"c{index}": "0"}
 
     def code(self, index: int, skip: str) -> list[str]:
         counter = f"c{index}"

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import threading
 from typing import TYPE_CHECKING, TypeVar
 
 from .._demand import DrainLoop, add_demand
 from .._exceptions import ExecutorRejectedError
 from .._signals import (
     report_violation,
-    signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
 )
-from ..api import Publisher, Subscriber, Subscription
 from ._base import (
     SingleUpstreamOperator,
     StageStatistics,
@@ -23,10 +20,13 @@ from ._base import (
 from ._executors import as_executor
 from ._publish_on import _Delegate
 from ._pull import PullPublisher
+from ._stage import PassThroughStage
 
 if TYPE_CHECKING:
     import asyncio
     from concurrent.futures import Executor
+
+    from ..api import Publisher, Subscriber, Subscription
 
 __all__ = ["SubscribeOnOperator"]
 
@@ -87,33 +87,22 @@ class SubscribeOnOperator(SingleUpstreamOperator[T]):
             signal_error_only(subscriber, rejected)
 
 
-class _SubscribeOn(Subscriber[T], Subscription):
+class _SubscribeOn(PassThroughStage[T]):
     __slots__ = (
         "__weakref__",
         "_bad",
         "_cancelled",
-        "_delivered",
-        "_done",
-        "_downstream",
         "_forwarded_cancel",
-        "_lock",
         "_loop",
         "_pending",
-        "_requested",
-        "_upstream",
     )
 
     def __init__(self, downstream: Subscriber[T], executor: Executor) -> None:
-        self._downstream: Subscriber[T] | None = downstream
-        self._lock = threading.Lock()
-        self._upstream: Subscription | None = None
+        super().__init__(downstream)
         self._pending = 0
         self._bad: list[object] = []
         self._cancelled = False
         self._forwarded_cancel = False
-        self._done = False
-        self._requested = 0
-        self._delivered = 0
         self._loop = DrainLoop(self._forward, executor=executor, on_rejected=self._rejected)
 
     def statistics(self) -> StageStatistics:
@@ -156,26 +145,6 @@ class _SubscribeOn(Subscriber[T], Subscription):
             report_violation(downstream, "on_next", exc)
             self.cancel()
 
-    def on_error(self, error: Exception) -> None:
-        if error is None:
-            raise TypeError("Rule 2.13: on_error(None)")
-        downstream = self._finish()
-        if downstream is not None:
-            signal_on_error(downstream, error)
-
-    def on_complete(self) -> None:
-        downstream = self._finish()
-        if downstream is not None:
-            signal_on_complete(downstream)
-
-    def _finish(self) -> Subscriber[T] | None:
-        with self._lock:
-            if self._done:
-                return None
-            self._done = True
-        downstream, self._downstream = self._downstream, None
-        return downstream
-
     def request(self, n: int) -> None:
         with self._lock:
             if self._cancelled:
@@ -217,6 +186,6 @@ class _SubscribeOn(Subscriber[T], Subscription):
         upstream = self._upstream
         if upstream is not None:
             upstream.cancel()
-        downstream = self._finish()
+        downstream = self._end()
         if downstream is not None:
             signal_on_error(downstream, error)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any
 
-from ._fusion import FusedOp
+from ._fusion import CountedOp
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 __all__ = ["TakeOp"]
 
 
-class TakeOp(FusedOp):
+class TakeOp(CountedOp):
     """Pass the first ``count`` elements, then complete; upstream is cancelled.
 
     Pull form: ``itertools.islice``, which never reads past the last element it needs.
@@ -24,18 +24,8 @@ class TakeOp(FusedOp):
         take(2)   -1-2|
     """
 
-    __slots__ = ("count",)
+    __slots__ = ()
     name = "take"
-    pull_inline = False
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-
-    def env(self, index: int) -> dict[str, Any]:
-        return {f"n{index}": self.count}
-
-    def state(self, index: int) -> dict[str, str]:
-        return {f"c{index}": "0"}
 
     def code(self, index: int, skip: str) -> list[str]:
         counter = f"c{index}"

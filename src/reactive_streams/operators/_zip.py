@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import threading
-from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._demand import MAX_DEMAND, add_demand, validate_request
+from .._demand import MAX_DEMAND
 from .._exceptions import ProtocolViolationError
-from .._hooks import report_undeliverable
-from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
-from ..api import Publisher, Subscriber, Subscription
-from ._base import Operator, StageStatistics, check_subscriber
+from .._signals import signal_on_complete, signal_on_error, signal_on_subscribe
+from ._base import Operator, check_subscriber
+from ._stage import DownstreamStage, InnerSubscriber
+
+if TYPE_CHECKING:
+    from ..api import Publisher, Subscriber, Subscription
 
 __all__ = ["ZipOperator"]
 
@@ -64,22 +64,15 @@ class ZipOperator(Operator[tuple[Any, ...]]):
             source.subscribe(lane)
 
 
-class _Lane(Subscriber[Any]):
-    __slots__ = ("consumed", "done", "owner", "queue", "subscription")
-
-    def __init__(self, owner: _Zip) -> None:
-        self.owner = owner
-        self.queue: deque[Any] = deque()
-        self.done = False
-        self.subscription: Subscription | None = None
-        self.consumed = 0
+class _Lane(InnerSubscriber["_Zip"]):
+    __slots__ = ()
 
     def on_subscribe(self, subscription: Subscription) -> None:
         if subscription is None:
             raise TypeError("Rule 2.13: on_subscribe(None)")
-        with self.owner.lock:
+        with self.owner._lock:
             duplicate = self.subscription is not None
-            dead = self.owner.terminated
+            dead = self.owner._terminated
             if not duplicate:
                 self.subscription = subscription
         if duplicate or dead:
@@ -91,123 +84,59 @@ class _Lane(Subscriber[Any]):
         if element is None:
             raise TypeError("Rule 2.13: on_next(None)")
         owner = self.owner
-        with owner.lock:
-            if owner.terminated:
+        with owner._lock:
+            if owner._terminated:
                 return
             if len(self.queue) >= owner.prefetch:
-                owner.error = owner.error or ProtocolViolationError(
+                owner._error = owner._error or ProtocolViolationError(
                     "Rule 1.1: a zipped publisher sent more than requested", rule="1.1"
                 )
             else:
                 self.queue.append(element)
-        owner.schedule()
-
-    def on_error(self, error: Exception) -> None:
-        if error is None:
-            raise TypeError("Rule 2.13: on_error(None)")
-        self.owner.fail(error)
+        owner._schedule()
 
     def on_complete(self) -> None:
-        with self.owner.lock:
+        with self.owner._lock:
             self.done = True
-        self.owner.schedule()
+        self.owner._schedule()
 
 
-class _Zip(Subscription):
-    __slots__ = (
-        "__weakref__",
-        "cancelled",
-        "delivered",
-        "demand",
-        "downstream",
-        "error",
-        "lanes",
-        "lock",
-        "prefetch",
-        "requested",
-        "terminated",
-        "wip",
-    )
+class _Zip(DownstreamStage):
+    """The zip's subscription: ``request``, ``cancel`` and ``fail`` are DownstreamStage's."""
+
+    __slots__ = ("__weakref__", "lanes", "prefetch")
 
     def __init__(self, downstream: Subscriber[tuple[Any, ...]], width: int, prefetch: int) -> None:
-        self.downstream: Subscriber[tuple[Any, ...]] | None = downstream
+        super().__init__(downstream)
         self.prefetch = prefetch
-        self.lock = threading.Lock()
         self.lanes = [_Lane(self) for _ in range(width)]
-        self.demand = 0
-        self.requested = 0
-        self.delivered = 0
-        self.error: Exception | None = None
-        self.cancelled = False
-        self.terminated = False
-        self.wip = False
 
-    def statistics(self) -> StageStatistics:
-        with self.lock:
-            return StageStatistics(
-                requested=self.requested,
-                delivered=self.delivered,
-                buffered=sum(len(lane.queue) for lane in self.lanes),
-                cancelled=self.cancelled,
-                terminated=self.terminated,
-            )
-
-    def request(self, n: int) -> None:
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            self.fail(error)
-            return
-        with self.lock:
-            self.demand = add_demand(self.demand, count)
-            self.requested = add_demand(self.requested, count)
-        self.schedule()
-
-    def cancel(self) -> None:
-        with self.lock:
-            if self.cancelled:
-                return
-            self.cancelled = True
-        self.schedule()
-
-    def fail(self, error: Exception) -> None:
-        with self.lock:
-            if self.error is None:
-                self.error = error
-            else:
-                report_undeliverable(error)
-        self.schedule()
-
-    def schedule(self) -> None:
-        with self.lock:
-            if self.wip:
-                return
-            self.wip = True
-        self._drain()
+    def _buffered_now(self) -> int:
+        return sum(len(lane.queue) for lane in self.lanes)
 
     def _drain(self) -> None:
         limit = max(1, self.prefetch - (self.prefetch >> 2))
         while True:
-            with self.lock:
-                if self.terminated:
+            with self._lock:
+                if self._terminated:
                     return
-                downstream = self.downstream
+                downstream = self._downstream
                 lanes = self.lanes
                 exhausted = any(lane.done and not lane.queue for lane in lanes)
-                stop = self.cancelled or self.error is not None or downstream is None
+                stop = self._cancelled or self._error is not None or downstream is None
                 if stop or exhausted:
-                    error = None if self.cancelled else self.error
-                    self.terminated = True
-                    self.downstream = None
+                    error = None if self._cancelled else self._error
+                    self._terminated = True
+                    self._downstream = None
                     subscriptions = [lane.subscription for lane in lanes]
                     for lane in lanes:
                         lane.queue.clear()
                 else:
                     ready = min(len(lane.queue) for lane in lanes)
-                    count = min(ready, self.demand)
+                    count = min(ready, self._demand)
                     batch = [tuple(lane.queue.popleft() for lane in lanes) for _ in range(count)]
-                    if count and self.demand != MAX_DEMAND:
-                        self.demand -= count
+                    if count and self._demand != MAX_DEMAND:
+                        self._demand -= count
                     refills: list[tuple[Subscription, int]] = []
                     for lane in lanes:
                         lane.consumed += count
@@ -215,7 +144,7 @@ class _Zip(Subscription):
                             refills.append((lane.subscription, lane.consumed))
                             lane.consumed = 0
                     if not count:
-                        self.wip = False
+                        self._wip = False
                         return
             if stop or exhausted:
                 for subscription in subscriptions:
@@ -228,17 +157,6 @@ class _Zip(Subscription):
                         signal_on_complete(downstream)
                 return
             assert downstream is not None
-            for position, element in enumerate(batch):
-                try:
-                    downstream.on_next(element)
-                except Exception as exc:  # Rule 2.13
-                    report_violation(downstream, "on_next", exc)
-                    with self.lock:
-                        self.cancelled = True
-                        self.delivered += position
-                    break
-            else:
-                with self.lock:
-                    self.delivered += count
+            self._deliver(downstream, batch)
             for subscription, amount in refills:
                 subscription.request(amount)

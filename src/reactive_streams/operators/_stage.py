@@ -1,0 +1,366 @@
+"""The subscription side shared by the operator stages (the downstream skeleton).
+
+``_base.StageOperator`` is the publisher side of an operator; the classes here are the
+other half, the stage object a subscriber gets as its ``Subscription``. Several stages
+(``on_backpressure_*``, ``buffer``, ``flat_map``, ``zip``) keep elements until downstream
+asks for them and deliver them from a drain loop. They share:
+
+- ``DownstreamStage``: downstream demand (Rule 3.9 validation, capped addition with
+  ``add_demand``), cancel once (Rule 3.7), the drain-loop entry ``_schedule`` (single owner,
+  the ``_wip`` flag under the lock), the delivery of a run of elements within demand
+  (Rule 2.13 on a raising ``on_next``), the first-error-wins ``fail`` and the
+  ``statistics()`` snapshot.
+- ``UpstreamStage``: a ``DownstreamStage`` that is also the ``Subscriber`` of one upstream,
+  with the ``on_subscribe`` prologue (Rules 2.5 and 2.13).
+- ``BufferedStage``: an ``UpstreamStage`` whose upstream terminal signal waits in the
+  buffer (``_done``/``_error``) and whose own errors are "urgent": signalled at once, with
+  upstream cancelled.
+- ``InnerSubscriber``: one inner source of a coordinating ``DownstreamStage`` (``flat_map``,
+  ``zip``): its bounded queue, completion flag and refill count; its error fails the owner.
+- ``PassThroughStage``: a stage without a buffer (the fused push chain, ``subscribe_on``):
+  the terminal signal forwarded once.
+
+Each stage keeps its own logic (what it buffers, when it is finished, what it requests
+upstream) in its own module and implements ``_drain``.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import abstractmethod
+from collections import deque
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .._demand import add_demand, validate_request
+from .._exceptions import ProtocolViolationError
+from .._hooks import report_undeliverable
+from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from ..api import Subscriber, Subscription
+from ._base import StageStatistics
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = [
+    "BufferedStage",
+    "DownstreamStage",
+    "InnerSubscriber",
+    "PassThroughStage",
+    "UpstreamStage",
+]
+
+T = TypeVar("T")
+OwnerT = TypeVar("OwnerT", bound="DownstreamStage")
+
+
+class DownstreamStage(Subscription):
+    """A stage's ``Subscription``: demand, cancel once, the drain loop's entry, delivery.
+
+    State, all guarded by ``_lock``: ``_demand`` (outstanding downstream demand, capped at
+    ``MAX_DEMAND``), ``_requested`` and ``_delivered`` (totals for ``statistics()``),
+    ``_error`` (the error to signal), ``_cancelled``, ``_terminated`` (the stage has sent
+    or given up its terminal signal and dropped ``_downstream``, Rule 3.13), ``_wip`` (a
+    drain pass owns the stage) and ``_high_water`` (the most elements ever buffered).
+
+    Subclasses implement ``_drain`` (the single owner's loop: it gives ``_wip`` up in the
+    critical section that finds nothing to do, so no signal is missed) and
+    ``_buffered_now`` (called with ``_lock`` held).
+
+    Concurrency:
+        ``request`` and ``cancel`` may be called from any thread (Rule 2.7 is the
+        subscriber's); they only update counters under the lock and then run or nudge
+        the drain loop, which calls downstream without the lock held.
+    """
+
+    __slots__ = (
+        "_cancelled",
+        "_delivered",
+        "_demand",
+        "_downstream",
+        "_error",
+        "_high_water",
+        "_lock",
+        "_requested",
+        "_terminated",
+        "_wip",
+    )
+
+    def __init__(self, downstream: Subscriber[Any]) -> None:
+        self._downstream: Subscriber[Any] | None = downstream
+        self._lock = threading.Lock()
+        self._demand = 0
+        self._requested = 0
+        self._delivered = 0
+        self._high_water = 0
+        self._error: Exception | None = None
+        self._cancelled = False
+        self._terminated = False
+        self._wip = False
+
+    def statistics(self) -> StageStatistics:
+        """Return a frozen snapshot of the stage's counters."""
+        with self._lock:
+            return StageStatistics(
+                requested=self._requested,
+                delivered=self._delivered,
+                buffered=self._buffered_now(),
+                cancelled=self._cancelled,
+                terminated=self._terminated,
+                high_water_mark=self._high_water,
+                dropped=self._dropped_now(),
+            )
+
+    @abstractmethod
+    def _buffered_now(self) -> int:
+        """Elements held right now (``_lock`` is held)."""
+
+    def _dropped_now(self) -> int:
+        """Elements dropped on purpose so far (``_lock`` is held); none by default."""
+        return 0
+
+    # ---------------------------------------------------------------- downstream calls
+    def request(self, n: int) -> None:
+        """Add ``n`` to the downstream demand and drain (Rule 3.9 errors are signalled).
+
+        Args:
+            n: a positive int; larger totals are capped at ``MAX_DEMAND`` (Rule 3.17).
+                ``n <= 0`` or a non-int is never raised: ``_reject_request`` records the
+                ``ProtocolViolationError`` and the drain loop signals it (Rule 3.9).
+        """
+        try:
+            count = validate_request(n)
+        except ProtocolViolationError as error:
+            self._reject_request(error)
+            self._schedule()
+            return
+        with self._lock:
+            self._demand = add_demand(self._demand, count)
+            self._requested = add_demand(self._requested, count)
+        self._demand_added(count)
+        self._schedule()
+
+    def cancel(self) -> None:
+        """Cancel once (Rule 3.7); the drain loop cancels upstream and drops downstream."""
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+        self._schedule()
+
+    def _reject_request(self, error: ProtocolViolationError) -> None:
+        """Record the Rule 3.9 error of a bad ``request``; by default the first error wins."""
+        self._keep_error(error)
+
+    def _demand_added(self, count: int) -> None:
+        """Hook: ``count`` was added to the demand (runs without the lock, before a drain)."""
+
+    # ---------------------------------------------------------------- errors
+    def fail(self, error: Exception) -> None:
+        """Keep ``error`` if it is the first (later ones go to the undeliverable hook); drain."""
+        self._keep_error(error)
+        self._schedule()
+
+    def _keep_error(self, error: Exception) -> None:
+        with self._lock:
+            if self._error is None:
+                self._error = error
+            else:
+                report_undeliverable(error)
+
+    # ---------------------------------------------------------------- the drain
+    def _schedule(self) -> None:
+        """Run the drain loop unless a pass already owns it (that pass sees our change)."""
+        with self._lock:
+            if self._wip:
+                return
+            self._wip = True
+        self._drain()
+
+    @abstractmethod
+    def _drain(self) -> None:
+        """Serial passes of the single owner; give ``_wip`` up under the lock when idle."""
+
+    def _deliver(self, downstream: Subscriber[Any], batch: Iterable[Any]) -> None:
+        """Signal ``on_next`` for each element of ``batch`` in order, counting deliveries.
+
+        A downstream ``on_next`` that raises breaks Rule 2.13: the violation is reported,
+        the rest of the batch is not sent and the stage is cancelled (the next drain pass
+        cancels upstream). The element whose ``on_next`` raised is not counted as delivered.
+        """
+        sent = 0
+        for element in batch:
+            try:
+                downstream.on_next(element)
+            except Exception as exc:  # Rule 2.13
+                report_violation(downstream, "on_next", exc)
+                with self._lock:
+                    self._cancelled = True
+                break
+            sent += 1
+        with self._lock:
+            self._delivered += sent
+
+
+class UpstreamStage(DownstreamStage, Subscriber[Any]):
+    """A ``DownstreamStage`` that is also the ``Subscriber`` of one upstream publisher."""
+
+    __slots__ = ("_upstream",)
+
+    def __init__(self, downstream: Subscriber[Any]) -> None:
+        super().__init__(downstream)
+        self._upstream: Subscription | None = None
+
+    def _accept_upstream(self, subscription: Subscription) -> bool:
+        """The ``on_subscribe`` prologue: keep the first subscription, hand ourselves on.
+
+        Raises ``TypeError`` for ``on_subscribe(None)`` (Rule 2.13), cancels a second
+        subscription (Rule 2.5), and cancels the stage when downstream is gone or its
+        ``on_subscribe`` raised. Returns True when the stage may go on (request upstream).
+        """
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        if self._upstream is not None:
+            subscription.cancel()  # Rule 2.5
+            return False
+        self._upstream = subscription
+        downstream = self._downstream
+        if downstream is None or not signal_on_subscribe(downstream, self):
+            self.cancel()
+            return False
+        return True
+
+
+class InnerSubscriber(Subscriber[Any], Generic[OwnerT]):
+    """One inner source of a coordinating stage, which drains every inner queue.
+
+    Attributes, guarded by the owner's lock: ``queue`` (elements received, at most the
+    owner's prefetch), ``done`` (the source completed), ``subscription`` (None until
+    ``on_subscribe``) and ``consumed`` (elements taken since the last refill request).
+    Subclasses implement ``on_subscribe``, ``on_next`` and ``on_complete``; an error from
+    the source fails the owner (the first error wins).
+    """
+
+    __slots__ = ("consumed", "done", "owner", "queue", "subscription")
+
+    def __init__(self, owner: OwnerT) -> None:
+        self.owner = owner
+        self.queue: deque[Any] = deque()
+        self.done = False
+        self.subscription: Subscription | None = None
+        self.consumed = 0
+
+    def on_error(self, error: Exception) -> None:
+        """Fail the owner with the inner source's error."""
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        self.owner.fail(error)
+
+
+class BufferedStage(UpstreamStage):
+    """An ``UpstreamStage`` whose upstream terminal signal waits behind its buffer.
+
+    ``_done`` is set by the first terminal event (upstream ``on_error``/``on_complete``,
+    or an error of the stage's own); ``_urgent`` marks the stage's own errors (a Rule 3.9
+    request, an overflow), which are signalled without waiting for the buffer to drain,
+    with upstream cancelled because it is still running.
+    - ``InnerSubscriber``: one inner source of a coordinating ``DownstreamStage`` (``flat_map``,
+    ``zip``): its bounded queue, completion flag and refill count; its error fails the owner.
+    - ``PassThroughStage``: a stage without a buffer (the fused push chain, ``subscribe_on``):
+    terminal signals forwarded once.
+    """
+
+    __slots__ = ("_done", "_urgent")
+
+    def __init__(self, downstream: Subscriber[Any]) -> None:
+        super().__init__(downstream)
+        self._done = False
+        self._urgent = False
+
+    def on_error(self, error: Exception) -> None:
+        """Record the upstream error; the drain decides whether buffered elements go first."""
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            self._error = error
+        self._schedule()
+
+    def on_complete(self) -> None:
+        """Mark upstream completed; ``on_complete`` goes downstream after the buffer."""
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            self._upstream_completed()
+        self._schedule()
+
+    def _upstream_completed(self) -> None:
+        """Hook run under the lock by the first ``on_complete`` (e.g. flush a partial)."""
+
+    def _reject_request(self, error: ProtocolViolationError) -> None:
+        with self._lock:
+            if not self._terminated:  # even after upstream completed (Rule 3.9)
+                self._error = error
+                self._done = True
+                self._urgent = True
+
+    def _signal_terminal(
+        self,
+        downstream: Subscriber[Any],
+        upstream: Subscription | None,
+        error: Exception | None,
+        urgent: bool,
+    ) -> None:
+        """Send the terminal signal; cancel upstream first for an urgent error."""
+        if error is not None:
+            if urgent and upstream is not None:
+                upstream.cancel()  # our own error: upstream is still running
+            signal_on_error(downstream, error)
+        else:
+            signal_on_complete(downstream)
+
+
+class PassThroughStage(Subscriber[T], Subscription):
+    """A stage that holds no elements: signals go straight down, demand straight up.
+
+    ``_done`` is set once, by the first terminal signal from upstream or by the stage's
+    own end (``_end``); after it nothing more reaches downstream (Rules 1.7, 2.4), and the
+    downstream reference is dropped (Rule 3.13). ``_requested`` and ``_delivered`` are the
+    stage's counters for ``statistics()``; each stage keeps its own ``on_subscribe``,
+    ``on_next``, ``request`` and ``cancel``.
+    """
+
+    __slots__ = ("_delivered", "_done", "_downstream", "_lock", "_requested", "_upstream")
+
+    def __init__(self, downstream: Subscriber[T]) -> None:
+        self._downstream: Subscriber[T] | None = downstream
+        self._lock = threading.Lock()
+        self._upstream: Subscription | None = None
+        self._done = False
+        self._requested = 0
+        self._delivered = 0
+
+    def on_error(self, error: Exception) -> None:
+        """Forward an upstream error unless this stage already ended."""
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        downstream = self._end()
+        if downstream is not None:
+            signal_on_error(downstream, error)
+
+    def on_complete(self) -> None:
+        """Forward completion unless this stage already ended."""
+        downstream = self._end()
+        if downstream is not None:
+            signal_on_complete(downstream)
+
+    def _end(self) -> Subscriber[T] | None:
+        """Mark the stage done once; return the downstream to signal, or None if ended."""
+        with self._lock:
+            if self._done:
+                return None
+            self._done = True
+        downstream, self._downstream = self._downstream, None
+        return downstream
