@@ -140,7 +140,8 @@ class PipelineProgress:
         total_rows: records in the input when known up front, else ``None``.
         bridge_held: records held in the ``to_spark_stream`` bridge: read from the source
             and not yet acknowledged by Spark (the micro-batch running and the next ones).
-        bridge_bound: the most records the bridge may hold (two triggers and one chunk).
+        bridge_bound: the most records the bridge may hold (its row budget, two triggers,
+            plus one chunk of the source).
         reading: seconds since the source read its first record (``0.0`` before).
     """
 
@@ -677,9 +678,10 @@ class Pipeline:
             self._query_progress.poll(query)
         processed, late = self._query_progress.totals()
         emitted = source.records_emitted if source is not None else 0
-        held = 0
+        held = bound = 0
         if self._bridge is not None:
             held = self._bridge.statistics().buffered
+            bound = self._bridge.row_budget + self.config.chunk_rows  # + one source batch
         return PipelineProgress(
             phase=self._phase,
             elapsed=time.monotonic() - self._started if self._started else 0.0,
@@ -696,7 +698,7 @@ class Pipeline:
             late_rows=late,
             total_rows=self.plan.total_rows if self.plan is not None else None,
             bridge_held=held,
-            bridge_bound=2 * self.config.max_records_per_trigger + self.config.chunk_rows,
+            bridge_bound=bound,
             reading=(
                 (self._source_done_at or time.monotonic()) - source.first_read_at
                 if source is not None and source.first_read_at is not None

@@ -391,14 +391,19 @@ class SparkStreamBridge(Subscriber[Element]):
         """
         self._subscribe_once()
         with self._cond:
-            self._target = max(self._target, self._budget())
+            self._target = max(self._target, self.row_budget)
             more = self._top_up_locked()
             upstream = self._upstream
         if more and upstream is not None:
             upstream.request(more)
 
-    def _budget(self) -> int:
-        """Rows held or requested at most, with read-ahead: ``max * (1 + read_ahead)``."""
+    @property
+    def row_budget(self) -> int:
+        """Rows held plus requested at most: ``max_records_per_trigger * (1 + read_ahead)``.
+
+        With ``arrow=True`` the bridge may hold one publisher batch beyond it (a batch's
+        size is only known when it arrives).
+        """
         return self._max_records * (1 + self._read_ahead)
 
     def _top_up_locked(self) -> int:
@@ -468,7 +473,7 @@ class SparkStreamBridge(Subscriber[Element]):
                 # The next trigger's rows, while Spark runs this one. The rows just handed
                 # over stay held until the next read acknowledges them, so the budget
                 # counts them.
-                self._target = self._budget()
+                self._target = self.row_budget
             more = self._top_up_locked()
             upstream = self._upstream
         if more and upstream is not None:
