@@ -14,12 +14,15 @@ __all__ = ["SparkSessionStarter", "spark_is_running"]
 
 
 def spark_is_running() -> bool:
-    """Whether this process already has a SparkContext (whatever thread created it)."""
+    """Whether this process already has a SparkContext (``False`` without pyspark).
+
+    Imports the Spark side lazily: importing the pipeline package does not import pyspark.
+    """
     try:
-        from pyspark import SparkContext  # noqa: PLC0415
+        from reactive_streams.spark.session import spark_is_running as running  # noqa: PLC0415
     except ImportError:  # no Spark here at all: start() reports it
         return False
-    return SparkContext._active_spark_context is not None
+    return running()
 
 
 class SparkSessionStarter:

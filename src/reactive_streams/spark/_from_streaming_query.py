@@ -15,8 +15,6 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from pyspark import SparkContext
-
 from .._demand import MAX_DEMAND, DrainLoop, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
 from .._hooks import report_undeliverable
@@ -25,7 +23,7 @@ from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
 from ._dropped import DROPPED
 from ._errors import StreamingQueryFailedError
-from .session import require_classic
+from .session import require_classic, spark_is_running
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -153,7 +151,7 @@ class _QuerySubscription(Subscription):
             try:
                 self.query.stop()
             except Exception as exc:
-                if SparkContext._active_spark_context is None:
+                if not spark_is_running():
                     return  # the session was stopped meanwhile, and the query with it
                 report_undeliverable(exc)
 

@@ -43,6 +43,7 @@ __all__ = [
     "remote_session",
     "require_classic",
     "require_java",
+    "spark_is_running",
 ]
 
 _INSTALL_ADVICE: Final = (
@@ -199,7 +200,7 @@ def local_session(
         JavaNotFoundError: Java is missing or too old (see ``require_java``).
     """
     require_java()
-    if fast_workers and SparkContext._active_spark_context is None:
+    if fast_workers and not spark_is_running():
         home = fast_worker_home()
         if home is not None:
             os.environ["SPARK_HOME"] = home
@@ -221,6 +222,15 @@ def local_session(
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level)
     return spark
+
+
+def spark_is_running() -> bool:
+    """Whether this process has a SparkContext (whichever thread created it).
+
+    Unlike ``SparkSession.getActiveSession()``, which follows the calling thread's JVM
+    session, this sees a context started on any thread.
+    """
+    return SparkContext._active_spark_context is not None
 
 
 def remote_session(url: str, *, app_name: str = "reactive-streams") -> SparkSession:
