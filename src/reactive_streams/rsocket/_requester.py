@@ -197,6 +197,11 @@ class _RequesterSubscription(Subscription, StreamHandler):
         if self._cancelled():
             self._finish(send_cancel=True)
             return False
+        connection = self._connection
+        if not self._stream_open and connection.is_closed:  # Rule 1.4: fail without demand
+            self.on_connection_error(
+                connection.error or RSocketConnectionError("the connection is closed")
+            )
         with self._lock:
             buffered = len(self._buffer)
             ended = self._remote_done and buffered == 0
