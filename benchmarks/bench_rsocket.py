@@ -36,7 +36,7 @@ from reactive_streams.reference import IterablePublisher
 from reactive_streams.rsocket import connect, serve
 
 TIMEOUT = 600.0
-logging.getLogger("rsocket").setLevel(logging.CRITICAL)  # its close() logs a benign traceback
+logging.getLogger("pyrsocket").setLevel(logging.CRITICAL)  # its close() logs a benign traceback
 
 
 class _Counter(Subscriber[bytes]):

@@ -240,3 +240,14 @@ def test_complete_flag_alone_completes(raw_server: RawServer) -> None:
             assert (subscriber.elements, subscriber.completed) == ([b"only"], True)
         finally:
             peer.close()
+
+
+def test_a_stream_without_demand_learns_that_its_connection_died(raw_server: RawServer) -> None:
+    with connect(f"tcp://127.0.0.1:{raw_server.port}") as client:
+        peer = raw_server.accept()
+        idle: RecordingSubscriber[bytes] = RecordingSubscriber()  # subscribes, never requests
+        client.request_stream("a").subscribe(idle)
+        peer.close()
+        assert idle.wait_terminated(TIMEOUT)
+        assert isinstance(idle.error, RSocketConnectionError)
+        assert idle.elements == []

@@ -140,6 +140,7 @@ class Connection(asyncio.Protocol):
         self._settings = settings
         self._lock = threading.Lock()
         self._streams: dict[int, StreamHandler] = {}
+        self._watched: set[StreamHandler] = set()  # subscribed, stream not opened yet
         self._highest_stream_id = 0
         self._outbox: list[bytes] = []
         self._flush_pending = False
@@ -219,10 +220,24 @@ class Connection(asyncio.Protocol):
         with self._lock:
             if self._closed:
                 return False
+            self._watched.discard(handler)
             self._streams[stream_id] = handler
             self._highest_stream_id = max(self._highest_stream_id, stream_id)
             handler.stream_id = stream_id
             return True
+
+    def watch(self, handler: StreamHandler) -> bool:
+        """Have ``handler`` told of a failure before it has a stream; ``False`` if closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._watched.add(handler)
+            return True
+
+    def unwatch(self, handler: StreamHandler) -> None:
+        """Stop watching ``handler`` (its stream opened, or it ended)."""
+        with self._lock:
+            self._watched.discard(handler)
 
     def unregister(self, stream_id: int) -> None:
         """Remove a finished stream; later frames for it are ignored (they may be in flight)."""
@@ -320,8 +335,9 @@ class Connection(asyncio.Protocol):
             if self._closed:
                 return
             self._closed = True
-            handlers = list(self._streams.values())
+            handlers = [*self._streams.values(), *self._watched]
             self._streams.clear()
+            self._watched.clear()
             frames = self._outbox
             self._outbox = []
         self._error = error

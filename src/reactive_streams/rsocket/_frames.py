@@ -108,6 +108,7 @@ _REQUEST_TYPES: Final = frozenset(
 )
 _KNOWN_TYPES: Final = frozenset(int(member) for member in FrameType)
 _PAYLOAD_BITS: Final[int] = 0x0A << 10
+_PAYLOAD_FAST_MASK: Final[int] = 0xFC00 | 0x100  # the type bits and the metadata flag
 
 # length prefix split as u8 + u16 (24 bits), stream ID u32, type and flags u16
 _PREFIX_HEADER = struct.Struct(">BHIH")
@@ -225,51 +226,82 @@ class FrameReader:
             prefix excluded); at most ``MAX_FRAME_SIZE``.
     """
 
-    __slots__ = ("_buffer", "_max_frame_size", "_position")
+    __slots__ = ("_max_frame_size", "_need", "_pending")
 
     def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
-        self._buffer = bytearray()
-        self._position = 0
+        self._pending = bytearray()
+        self._need = 0
         self._max_frame_size = max_frame_size
 
     @property
     def pending(self) -> int:
         """Bytes received that do not yet form a whole frame."""
-        return len(self._buffer) - self._position
+        return len(self._pending)
 
     def feed(self, data: bytes) -> list[Frame]:
         """Add ``data``; return the frames it completes.
 
+        A frame split over many reads is collected without re-parsing (linear time);
+        ``PAYLOAD`` frames without metadata, the bulk of a stream, take a short path.
+
         Raises:
             FrameError: a frame is malformed or longer than ``max_frame_size``.
         """
-        buffer = self._buffer
-        if self._position:
-            del buffer[: self._position]
-            self._position = 0
-        buffer += data
+        pending = self._pending
+        if pending:
+            pending += data
+            if len(pending) < self._need:
+                return []
+            buffer = bytes(pending)
+            pending.clear()
+        else:
+            buffer = bytes(data)
         frames: list[Frame] = []
+        append = frames.append
         position = 0
         end = len(buffer)
         unpack_length = _U24_SPLIT.unpack_from
+        unpack_header = _HEADER.unpack_from
+        max_frame_size = self._max_frame_size
         while end - position >= 3:
             high, low = unpack_length(buffer, position)
             length = (high << 16) | low
-            if length > self._max_frame_size:
+            if length > max_frame_size:
                 raise FrameError(
-                    f"frame length {length} is beyond the maximum of {self._max_frame_size} bytes"
+                    f"frame length {length} is beyond the maximum of {max_frame_size} bytes"
                 )
             if length < _HEADER_SIZE:
                 raise FrameError(f"frame length {length} is shorter than the 6-byte header")
             start = position + 3
             stop = start + length
             if stop > end:
+                self._need = stop - position
                 break
-            frame = decode_frame(bytes(buffer[start:stop]))
-            if frame is not None:
-                frames.append(frame)
+            stream_id, type_and_flags = unpack_header(buffer, start)
+            if (
+                type_and_flags & _PAYLOAD_FAST_MASK == _PAYLOAD_BITS
+                and type_and_flags & (FLAG_NEXT | FLAG_COMPLETE)
+                and stream_id < 0x80000000
+            ):
+                append(
+                    Frame(
+                        stream_id,
+                        0x0A,
+                        type_and_flags & _FLAGS_MASK,
+                        0,
+                        None,
+                        buffer[start + 6 : stop],
+                    )
+                )
+            else:
+                frame = decode_frame(buffer[start:stop])
+                if frame is not None:
+                    append(frame)
             position = stop
-        self._position = position
+        else:
+            self._need = 3
+        if position < end:
+            pending += buffer[position:]
         return frames
 
 

@@ -139,7 +139,12 @@ class _RequesterSubscription(Subscription, StreamHandler):
             self._drain.start_owned()
 
     def start(self) -> None:
-        """Run the first pass, which signals ``on_subscribe`` (Rule 1.9)."""
+        """Run the first pass, which signals ``on_subscribe`` (Rule 1.9).
+
+        Until its first request opens the stream, the subscription is watched by the
+        connection, so a connection that fails meanwhile still ends it (Rule 1.4).
+        """
+        self._connection.watch(self)
         if self._election.acquire():
             self._drain.start_owned()
 
@@ -272,6 +277,8 @@ class _RequesterSubscription(Subscription, StreamHandler):
             self._buffer.clear()
         if self._stream_open:
             self._connection.unregister(self.stream_id)
+        else:
+            self._connection.unwatch(self)
         if notify:
             self._connection.send(encode_cancel(self.stream_id))
         self._subscriber = None  # Rule 3.13
