@@ -19,6 +19,8 @@ our side                           on the wire
   ``await serve_async(...)`` does the same on the running loop.
 * ``connect("tcp://host:port", *, token=None, ssl_context=None) -> RSocketClient`` opens
   a connection; ``client.request_stream(route, data)`` is a ``Publisher[bytes]``.
+  ``ws://`` URLs and ``serve(..., transport="ws")`` carry RSocket over WebSocket (with the
+  ``websockets`` package).
 
 Routing and bearer authentication use composite metadata
 (``message/x.rsocket.routing.v0``, ``message/x.rsocket.authentication.v0``), as Spring and

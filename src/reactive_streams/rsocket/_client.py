@@ -25,6 +25,7 @@ from ._loop import LoopThread
 from ._metadata import AUTHENTICATION, COMPOSITE, ROUTING, encode_bearer, encode_composite
 from ._metadata import encode_routing as _encode_routing
 from ._requester import RemotePublisher
+from ._websocket import WebSocketTransport, import_websockets
 
 if TYPE_CHECKING:
     import ssl
@@ -243,13 +244,16 @@ class _NoHandler(StreamHandler):
         pass
 
 
-def _parse_url(url: str) -> tuple[str, int]:
+def _parse_url(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
-    if parts.scheme != "tcp":
-        raise ValueError(f"unsupported RSocket URL {url!r}: only tcp://host:port is supported")
-    if not parts.hostname or parts.port is None:
+    if parts.scheme not in ("tcp", "ws", "wss"):
+        raise ValueError(
+            f"unsupported RSocket URL {url!r}: use tcp://host:port, ws://host:port/path "
+            "or wss://host:port/path"
+        )
+    if not parts.hostname or (parts.port is None and parts.scheme == "tcp"):
         raise ValueError(f"RSocket URL {url!r} needs a host and a port: tcp://host:port")
-    return parts.hostname, parts.port
+    return parts.scheme, parts.hostname, parts.port or 0
 
 
 def connect(
@@ -266,7 +270,8 @@ def connect(
     """Connect to the RSocket server at ``url`` and send ``SETUP``.
 
     Args:
-        url: ``tcp://host:port``.
+        url: ``tcp://host:port``, or ``ws://host:port/path`` (``wss://`` with
+            ``ssl_context``) for RSocket over WebSocket (needs the ``websockets`` package).
         token: a bearer token, sent as ``message/x.rsocket.authentication.v0`` in the
             SETUP metadata and in every request's composite metadata.
         ssl_context: a client-side context for TLS (the server's name is checked against
@@ -287,7 +292,7 @@ def connect(
         ValueError: a malformed URL.
         RSocketConnectionError: the connection could not be made within ``timeout``.
     """
-    host, port = _parse_url(url)
+    scheme, host, port = _parse_url(url)
     settings = ConnectionSettings(
         max_frame_size=max_frame_size, keepalive=keepalive, max_lifetime=max_lifetime
     )
@@ -307,9 +312,31 @@ def connect(
         )
         return protocol
 
+    async def _connect_websocket() -> ClientConnection:
+        import_websockets()
+        from websockets.asyncio.client import connect as websocket_connect  # noqa: PLC0415
+
+        websocket = await websocket_connect(
+            url,
+            ssl=ssl_context if scheme == "wss" else None,
+            max_size=None,  # the frame limit is ours: max_frame_size
+            compression=None,
+            ping_interval=None,  # RSocket keeps itself alive
+            proxy=None,
+        )
+        protocol = ClientConnection(loop, settings, setup_metadata)
+        transport = WebSocketTransport(websocket, protocol)
+        transport.task = loop.create_task(transport.run())
+        await asyncio.sleep(0)  # run() calls connection_made, which sends SETUP
+        return protocol
+
+    opener = _connect if scheme == "tcp" else _connect_websocket
     try:
-        connection = loop_thread.call(asyncio.wait_for(_connect(), timeout), timeout + 1.0)
-    except (OSError, TimeoutError) as exc:
+        connection = loop_thread.call(asyncio.wait_for(opener(), timeout), timeout + 1.0)
+    except (OSError, TimeoutError, ImportError) as exc:
+        if isinstance(exc, ImportError):
+            loop_thread.stop()
+            raise
         loop_thread.stop()
         raise RSocketConnectionError(f"could not connect to {url}: {exc}") from exc
     except BaseException:

@@ -7,7 +7,7 @@ import hmac
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._connection import Connection, ConnectionSettings
 from ._errors import FrameError, RSocketConnectionError
@@ -15,6 +15,7 @@ from ._frames import MAX_FRAME_SIZE, ErrorCode, FrameType, encode_error
 from ._loop import LoopThread
 from ._metadata import COMPOSITE, bearer_token, decode_composite, route_of
 from ._responder import ResponderStream
+from ._websocket import WebSocketTransport, import_websockets
 
 if TYPE_CHECKING:
     import ssl
@@ -49,17 +50,36 @@ class _ServerCore:
         self.settings = settings
         self.executor = executor
         self.connections: set[ServerConnection] = set()
-        self._server: asyncio.Server | None = None
+        self._server: Any = None  # an asyncio.Server, or a websockets Server
 
-    async def start(self, host: str, port: int) -> None:
-        self._server = await self.loop.create_server(
-            lambda: ServerConnection(self), host, port, ssl=self.ssl_context
+    async def start(self, host: str, port: int, transport: str) -> None:
+        if transport == "tcp":
+            self._server = await self.loop.create_server(
+                lambda: ServerConnection(self), host, port, ssl=self.ssl_context
+            )
+            return
+        if transport != "ws":
+            raise ValueError(f"transport must be 'tcp' or 'ws', got {transport!r}")
+        import_websockets()
+        from websockets.asyncio.server import serve as websocket_serve  # noqa: PLC0415
+
+        async def handler(websocket: Any) -> None:
+            await WebSocketTransport(websocket, ServerConnection(self)).run()
+
+        self._server = await websocket_serve(
+            handler,
+            host,
+            port,
+            ssl=self.ssl_context,
+            max_size=None,  # the frame limit is ours: max_frame_size
+            compression=None,
+            ping_interval=None,  # RSocket keeps itself alive
         )
 
     @property
     def port(self) -> int:
         assert self._server is not None
-        port: int = self._server.sockets[0].getsockname()[1]
+        port: int = next(iter(self._server.sockets)).getsockname()[1]
         return port
 
     def token_ok(self, presented: bytes | None) -> bool:
@@ -329,6 +349,7 @@ def serve(
     ssl_context: ssl.SSLContext | None = None,
     max_frame_size: int = MAX_FRAME_SIZE,
     workers: int = 8,
+    transport: str = "tcp",
 ) -> RSocketServer:
     """Serve ``routes`` over RSocket/TCP from a background event-loop thread.
 
@@ -348,12 +369,15 @@ def serve(
         max_frame_size: larger frames are fragmented on send and refused on receipt.
         workers: threads that run factories and the publishers' ``request``/``cancel``.
             Connections use no thread of their own: idle ones cost a socket only.
+        transport: ``"tcp"`` (length-prefixed frames) or ``"ws"`` (RSocket over WebSocket,
+            one frame per binary message, any path; needs the ``websockets`` package).
 
     Returns:
         A running ``RSocketServer``; close it (or use it as a context manager).
 
     Raises:
         OSError: the address could not be bound.
+        ValueError: an unknown ``transport``.
     """
     loop_thread = LoopThread("rsocket-server-loop")
     core = _make_core(
@@ -365,7 +389,7 @@ def serve(
         workers=workers,
     )
     try:
-        loop_thread.call(core.start(host, port), 30.0)
+        loop_thread.call(core.start(host, port, transport), 30.0)
     except BaseException:
         loop_thread.stop()
         core.executor.shutdown(wait=False)
@@ -382,6 +406,7 @@ async def serve_async(
     ssl_context: ssl.SSLContext | None = None,
     max_frame_size: int = MAX_FRAME_SIZE,
     workers: int = 8,
+    transport: str = "tcp",
 ) -> AsyncRSocketServer:
     """Serve ``routes`` on the running event loop; the arguments are those of ``serve``.
 
@@ -399,7 +424,7 @@ async def serve_async(
         workers=workers,
     )
     try:
-        await core.start(host, port)
+        await core.start(host, port, transport)
     except BaseException:
         core.executor.shutdown(wait=False)
         raise
