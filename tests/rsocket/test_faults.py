@@ -251,3 +251,17 @@ def test_a_stream_without_demand_learns_that_its_connection_died(raw_server: Raw
         assert idle.wait_terminated(TIMEOUT)
         assert isinstance(idle.error, RSocketConnectionError)
         assert idle.elements == []
+
+
+def test_frames_the_spec_says_to_ignore_are_ignored() -> None:
+    metadata_push = b"\x00\x00\x08\x00\x00\x00\x05\x30\x00mm"  # METADATA_PUSH, stream 5
+    with serve({"items": items_route}) as server:
+        peer = RawPeer.connect(server.port)
+        try:
+            peer.send(setup_frame() + metadata_push + encode_payload(0, b"stray"))
+            peer.send(request_stream(1, "items", 5, b"2"))
+            first, second, complete = peer.frames(3)
+            assert (first.data, second.data) == (b"item-0", b"item-1")
+            assert complete.frame_type == FrameType.PAYLOAD and complete.data == b""
+        finally:
+            peer.close()

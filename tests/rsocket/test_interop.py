@@ -19,7 +19,14 @@ from rsocket.rsocket_server import RSocketServer as PeerServer
 from rsocket.streams.stream_from_generator import StreamFromGenerator
 from rsocket.transports.tcp import TransportTCP
 
-from reactive_streams.rsocket import RSocketServer, RSocketStreamError, connect, serve
+from reactive_streams.rsocket import (
+    ErrorCode,
+    RSocketConnectionError,
+    RSocketServer,
+    RSocketStreamError,
+    connect,
+    serve,
+)
 from reactive_streams.testing import RecordingSubscriber
 
 from .conftest import TIMEOUT, PeerThread, TrackedPublisher, items_route, numbered, single_transport
@@ -223,7 +230,11 @@ def test_token_refuses_a_peer_without_it_and_accepts_one_with_it(
             client.request_stream("items", b"3").subscribe(subscriber)
             assert subscriber.wait_terminated(TIMEOUT)
             assert subscriber.error is not None
-            assert "REJECTED" in str(subscriber.error)
+            assert isinstance(subscriber.error, RSocketConnectionError)
+            assert subscriber.error.code == ErrorCode.REJECTED_SETUP
+            assert str(subscriber.error) == (
+                "the peer closed the connection with REJECTED_SETUP: invalid bearer token"
+            )
         with connect(f"tcp://127.0.0.1:{server.port}", token="s3cret") as client:
             subscriber = RecordingSubscriber(initial_request=5)
             client.request_stream("items", b"3").subscribe(subscriber)

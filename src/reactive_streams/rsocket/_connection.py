@@ -58,6 +58,12 @@ _REQUEST_TYPES: Final = frozenset(
         FrameType.REQUEST_CHANNEL,
     }
 )
+_STREAM_TYPES: Final = _REQUEST_TYPES | {
+    FrameType.PAYLOAD,
+    FrameType.REQUEST_N,
+    FrameType.CANCEL,
+    FrameType.ERROR,
+}
 
 
 class ConnectionSettings:
@@ -354,7 +360,8 @@ class Connection(asyncio.Protocol):
                 transport.write(b"".join(frames))
             transport.close()
         if notify_peer:
-            logger.warning("closing RSocket connection: %s", error)
+            code = error.code if error.code is not None else ErrorCode.CONNECTION_ERROR
+            logger.warning("closing RSocket connection with %s: %s", code_name(code), error)
         for handler in handlers:
             try:
                 handler.on_connection_error(error)
@@ -406,6 +413,8 @@ class Connection(asyncio.Protocol):
                 frame_type = frame.frame_type
         elif frame_type == FrameType.CANCEL:
             self._partials.pop(stream_id, None)
+        elif frame_type not in _STREAM_TYPES:
+            return  # spec: METADATA_PUSH, KEEPALIVE, SETUP... on a stream ID > 0 are ignored
         if frame_type in _REQUEST_TYPES:
             self._request(frame)
             return

@@ -136,7 +136,7 @@ class ServerConnection(Connection):
         )
 
     def _reject(self, code: ErrorCode, message: str) -> None:
-        self.fail(RSocketConnectionError(f"{code.name}: {message}", code=code), notify_peer=True)
+        self.fail(RSocketConnectionError(message, code=code), notify_peer=True)
 
     def _setup(self, frame: Frame) -> None:
         if self._established:
