@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rsocket.extensions.helpers import authenticate_bearer, composite, route
 from rsocket.frame import (
     CancelFrame,
@@ -176,3 +178,41 @@ def test_large_payload_uses_a_long_length_prefix() -> None:
     [frame] = FrameReader().feed(encode_payload(1, data))
     assert frame.data == data
     assert MAX_FRAME_SIZE == 2**24 - 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.binary(max_size=3000),
+    metadata=st.one_of(st.none(), st.binary(max_size=600)),
+    max_frame_size=st.integers(min_value=64, max_value=2048),
+    cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=8),
+    kind=st.sampled_from([FrameType.PAYLOAD, FrameType.REQUEST_STREAM, FrameType.REQUEST_FNF]),
+)
+def test_any_fragmentation_read_in_any_chunks_gives_back_the_payload(
+    data: bytes,
+    metadata: bytes | None,
+    max_frame_size: int,
+    cuts: list[int],
+    kind: FrameType,
+) -> None:
+    frames = encode_fragments(
+        kind, 7, data, metadata, max_frame_size=max_frame_size, initial_n=3, complete=True
+    )
+    wire = b"".join(frames)
+    assert all(len(frame) - 3 <= max_frame_size for frame in frames)
+    reader = FrameReader(max_frame_size=max_frame_size)
+    decoded = []
+    previous = 0
+    for cut in sorted({min(cut, len(wire)) for cut in cuts} | {len(wire)}):
+        decoded += reader.feed(wire[previous:cut])
+        previous = cut
+    assert reader.pending == 0
+    assert len(decoded) == len(frames)
+    assert decoded[0].frame_type == kind
+    assert all(frame.frame_type == FrameType.PAYLOAD for frame in decoded[1:])
+    assert [bool(frame.flags & FLAG_FOLLOWS) for frame in decoded] == [True] * (
+        len(decoded) - 1
+    ) + [False]
+    assert b"".join(frame.data for frame in decoded) == data
+    pieces = [frame.metadata for frame in decoded if frame.metadata is not None]
+    assert (b"".join(pieces) if pieces else None) == metadata
