@@ -116,3 +116,20 @@ def test_rsocket_py_reassembles_our_fragments() -> None:
     with serve({"big": bigs}, max_frame_size=1024) as server:
         signals = asyncio.run(scenario(server.port))
     assert signals == [("next", big), ("next", big[::-1]), ("complete", None)]
+
+
+def test_statistics_count_connections_streams_frames_and_bytes() -> None:
+    with serve({"items": items_route}) as server:
+        with connect(f"tcp://127.0.0.1:{server.port}") as client:
+            assert collect(client.request_stream("items", b"5"), timeout=TIMEOUT) == list(
+                numbered(5)
+            )
+            ours = client.statistics()
+            assert (ours.connections, ours.open_streams) == (1, 0)
+            assert ours.frames_received == 6  # 5 elements, then the COMPLETE
+            assert ours.frames_sent >= 2  # SETUP and REQUEST_STREAM (and KEEPALIVEs)
+            theirs = server.statistics()
+            assert theirs.connections == 1
+            assert theirs.frames_sent == ours.frames_received
+            assert theirs.bytes_received == ours.bytes_sent
+        assert client.statistics().connections == 0

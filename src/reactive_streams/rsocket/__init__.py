@@ -33,6 +33,7 @@ from ._client import RSocketClient, connect
 from ._errors import FrameError, RSocketConnectionError, RSocketError, RSocketStreamError
 from ._frames import MAX_FRAME_SIZE, MAX_REQUEST_N, ErrorCode
 from ._server import AsyncRSocketServer, RSocketServer, serve, serve_async
+from ._statistics import TransportStatistics
 
 __all__ = [
     "MAX_FRAME_SIZE",
@@ -45,6 +46,7 @@ __all__ = [
     "RSocketError",
     "RSocketServer",
     "RSocketStreamError",
+    "TransportStatistics",
     "connect",
     "serve",
     "serve_async",

@@ -25,6 +25,7 @@ from ._loop import LoopThread
 from ._metadata import AUTHENTICATION, COMPOSITE, ROUTING, encode_bearer, encode_composite
 from ._metadata import encode_routing as _encode_routing
 from ._requester import RemotePublisher
+from ._statistics import TransportStatistics
 from ._websocket import WebSocketTransport, import_websockets
 
 if TYPE_CHECKING:
@@ -192,6 +193,18 @@ class RSocketClient:
         if not stream_id or not connection.send_all(frames):
             raise connection.error or RSocketConnectionError("the connection is closed")
         connection.unregister(stream_id)
+
+    def statistics(self) -> TransportStatistics:
+        """A snapshot of the connection's counters (frames and bytes both ways)."""
+        connection = self._connection
+        return TransportStatistics(
+            connections=0 if connection.is_closed else 1,
+            open_streams=connection.open_streams,
+            frames_received=connection.frames_received,
+            frames_sent=connection.frames_sent,
+            bytes_received=connection.bytes_received,
+            bytes_sent=connection.bytes_sent,
+        )
 
     @property
     def closed(self) -> bool:

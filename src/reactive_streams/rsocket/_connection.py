@@ -159,6 +159,10 @@ class Connection(asyncio.Protocol):
         self._paused = False
         self._loop_thread = 0
         self._last_received = loop.time()
+        self.frames_received = 0  # counters, updated on the loop thread only
+        self.frames_sent = 0
+        self.bytes_received = 0
+        self.bytes_sent = 0
         self._timer: asyncio.TimerHandle | None = None
         self.closed: asyncio.Future[None] = loop.create_future()
         """Done once the transport is closed (``connection_lost`` ran)."""
@@ -175,6 +179,12 @@ class Connection(asyncio.Protocol):
     def writable(self) -> bool:
         """False while the transport's write buffer is above its high-water mark."""
         return not self._paused
+
+    @property
+    def open_streams(self) -> int:
+        """How many streams are in the stream table right now."""
+        with self._lock:
+            return len(self._streams)
 
     @property
     def error(self) -> RSocketConnectionError | None:
@@ -273,11 +283,13 @@ class Connection(asyncio.Protocol):
         if self._closed:
             return
         self._last_received = self._loop.time()
+        self.bytes_received += len(data)
         try:
             frames = self._reader.feed(data)
         except FrameError as error:
             self.fail(error, notify_peer=True)
             return
+        self.frames_received += len(frames)
         touched = self._touched
         try:
             for frame in frames:
@@ -333,7 +345,10 @@ class Connection(asyncio.Protocol):
             self._flush_pending = False
             closed = self._closed
         if frames and not closed and self._transport is not None:
-            self._transport.write(b"".join(frames))
+            data = b"".join(frames)
+            self.frames_sent += len(frames)
+            self.bytes_sent += len(data)
+            self._transport.write(data)
 
     def fail(self, error: RSocketConnectionError, notify_peer: bool = False) -> None:
         """End the connection once: tell the peer (if asked), close, fail every stream."""

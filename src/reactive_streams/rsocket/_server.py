@@ -15,6 +15,7 @@ from ._frames import MAX_FRAME_SIZE, ErrorCode, FrameType, encode_error
 from ._loop import LoopThread
 from ._metadata import COMPOSITE, bearer_token, decode_composite, route_of
 from ._responder import ResponderStream
+from ._statistics import TransportStatistics
 from ._websocket import WebSocketTransport, import_websockets
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ class _ServerCore:
         self.settings = settings
         self.executor = executor
         self.connections: set[ServerConnection] = set()
+        self._closed_totals = (0, 0, 0, 0)  # counters of the connections already closed
         self._server: Any = None  # an asyncio.Server, or a websockets Server
 
     async def start(self, host: str, port: int, transport: str) -> None:
@@ -81,6 +83,31 @@ class _ServerCore:
         assert self._server is not None
         port: int = next(iter(self._server.sockets)).getsockname()[1]
         return port
+
+    def forget(self, connection: ServerConnection) -> None:
+        """Loop thread: drop a closed connection, keeping its counters in the totals."""
+        if connection in self.connections:
+            self.connections.discard(connection)
+            frames_in, frames_out, bytes_in, bytes_out = self._closed_totals
+            self._closed_totals = (
+                frames_in + connection.frames_received,
+                frames_out + connection.frames_sent,
+                bytes_in + connection.bytes_received,
+                bytes_out + connection.bytes_sent,
+            )
+
+    def statistics(self) -> TransportStatistics:
+        """A snapshot of the server's counters, closed connections included."""
+        connections = list(self.connections)
+        frames_in, frames_out, bytes_in, bytes_out = self._closed_totals
+        return TransportStatistics(
+            connections=len(connections),
+            open_streams=sum(connection.open_streams for connection in connections),
+            frames_received=frames_in + sum(c.frames_received for c in connections),
+            frames_sent=frames_out + sum(c.frames_sent for c in connections),
+            bytes_received=bytes_in + sum(c.bytes_received for c in connections),
+            bytes_sent=bytes_out + sum(c.bytes_sent for c in connections),
+        )
 
     def token_ok(self, presented: bytes | None) -> bool:
         return (
@@ -118,7 +145,7 @@ class ServerConnection(Connection):
         self._core.connections.add(self)
 
     def _forget(self, connection: Connection, error: RSocketConnectionError) -> None:
-        self._core.connections.discard(self)
+        self._core.forget(self)
 
     def _dispatch(self, frame: Frame) -> None:
         if self._established:
@@ -269,6 +296,10 @@ class RSocketServer:
         """How many client connections are open right now."""
         return len(self._core.connections)
 
+    def statistics(self) -> TransportStatistics:
+        """A snapshot of the server's counters (connections, streams, frames, bytes)."""
+        return self._core.statistics()
+
     def close(self, timeout: float = 5.0) -> None:
         """Stop listening, close every connection (its streams' publishers are cancelled).
 
@@ -316,6 +347,10 @@ class AsyncRSocketServer:
     def connection_count(self) -> int:
         """How many client connections are open right now."""
         return len(self._core.connections)
+
+    def statistics(self) -> TransportStatistics:
+        """A snapshot of the server's counters (connections, streams, frames, bytes)."""
+        return self._core.statistics()
 
     async def aclose(self, timeout: float = 5.0) -> None:
         """Stop listening and close every connection; idempotent.
