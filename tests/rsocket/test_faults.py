@@ -267,22 +267,22 @@ def test_frames_the_spec_says_to_ignore_are_ignored() -> None:
             peer.close()
 
 
-def test_closing_either_side_mid_stream_ends_it_once_and_cancels_upstream() -> None:
-    for closing in ("server", "client"):
-        tracked = TrackedPublisher()
-        with serve({"tracked": lambda data: tracked}) as server:
-            client = connect(f"tcp://127.0.0.1:{server.port}")
-            try:
-                subscriber: RecordingSubscriber[bytes] = RecordingSubscriber(initial_request=2)
-                client.request_stream("tracked").subscribe(subscriber)
-                assert subscriber.wait_for_elements(2, TIMEOUT)
-                if closing == "server":
-                    server.close()
-                else:
-                    client.close()
-                assert subscriber.wait_terminated(TIMEOUT)
-                assert isinstance(subscriber.error, RSocketConnectionError)
-                assert subscriber.violations == []
-                assert tracked.cancelled.wait(TIMEOUT)
-            finally:
+@pytest.mark.parametrize("closing", ["server", "client"])
+def test_closing_either_side_mid_stream_ends_it_once_and_cancels_upstream(closing: str) -> None:
+    tracked = TrackedPublisher()
+    with serve({"tracked": lambda data: tracked}) as server:
+        client = connect(f"tcp://127.0.0.1:{server.port}")
+        try:
+            subscriber: RecordingSubscriber[bytes] = RecordingSubscriber(initial_request=2)
+            client.request_stream("tracked").subscribe(subscriber)
+            assert subscriber.wait_for_elements(2, TIMEOUT)
+            if closing == "server":
+                server.close()
+            else:
                 client.close()
+            assert subscriber.wait_terminated(TIMEOUT)
+            assert isinstance(subscriber.error, RSocketConnectionError)
+            assert subscriber.violations == []
+            assert tracked.cancelled.wait(TIMEOUT)
+        finally:
+            client.close()
