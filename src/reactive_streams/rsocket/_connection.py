@@ -58,6 +58,7 @@ _REQUEST_TYPES: Final = frozenset(
         FrameType.REQUEST_CHANNEL,
     }
 )
+_PAYLOAD: Final[int] = int(FrameType.PAYLOAD)
 _STREAM_TYPES: Final = _REQUEST_TYPES | {
     FrameType.PAYLOAD,
     FrameType.REQUEST_N,
@@ -291,10 +292,24 @@ class Connection(asyncio.Protocol):
             return
         self.frames_received += len(frames)
         touched = self._touched
+        streams = self._streams
+        partials = self._partials
+        lock = self._lock
         try:
             for frame in frames:
                 if self.is_closed:
                     break
+                # the hot path: a whole PAYLOAD for an open stream
+                if (
+                    frame.frame_type == _PAYLOAD
+                    and not frame.flags & FLAG_FOLLOWS
+                    and frame.stream_id not in partials
+                ):
+                    with lock:
+                        handler = streams.get(frame.stream_id)
+                    if handler is not None:
+                        handler.on_frame(frame)
+                        continue
                 self._dispatch(frame)
         except FrameError as error:
             self.fail(error, notify_peer=True)

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RemotePublisher"]
 
+_PAYLOAD: Final[int] = int(FrameType.PAYLOAD)
 _BATCH: Final[int] = 512
 """Elements delivered per drain pass before the pass yields the executor."""
 
@@ -118,6 +119,7 @@ class _RequesterSubscription(Subscription, StreamHandler):
         self._remote_done = False  # terminal frame received, cancelled, or connection gone
         self._terminal: Exception | None = None
         self._subscribed = False
+        self._is_stream = publisher._kind == FrameType.REQUEST_STREAM
 
     # -- Subscription ---------------------------------------------------------------------
 
@@ -302,7 +304,7 @@ class _RequesterSubscription(Subscription, StreamHandler):
     def on_frame(self, frame: Frame) -> None:
         frame_type = frame.frame_type
         cancel = False
-        if frame_type == FrameType.PAYLOAD:
+        if frame_type == _PAYLOAD:
             flags = frame.flags
             with self._lock:
                 if self._remote_done:
@@ -319,7 +321,7 @@ class _RequesterSubscription(Subscription, StreamHandler):
                     else:
                         self._outstanding -= 1
                         self._buffer.append(frame.data)
-                if flags & FLAG_COMPLETE or self._publisher._kind != FrameType.REQUEST_STREAM:
+                if flags & FLAG_COMPLETE or not self._is_stream:
                     self._remote_done = True  # a request-response ends with its payload
                 done = self._remote_done
         elif frame_type == FrameType.ERROR:
