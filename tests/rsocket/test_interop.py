@@ -41,12 +41,14 @@ class _QueueSubscriber(PeerSubscriber):  # type: ignore[misc]
     def __init__(self) -> None:
         self.signals: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self.subscription: PeerSubscription | None = None
+        self.metadata: list[bytes | None] = []
 
     def on_subscribe(self, subscription: PeerSubscription) -> None:
         self.subscription = subscription
 
     def on_next(self, value: Payload, is_complete: bool = False) -> None:
         self.signals.put_nowait(("next", value.data))
+        self.metadata.append(value.metadata)
         if is_complete:
             self.signals.put_nowait(("complete", None))
 

@@ -9,13 +9,14 @@ import threading
 import pytest
 import trustme
 from rsocket.extensions.helpers import composite, route
-from rsocket.payload import Payload
+from rsocket.payload import Payload as Payload_
 from rsocket.rsocket_client import RSocketClient as PeerClient
 from rsocket.transports.tcp import TransportTCP
 
 from reactive_streams import Publisher
 from reactive_streams.reference import IterablePublisher
 from reactive_streams.rsocket import (
+    Payload,
     RSocketConnectionError,
     connect,
     serve,
@@ -110,7 +111,7 @@ def test_rsocket_py_reassembles_our_fragments() -> None:
             data_encoding=OCTET_STREAM,
         ) as client:
             subscriber = _QueueSubscriber()
-            client.request_stream(Payload(b"", composite(route("big")))).subscribe(subscriber)
+            client.request_stream(Payload_(b"", composite(route("big")))).subscribe(subscriber)
             return await subscriber.take(3)
 
     with serve({"big": bigs}, max_frame_size=1024) as server:
@@ -133,3 +134,39 @@ def test_statistics_count_connections_streams_frames_and_bytes() -> None:
             assert theirs.frames_sent == ours.frames_received
             assert theirs.bytes_received == ours.bytes_sent
         assert client.statistics().connections == 0
+
+
+def test_payloads_carry_metadata_both_ways() -> None:
+    def tagged(data: bytes) -> Publisher[bytes | Payload]:
+        return IterablePublisher([Payload(b"one", b"meta-1"), b"two", Payload(b"three")])
+
+    async def peer_reads(port: int) -> list[tuple[bytes, bytes | None]]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        async with PeerClient(
+            single_transport(TransportTCP(reader, writer)),
+            metadata_encoding=COMPOSITE,
+            data_encoding=OCTET_STREAM,
+        ) as client:
+            subscriber = _QueueSubscriber()
+            client.request_stream(Payload_(b"", composite(route("tagged")))).subscribe(subscriber)
+            signals = await subscriber.take(4)
+            assert signals[-1] == ("complete", None)
+            return [
+                (data, metadata)
+                for (_, data), metadata in zip(signals[:-1], subscriber.metadata, strict=True)
+            ]
+
+    with (
+        serve({"tagged": tagged}) as server,
+        connect(f"tcp://127.0.0.1:{server.port}") as client,
+    ):
+        elements = collect(client.request_stream("tagged", payloads=True), timeout=TIMEOUT)
+        assert elements == [Payload(b"one", b"meta-1"), Payload(b"two"), Payload(b"three")]
+        assert collect(client.request_stream("tagged"), timeout=TIMEOUT) == [
+            b"one",
+            b"two",
+            b"three",
+        ]
+        seen = asyncio.run(peer_reads(server.port))
+    assert [data for data, _ in seen] == [b"one", b"two", b"three"]
+    assert seen[0][1] == b"meta-1"

@@ -32,6 +32,7 @@ from __future__ import annotations
 from ._client import RSocketClient, connect
 from ._errors import FrameError, RSocketConnectionError, RSocketError, RSocketStreamError
 from ._frames import MAX_FRAME_SIZE, MAX_REQUEST_N, ErrorCode
+from ._payload import Payload
 from ._server import AsyncRSocketServer, RSocketServer, serve, serve_async
 from ._statistics import TransportStatistics
 
@@ -41,6 +42,7 @@ __all__ = [
     "AsyncRSocketServer",
     "ErrorCode",
     "FrameError",
+    "Payload",
     "RSocketClient",
     "RSocketConnectionError",
     "RSocketError",

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, overload
 from urllib.parse import urlsplit
 
 from ._connection import Connection, ConnectionSettings, StreamHandler
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from ..api import Publisher
     from ._frames import Frame
+    from ._payload import Payload
 
 __all__ = ["ClientConnection", "RSocketClient", "connect"]
 
@@ -119,9 +120,34 @@ class RSocketClient:
             entries.append((AUTHENTICATION, encode_bearer(self._token)))
         return encode_composite(entries)
 
+    @overload
     def request_stream(
-        self, route: str, data: bytes = b"", *, window: int = MAX_REQUEST_N
-    ) -> Publisher[bytes]:
+        self,
+        route: str,
+        data: bytes = b"",
+        *,
+        window: int = MAX_REQUEST_N,
+        payloads: Literal[False] = False,
+    ) -> Publisher[bytes]: ...
+
+    @overload
+    def request_stream(
+        self,
+        route: str,
+        data: bytes = b"",
+        *,
+        window: int = MAX_REQUEST_N,
+        payloads: Literal[True],
+    ) -> Publisher[Payload]: ...
+
+    def request_stream(
+        self,
+        route: str,
+        data: bytes = b"",
+        *,
+        window: int = MAX_REQUEST_N,
+        payloads: bool = False,
+    ) -> Publisher[bytes] | Publisher[Payload]:
         """A publisher of the stream the server serves at ``route`` for ``data``.
 
         Every ``subscribe`` opens a new stream (``REQUEST_STREAM``) on this connection when
@@ -134,9 +160,12 @@ class RSocketClient:
             data: the request's data.
             window: the most credit (elements) granted to the server at once,
                 ``1 <= window <= 2**31 - 1``; it bounds what the client may have to buffer.
+            payloads: deliver ``Payload`` elements (data and the frame's metadata) instead
+                of the data alone.
 
         Returns:
-            A ``Publisher[bytes]``: each element is one payload's data. Errors arrive as
+            A ``Publisher[bytes]`` (``Publisher[Payload]`` with ``payloads=True``): each
+            element is one payload. Errors arrive as
             ``on_error``: ``RSocketStreamError`` (the server's ERROR frame, e.g. an unknown
             route), ``RSocketConnectionError`` (the connection failed) or
             ``ProtocolViolationError`` (the server sent more than was requested).
@@ -153,6 +182,7 @@ class RSocketClient:
             data=bytes(data),
             executor=self._executor,
             window=window,
+            payloads=payloads,
         )
 
     def request_response(self, route: str, data: bytes = b"") -> Publisher[bytes]:
@@ -169,6 +199,7 @@ class RSocketClient:
             data=bytes(data),
             executor=self._executor,
             window=1,
+            payloads=False,
         )
 
     def fire_and_forget(self, route: str, data: bytes = b"") -> None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from .._demand import DrainLoop, EmitterElection
 from .._exceptions import ProtocolViolationError
@@ -44,6 +44,7 @@ from ._frames import (
     encode_fragments,
     encode_request_n,
 )
+from ._payload import Payload
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -54,19 +55,30 @@ if TYPE_CHECKING:
 
 __all__ = ["RemotePublisher"]
 
+T = TypeVar("T")
+
 _PAYLOAD: Final[int] = int(FrameType.PAYLOAD)
 _BATCH: Final[int] = 512
 """Elements delivered per drain pass before the pass yields the executor."""
 
 
-class RemotePublisher(Publisher[bytes]):
+class RemotePublisher(Publisher[T], Generic[T]):
     """A remote stream: each subscriber opens its own RSocket stream (Rule 1.11).
 
-    Elements are the payloads' data as ``bytes``. See the module docstring for how demand,
+    Elements are the payloads' data as ``bytes``, or ``Payload`` objects (data and
+    metadata) when built with ``payloads=True``. See the module docstring for how demand,
     cancellation and termination map onto frames.
     """
 
-    __slots__ = ("_connection", "_data", "_executor", "_kind", "_metadata", "_window")
+    __slots__ = (
+        "_connection",
+        "_data",
+        "_executor",
+        "_kind",
+        "_metadata",
+        "_payloads",
+        "_window",
+    )
 
     def __init__(
         self,
@@ -77,15 +89,17 @@ class RemotePublisher(Publisher[bytes]):
         data: bytes,
         executor: Executor,
         window: int,
+        payloads: bool,
     ) -> None:
         self._connection = connection
+        self._payloads = payloads
         self._kind = kind
         self._metadata = metadata
         self._data = data
         self._executor = executor
         self._window = window
 
-    def subscribe(self, subscriber: Subscriber[bytes]) -> None:
+    def subscribe(self, subscriber: Subscriber[T]) -> None:
         """Open a new stream for ``subscriber``; nothing is sent before its first request.
 
         ``on_subscribe`` and every later signal run on the client's executor.
@@ -98,13 +112,13 @@ class RemotePublisher(Publisher[bytes]):
         _RequesterSubscription(self, subscriber).start()
 
 
-class _RequesterSubscription(Subscription, StreamHandler):
+class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
     """One stream, requester side: the subscription and the connection's stream handler."""
 
-    def __init__(self, publisher: RemotePublisher, subscriber: Subscriber[bytes]) -> None:
+    def __init__(self, publisher: RemotePublisher[T], subscriber: Subscriber[T]) -> None:
         self._publisher = publisher
         self._connection = publisher._connection
-        self._subscriber: Subscriber[bytes] | None = subscriber
+        self._subscriber: Subscriber[T] | None = subscriber
         self._election = EmitterElection()
         self._drain = DrainLoop(
             self._pass,
@@ -113,7 +127,8 @@ class _RequesterSubscription(Subscription, StreamHandler):
             guard=self._election,
         )
         self._lock = threading.Lock()
-        self._buffer: deque[bytes] = deque()
+        self._buffer: deque[T] = deque()
+        self._payloads = publisher._payloads
         self._outstanding = 0  # credit granted to the peer and not yet used
         self._stream_open = False
         self._remote_done = False  # terminal frame received, cancelled, or connection gone
@@ -320,7 +335,10 @@ class _RequesterSubscription(Subscription, StreamHandler):
                         cancel = True
                     else:
                         self._outstanding -= 1
-                        self._buffer.append(frame.data)
+                        element = (
+                            Payload(frame.data, frame.metadata) if self._payloads else frame.data
+                        )
+                        self._buffer.append(element)  # type: ignore[arg-type]  # T is one of them
                 if flags & FLAG_COMPLETE or not self._is_stream:
                     self._remote_done = True  # a request-response ends with its payload
                 done = self._remote_done

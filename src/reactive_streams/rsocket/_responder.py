@@ -34,6 +34,7 @@ from ._frames import (
     encode_fragments,
     encode_payload,
 )
+from ._payload import Payload
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -53,7 +54,7 @@ CHUNK: Final[int] = 1024
 _REFILL: Final[int] = CHUNK // 2
 
 
-class ResponderStream(StreamHandler, Subscriber[bytes]):
+class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
     """One stream, responder side (see the module docstring).
 
     Args:
@@ -72,7 +73,7 @@ class ResponderStream(StreamHandler, Subscriber[bytes]):
         *,
         kind: FrameType,
         route: str,
-        factory: Callable[[bytes], Publisher[bytes]],
+        factory: Callable[[bytes], Publisher[bytes | Payload]],
         data: bytes,
         initial_n: int,
         executor: Executor,
@@ -80,7 +81,7 @@ class ResponderStream(StreamHandler, Subscriber[bytes]):
         self._connection = connection
         self._kind = kind
         self._route = route
-        self._factory: Callable[[bytes], Publisher[bytes]] | None = factory
+        self._factory: Callable[[bytes], Publisher[bytes | Payload]] | None = factory
         self._data = data
         self._lock = threading.Lock()
         self._credits = MAX_DEMAND if kind == FrameType.REQUEST_FNF else initial_n
@@ -167,8 +168,11 @@ class ResponderStream(StreamHandler, Subscriber[bytes]):
             return
         self._pump.schedule()
 
-    def on_next(self, element: bytes) -> None:
+    def on_next(self, element: bytes | Payload) -> None:
         """Send ``element`` as one ``PAYLOAD`` (fragmented if larger than a frame).
+
+        A ``Payload`` element sends its metadata too; ``bytearray`` and ``memoryview`` are
+        sent as bytes; anything else ends the stream with ``ERROR[APPLICATION_ERROR]``.
 
         Raises:
             TypeError: ``element`` is ``None`` (Rule 2.13).
@@ -202,28 +206,33 @@ class ResponderStream(StreamHandler, Subscriber[bytes]):
                 self._pump.schedule()
             return
         value: object = element
-        if type(value) is not bytes:
+        metadata: bytes | None = None
+        if type(value) is bytes:
+            data = value
+        elif isinstance(value, Payload):
+            data, metadata = bytes(value.data), value.metadata
+        else:
             if not isinstance(value, (bytearray, memoryview)):
                 with self._lock:
                     self._done = True
                     self._cancel_pending = True
                 self._end_with_error(
-                    f"route {self._route!r} emitted {type(value).__name__}, not bytes"
+                    f"route {self._route!r} emitted {type(value).__name__}, not bytes or Payload"
                 )
                 self._pump.schedule()
                 return
-            element = bytes(value)
+            data = bytes(value)
         complete = kind == FrameType.REQUEST_RESPONSE
         connection = self._connection
-        if len(element) <= self._max_payload:
-            connection.send(encode_payload(self.stream_id, element, complete=complete))
+        if metadata is None and len(data) <= self._max_payload:
+            connection.send(encode_payload(self.stream_id, data, complete=complete))
         else:
             connection.send_all(
                 encode_fragments(
                     FrameType.PAYLOAD,
                     self.stream_id,
-                    element,
-                    None,
+                    data,
+                    metadata,
                     max_frame_size=connection.settings.max_frame_size,
                     complete=complete,
                 )

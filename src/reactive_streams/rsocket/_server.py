@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from ..api import Publisher
     from ._frames import Frame
+    from ._payload import Payload
 
 __all__ = ["AsyncRSocketServer", "RSocketServer", "serve", "serve_async"]
 
@@ -38,7 +39,7 @@ class _ServerCore:
         self,
         loop: asyncio.AbstractEventLoop,
         *,
-        routes: Mapping[str, Callable[[bytes], Publisher[bytes]]],
+        routes: Mapping[str, Callable[[bytes], Publisher[bytes | Payload]]],
         token: str | None,
         ssl_context: ssl.SSLContext | None,
         settings: ConnectionSettings,
@@ -257,7 +258,7 @@ class ServerConnection(Connection):
 def _make_core(
     loop: asyncio.AbstractEventLoop,
     *,
-    routes: Mapping[str, Callable[[bytes], Publisher[bytes]]],
+    routes: Mapping[str, Callable[[bytes], Publisher[bytes | Payload]]],
     token: str | None,
     ssl_context: ssl.SSLContext | None,
     max_frame_size: int,
@@ -376,7 +377,7 @@ class AsyncRSocketServer:
 
 
 def serve(
-    routes: Mapping[str, Callable[[bytes], Publisher[bytes]]],
+    routes: Mapping[str, Callable[[bytes], Publisher[bytes | Payload]]],
     host: str = "127.0.0.1",
     port: int = 0,
     *,
@@ -391,7 +392,8 @@ def serve(
     Args:
         routes: route name -> factory. A request for a route calls its factory with the
             request's data (``bytes``), on a worker thread, and streams the returned
-            ``Publisher[bytes]`` to the requester under the requester's demand.
+            ``Publisher[bytes]`` (or of ``Payload``, to send metadata with the elements)
+            to the requester under the requester's demand.
             Request-stream sends every element; request-response sends the first and
             cancels the publisher; fire-and-forget runs it and discards the elements.
         host: the address to listen on.
@@ -433,7 +435,7 @@ def serve(
 
 
 async def serve_async(
-    routes: Mapping[str, Callable[[bytes], Publisher[bytes]]],
+    routes: Mapping[str, Callable[[bytes], Publisher[bytes | Payload]]],
     host: str = "127.0.0.1",
     port: int = 0,
     *,
