@@ -246,8 +246,9 @@ class RSocketClient:
         """Close the connection; open streams get ``on_error``; idempotent.
 
         Waits at most ``timeout`` seconds for the socket to close, then stops the loop
-        thread and the subscribers' thread pool (without waiting for it when called from
-        one of its threads, such as inside ``on_next``).
+        thread and shuts the subscribers' thread pool down, waiting for the delivery
+        passes already queued (they carry the streams' ``on_error``), except when called
+        from one of the pool's threads, such as inside ``on_next``.
         """
         with self._close_lock:
             if self._closed:
