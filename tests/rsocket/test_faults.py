@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from reactive_streams import ProtocolViolationError, Publisher
+from reactive_streams import ProtocolViolationError, Publisher, Subscriber, Subscription
 from reactive_streams.reference import IterablePublisher
 from reactive_streams.rsocket import (
     ErrorCode,
@@ -286,3 +286,37 @@ def test_closing_either_side_mid_stream_ends_it_once_and_cancels_upstream(closin
             assert tracked.cancelled.wait(TIMEOUT)
         finally:
             client.close()
+
+
+class _Overflowing(Publisher[bytes]):
+    """A broken publisher: every request(n) gets n + 2 elements (it breaks Rule 1.1)."""
+
+    def subscribe(self, subscriber: Subscriber[bytes]) -> None:
+        class _Subscription(Subscription):
+            def request(self, n: int) -> None:
+                for index in range(n + 2):
+                    subscriber.on_next(b"x%d" % index)
+
+            def cancel(self) -> None:
+                pass
+
+        subscriber.on_subscribe(_Subscription())
+
+
+def test_server_never_sends_more_than_requested_even_if_its_publisher_does() -> None:
+    with serve({"overflow": lambda data: _Overflowing()}) as server:
+        peer = RawPeer.connect(server.port)
+        try:
+            peer.send(setup_frame() + request_stream(1, "overflow", 3))
+            frames = peer.frames(4)
+            assert [frame.data for frame in frames[:3]] == [b"x0", b"x1", b"x2"]
+            error = frames[3]
+            assert (error.frame_type, error.number) == (
+                FrameType.ERROR,
+                ErrorCode.APPLICATION_ERROR,
+            )
+            assert error.data.decode() == (
+                "Rule 1.1: route 'overflow' emitted more elements than were requested"
+            )
+        finally:
+            peer.close()
