@@ -1,0 +1,61 @@
+"""Reactive Streams over the network: an RSocket transport with demand on the wire.
+
+RSocket frames carry the Reactive Streams signals, so a stream keeps its backpressure when
+it crosses a network (and a language) boundary:
+
+=================================  =============================================
+our side                           on the wire
+=================================  =============================================
+``subscribe`` + first request(n)   ``REQUEST_STREAM`` with initial request-n
+``request(n)``                     ``REQUEST_N`` (31-bit; topped up as consumed)
+``cancel()``                       ``CANCEL``
+``on_next``                        ``PAYLOAD`` with NEXT
+``on_complete``                    ``PAYLOAD`` with COMPLETE
+``on_error``                       ``ERROR``, or the connection failing
+=================================  =============================================
+
+* ``serve(routes, host, port, *, token=None, ssl_context=None) -> RSocketServer`` serves
+  route factories ``(data: bytes) -> Publisher[bytes]`` from a background loop thread;
+  ``await serve_async(...)`` does the same on the running loop.
+* ``connect("tcp://host:port", *, token=None, ssl_context=None) -> RSocketClient`` opens
+  a connection; ``client.request_stream(route, data)`` is a ``Publisher[bytes]``.
+  ``ws://`` URLs and ``serve(..., transport="ws")`` carry RSocket over WebSocket (with the
+  ``websockets`` package).
+
+Routing and bearer authentication use composite metadata
+(``message/x.rsocket.routing.v0``, ``message/x.rsocket.authentication.v0``), as Spring and
+rsocket-py do. The frame codec is our own (see ``docs/rsocket.md`` for why).
+"""
+
+from __future__ import annotations
+
+from ._client import RSocketClient, connect
+from ._errors import FrameError, RSocketConnectionError, RSocketError, RSocketStreamError
+from ._frames import MAX_FRAME_SIZE, MAX_REQUEST_N, ErrorCode
+from ._payload import Payload
+from ._server import AsyncRSocketServer, RSocketServer, serve, serve_async
+from ._statistics import TransportStatistics
+
+__all__ = [
+    "MAX_FRAME_SIZE",
+    "MAX_REQUEST_N",
+    "AsyncRSocketServer",
+    "ErrorCode",
+    "FrameError",
+    "Payload",
+    "RSocketClient",
+    "RSocketConnectionError",
+    "RSocketError",
+    "RSocketServer",
+    "RSocketStreamError",
+    "TransportStatistics",
+    "connect",
+    "serve",
+    "serve_async",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith(f"{__name__}._"):
+        _obj.__module__ = __name__
+del _name, _obj

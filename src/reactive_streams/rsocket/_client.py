@@ -1,0 +1,391 @@
+"""The client: ``connect(url)`` and ``RSocketClient``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Literal, overload
+from urllib.parse import urlsplit
+
+from ._connection import Connection, ConnectionSettings, StreamHandler
+from ._errors import RSocketConnectionError
+from ._frames import (
+    MAX_FRAME_SIZE,
+    MAX_REQUEST_N,
+    ErrorCode,
+    FrameType,
+    encode_error,
+    encode_fragments,
+    encode_keepalive,
+    encode_setup,
+)
+from ._loop import LoopThread
+from ._metadata import AUTHENTICATION, COMPOSITE, ROUTING, encode_bearer, encode_composite
+from ._metadata import encode_routing as _encode_routing
+from ._requester import RemotePublisher
+from ._statistics import TransportStatistics
+from ._websocket import WebSocketTransport, import_websockets
+
+if TYPE_CHECKING:
+    import ssl
+    from types import TracebackType
+
+    from ..api import Publisher
+    from ._frames import Frame
+    from ._payload import Payload
+
+__all__ = ["ClientConnection", "RSocketClient", "connect"]
+
+DATA_MIME = "application/octet-stream"
+
+
+class ClientConnection(Connection):
+    """The client's connection: sends SETUP, keeps alive, refuses server-side requests."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        settings: ConnectionSettings,
+        setup_metadata: bytes | None,
+    ) -> None:
+        super().__init__(loop, settings)
+        self._setup_metadata = setup_metadata
+        self._next_stream_id = 1
+
+    def open_stream(self, handler: StreamHandler) -> int:
+        """Allocate the next odd stream ID for ``handler`` and register it; 0 if closed."""
+        with self._lock:
+            stream_id = self._next_stream_id
+            self._next_stream_id += 2
+        return stream_id if self.register(handler, stream_id) else 0
+
+    def _opened(self) -> None:
+        settings = self._settings
+        self.send(
+            encode_setup(
+                keepalive_ms=max(1, round(settings.keepalive * 1000)),
+                max_lifetime_ms=max(1, round(settings.max_lifetime * 1000)),
+                metadata_mime=COMPOSITE,
+                data_mime=DATA_MIME,
+                metadata=self._setup_metadata,
+            )
+        )
+
+    def _tick_interval(self) -> float:
+        return self._settings.keepalive
+
+    def _keepalive(self) -> None:
+        self.send(encode_keepalive(respond=True))
+
+    def _request(self, frame: Frame) -> None:
+        # This client is a requester only; a server-initiated request is refused (spec:
+        # REJECTED guarantees it was not processed). Fire-and-forget needs no answer.
+        if frame.frame_type != FrameType.REQUEST_FNF:
+            self.send(
+                encode_error(
+                    frame.stream_id, ErrorCode.REJECTED, "this client does not serve requests"
+                )
+            )
+
+
+class RSocketClient:
+    """A connection to an RSocket server; open streams with ``request_stream``.
+
+    Create it with ``connect``. The connection runs on the client's own event-loop thread;
+    subscribers are called on a small thread pool owned by the client, never on the loop.
+    Use it as a context manager, or call ``close``.
+
+    Concurrency: every method is thread-safe.
+    """
+
+    def __init__(
+        self,
+        loop_thread: LoopThread,
+        connection: ClientConnection,
+        executor: ThreadPoolExecutor,
+        token: str | None,
+    ) -> None:
+        self._loop_thread = loop_thread
+        self._connection = connection
+        self._executor = executor
+        self._token = token
+        self._close_lock = threading.Lock()
+        self._closed = False
+
+    def _metadata(self, route: str) -> bytes:
+        entries = [(ROUTING, _encode_routing(route))]
+        if self._token is not None:
+            entries.append((AUTHENTICATION, encode_bearer(self._token)))
+        return encode_composite(entries)
+
+    @overload
+    def request_stream(
+        self,
+        route: str,
+        data: bytes = b"",
+        *,
+        window: int = MAX_REQUEST_N,
+        payloads: Literal[False] = False,
+    ) -> Publisher[bytes]: ...
+
+    @overload
+    def request_stream(
+        self,
+        route: str,
+        data: bytes = b"",
+        *,
+        window: int = MAX_REQUEST_N,
+        payloads: Literal[True],
+    ) -> Publisher[Payload]: ...
+
+    def request_stream(
+        self,
+        route: str,
+        data: bytes = b"",
+        *,
+        window: int = MAX_REQUEST_N,
+        payloads: bool = False,
+    ) -> Publisher[bytes] | Publisher[Payload]:
+        """A publisher of the stream the server serves at ``route`` for ``data``.
+
+        Every ``subscribe`` opens a new stream (``REQUEST_STREAM``) on this connection when
+        the subscriber first requests. Demand travels on the wire; see
+        ``reactive_streams.rsocket`` for the full mapping of signals to frames.
+
+        Args:
+            route: the route, sent as routing metadata (``message/x.rsocket.routing.v0``
+                inside composite metadata), with the bearer token if the client has one.
+            data: the request's data.
+            window: the most credit (elements) granted to the server at once,
+                ``1 <= window <= 2**31 - 1``; it bounds what the client may have to buffer.
+            payloads: deliver ``Payload`` elements (data and the frame's metadata) instead
+                of the data alone.
+
+        Returns:
+            A ``Publisher[bytes]`` (``Publisher[Payload]`` with ``payloads=True``): each
+            element is one payload. Errors arrive as
+            ``on_error``: ``RSocketStreamError`` (the server's ERROR frame, e.g. an unknown
+            route), ``RSocketConnectionError`` (the connection failed) or
+            ``ProtocolViolationError`` (the server sent more than was requested).
+
+        Raises:
+            ValueError: ``window`` is out of range.
+        """
+        if not 1 <= window <= MAX_REQUEST_N:
+            raise ValueError(f"window must be in [1, {MAX_REQUEST_N}], got {window}")
+        return RemotePublisher(
+            self._connection,
+            kind=FrameType.REQUEST_STREAM,
+            metadata=self._metadata(route),
+            data=bytes(data),
+            executor=self._executor,
+            window=window,
+            payloads=payloads,
+        )
+
+    def request_response(self, route: str, data: bytes = b"") -> Publisher[bytes]:
+        """A publisher of the single response to ``data`` at ``route`` (request-response).
+
+        ``REQUEST_RESPONSE`` is sent at the subscriber's first request; the response is
+        one ``on_next`` then ``on_complete`` (or ``on_complete`` alone for an empty
+        response, or ``on_error``).
+        """
+        return RemotePublisher(
+            self._connection,
+            kind=FrameType.REQUEST_RESPONSE,
+            metadata=self._metadata(route),
+            data=bytes(data),
+            executor=self._executor,
+            window=1,
+            payloads=False,
+        )
+
+    def fire_and_forget(self, route: str, data: bytes = b"") -> None:
+        """Send ``data`` to ``route`` with no response (``REQUEST_FNF``); returns at once.
+
+        Raises:
+            RSocketConnectionError: the connection is closed.
+        """
+        connection = self._connection
+        stream_id = connection.open_stream(_NoHandler())
+        frames = (
+            encode_fragments(
+                FrameType.REQUEST_FNF,
+                stream_id,
+                bytes(data),
+                self._metadata(route),
+                max_frame_size=connection.settings.max_frame_size,
+            )
+            if stream_id
+            else []
+        )
+        if not stream_id or not connection.send_all(frames):
+            raise connection.error or RSocketConnectionError("the connection is closed")
+        connection.unregister(stream_id)
+
+    def statistics(self) -> TransportStatistics:
+        """A snapshot of the connection's counters (frames and bytes both ways)."""
+        connection = self._connection
+        return TransportStatistics(
+            connections=0 if connection.is_closed else 1,
+            open_streams=connection.open_streams,
+            frames_received=connection.frames_received,
+            frames_sent=connection.frames_sent,
+            bytes_received=connection.bytes_received,
+            bytes_sent=connection.bytes_sent,
+        )
+
+    @property
+    def closed(self) -> bool:
+        """Whether the connection has ended (closed here, by the peer, or failed)."""
+        return self._connection.is_closed
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close the connection; open streams get ``on_error``; idempotent.
+
+        Waits at most ``timeout`` seconds for the socket to close, then stops the loop
+        thread and shuts the subscribers' thread pool down, waiting for the delivery
+        passes already queued (they carry the streams' ``on_error``), except when called
+        from one of the pool's threads, such as inside ``on_next``.
+        """
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        connection = self._connection
+        connection.close(RSocketConnectionError("the client closed the connection"))
+        if not self._loop_thread.in_loop_thread:
+
+            async def _wait_closed() -> None:
+                await asyncio.wait_for(asyncio.shield(connection.closed), timeout)
+
+            with contextlib.suppress(TimeoutError, RuntimeError):
+                self._loop_thread.call(_wait_closed(), timeout + 1.0)
+        self._loop_thread.stop(timeout)
+        in_pool = threading.current_thread().name.startswith("rsocket-client")
+        self._executor.shutdown(wait=not in_pool)
+
+    def __enter__(self) -> RSocketClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class _NoHandler(StreamHandler):
+    """A placeholder for the stream table while a fire-and-forget request is sent."""
+
+    def on_frame(self, frame: Frame) -> None:
+        pass
+
+    def on_connection_error(self, error: RSocketConnectionError) -> None:
+        pass
+
+
+def _parse_url(url: str) -> tuple[str, str, int]:
+    parts = urlsplit(url)
+    if parts.scheme not in ("tcp", "ws", "wss"):
+        raise ValueError(
+            f"unsupported RSocket URL {url!r}: use tcp://host:port, ws://host:port/path "
+            "or wss://host:port/path"
+        )
+    if not parts.hostname or (parts.port is None and parts.scheme == "tcp"):
+        raise ValueError(f"RSocket URL {url!r} needs a host and a port: tcp://host:port")
+    return parts.scheme, parts.hostname, parts.port or 0
+
+
+def connect(
+    url: str,
+    *,
+    token: str | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    keepalive: float = 20.0,
+    max_lifetime: float = 90.0,
+    max_frame_size: int = MAX_FRAME_SIZE,
+    timeout: float = 10.0,
+    workers: int = 4,
+) -> RSocketClient:
+    """Connect to the RSocket server at ``url`` and send ``SETUP``.
+
+    Args:
+        url: ``tcp://host:port``, or ``ws://host:port/path`` (``wss://`` with
+            ``ssl_context``) for RSocket over WebSocket (needs the ``websockets`` package).
+        token: a bearer token, sent as ``message/x.rsocket.authentication.v0`` in the
+            SETUP metadata and in every request's composite metadata.
+        ssl_context: a client-side context for TLS (the server's name is checked against
+            ``host``).
+        keepalive: seconds between ``KEEPALIVE`` frames.
+        max_lifetime: seconds of silence from the server after which the connection fails
+            and every open stream gets ``on_error``.
+        max_frame_size: larger frames are fragmented on send and refused on receipt.
+        timeout: seconds to wait for the TCP (and TLS) connection.
+        workers: threads that call subscribers.
+
+    Returns:
+        A connected ``RSocketClient``. A server that refuses the setup (for example a
+        wrong token) answers with ``ERROR[REJECTED_SETUP]``; the connection then closes and
+        every stream fails with ``RSocketConnectionError`` carrying that code.
+
+    Raises:
+        ValueError: a malformed URL.
+        RSocketConnectionError: the connection could not be made within ``timeout``.
+    """
+    scheme, host, port = _parse_url(url)
+    settings = ConnectionSettings(
+        max_frame_size=max_frame_size, keepalive=keepalive, max_lifetime=max_lifetime
+    )
+    setup_metadata = (
+        None if token is None else encode_composite([(AUTHENTICATION, encode_bearer(token))])
+    )
+    loop_thread = LoopThread("rsocket-client-loop")
+    loop = loop_thread.loop
+
+    async def _connect() -> ClientConnection:
+        _, protocol = await loop.create_connection(
+            lambda: ClientConnection(loop, settings, setup_metadata),
+            host,
+            port,
+            ssl=ssl_context,
+            server_hostname=host if ssl_context is not None else None,
+        )
+        return protocol
+
+    async def _connect_websocket() -> ClientConnection:
+        import_websockets()
+        from websockets.asyncio.client import connect as websocket_connect  # noqa: PLC0415
+
+        websocket = await websocket_connect(
+            url,
+            ssl=ssl_context if scheme == "wss" else None,
+            max_size=None,  # the frame limit is ours: max_frame_size
+            compression=None,
+            ping_interval=None,  # RSocket keeps itself alive
+            proxy=None,
+        )
+        protocol = ClientConnection(loop, settings, setup_metadata)
+        transport = WebSocketTransport(websocket, protocol)
+        transport.task = loop.create_task(transport.run())
+        await asyncio.sleep(0)  # run() calls connection_made, which sends SETUP
+        return protocol
+
+    opener = _connect if scheme == "tcp" else _connect_websocket
+    try:
+        connection = loop_thread.call(asyncio.wait_for(opener(), timeout), timeout + 1.0)
+    except (OSError, TimeoutError, ImportError) as exc:
+        if isinstance(exc, ImportError):
+            loop_thread.stop()
+            raise
+        loop_thread.stop()
+        raise RSocketConnectionError(f"could not connect to {url}: {exc}") from exc
+    except BaseException:
+        loop_thread.stop()
+        raise
+    executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rsocket-client")
+    return RSocketClient(loop_thread, connection, executor, token)

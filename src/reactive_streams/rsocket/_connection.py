@@ -1,0 +1,551 @@
+"""One RSocket connection: frames in and out, the stream table, keepalive, failure fan-out.
+
+``Connection`` is an ``asyncio.Protocol`` that lives on one event loop. It never runs
+user code: frames that arrive are decoded and handed to the ``StreamHandler`` registered
+for their stream, and those handlers only update counters and buffers and schedule work
+elsewhere (an executor). Frames to send come from any thread through ``send``, which
+appends to an outbox and wakes the loop at most once per batch, so a thousand payloads
+produced in a burst leave in one ``transport.write``.
+
+The multiplexing rule: per-stream demand is the only flow control. Nothing here waits on a
+stream, so a slow stream never stalls the others; the transport's own write buffer only
+pauses the responders' requests upstream (``writable``), it never blocks a thread.
+
+Failure: a malformed frame, a frame for a stream that was never opened, a length beyond
+the maximum, the peer closing (mid-frame or not), a keepalive timeout or a local close all
+go through ``fail``, which closes the transport once and gives every open stream exactly
+one ``on_connection_error``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Final
+
+from .._hooks import report_undeliverable
+from ._errors import FrameError, RSocketConnectionError, code_name
+from ._frames import (
+    FLAG_COMPLETE,
+    FLAG_FOLLOWS,
+    FLAG_IGNORE,
+    FLAG_METADATA,
+    FLAG_RESPOND,
+    MAX_FRAME_SIZE,
+    ErrorCode,
+    Frame,
+    FrameReader,
+    FrameType,
+    encode_error,
+    encode_keepalive,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["Connection", "ConnectionSettings", "StreamHandler"]
+
+logger = logging.getLogger("reactive_streams.rsocket")
+
+_REQUEST_TYPES: Final = frozenset(
+    {
+        FrameType.REQUEST_RESPONSE,
+        FrameType.REQUEST_FNF,
+        FrameType.REQUEST_STREAM,
+        FrameType.REQUEST_CHANNEL,
+    }
+)
+_PAYLOAD: Final[int] = int(FrameType.PAYLOAD)
+_STREAM_TYPES: Final = _REQUEST_TYPES | {
+    FrameType.PAYLOAD,
+    FrameType.REQUEST_N,
+    FrameType.CANCEL,
+    FrameType.ERROR,
+}
+
+
+class ConnectionSettings:
+    """The knobs of one connection.
+
+    Args:
+        max_frame_size: frames longer than this (bytes, header included) are refused on
+            receipt and never sent: larger payloads are fragmented. At most ``2**24 - 1``.
+        max_payload_size: the largest reassembled payload accepted, in bytes; a fragment
+            chain that grows beyond it closes the connection (no unbounded buffering).
+        keepalive: seconds between the client's ``KEEPALIVE`` frames.
+        max_lifetime: seconds of silence from the peer after which the connection is
+            declared dead and closed with an error.
+    """
+
+    __slots__ = ("keepalive", "max_frame_size", "max_lifetime", "max_payload_size")
+
+    def __init__(
+        self,
+        *,
+        max_frame_size: int = MAX_FRAME_SIZE,
+        max_payload_size: int = 64 * 2**20,
+        keepalive: float = 20.0,
+        max_lifetime: float = 90.0,
+    ) -> None:
+        if not 64 <= max_frame_size <= MAX_FRAME_SIZE:
+            raise ValueError(f"max_frame_size must be in [64, {MAX_FRAME_SIZE}]")
+        if keepalive <= 0 or max_lifetime <= 0:
+            raise ValueError("keepalive and max_lifetime must be positive")
+        self.max_frame_size = max_frame_size
+        self.max_payload_size = max_payload_size
+        self.keepalive = keepalive
+        self.max_lifetime = max_lifetime
+
+
+class StreamHandler(ABC):
+    """One side of one stream, as the connection sees it (all calls on the loop thread)."""
+
+    stream_id: int = 0
+    touched: bool = False
+
+    @abstractmethod
+    def on_frame(self, frame: Frame) -> None:
+        """A frame for this stream arrived (fragments already reassembled)."""
+
+    @abstractmethod
+    def on_connection_error(self, error: RSocketConnectionError) -> None:
+        """The connection failed; the handler must end its stream with ``error``."""
+
+    def flush(self) -> None:  # noqa: B027 - optional hook
+        """Called once after a batch of frames in which this handler set ``touched``."""
+
+    def on_writable(self) -> None:  # noqa: B027 - optional hook
+        """The transport's write buffer drained below its low-water mark."""
+
+
+class _Partial:
+    """A fragment chain being reassembled."""
+
+    __slots__ = ("data", "flags", "frame_type", "metadata", "number", "size")
+
+    def __init__(self, frame: Frame) -> None:
+        self.frame_type = frame.frame_type
+        self.flags = frame.flags
+        self.number = frame.number
+        self.metadata: list[bytes] = [] if frame.metadata is None else [frame.metadata]
+        self.data = [frame.data]
+        self.size = len(frame.data) + len(frame.metadata or b"")
+
+
+class Connection(asyncio.Protocol):
+    """The frame-level half of an RSocket connection; subclassed for client and server.
+
+    Concurrency: ``send``, ``close``, ``register``, ``unregister`` and ``writable`` are
+    thread-safe; everything else runs on the connection's loop.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, settings: ConnectionSettings) -> None:
+        self._loop = loop
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._streams: dict[int, StreamHandler] = {}
+        self._watched: set[StreamHandler] = set()  # subscribed, stream not opened yet
+        self._highest_stream_id = 0
+        self._outbox: list[bytes] = []
+        self._flush_pending = False
+        self._closed = False
+        self._error: RSocketConnectionError | None = None
+        self._transport: asyncio.Transport | None = None
+        self._reader = FrameReader(settings.max_frame_size)
+        self._partials: dict[int, _Partial] = {}
+        self._touched: list[StreamHandler] = []
+        self._paused = False
+        self._loop_thread = 0
+        self._last_received = loop.time()
+        self.frames_received = 0  # counters, updated on the loop thread only
+        self.frames_sent = 0
+        self.bytes_received = 0
+        self.bytes_sent = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self.closed: asyncio.Future[None] = loop.create_future()
+        """Done once the transport is closed (``connection_lost`` ran)."""
+        self.on_closed: Callable[[Connection, RSocketConnectionError], None] | None = None
+
+    # -- thread-safe API ------------------------------------------------------------------
+
+    @property
+    def settings(self) -> ConnectionSettings:
+        """The connection's settings."""
+        return self._settings
+
+    @property
+    def writable(self) -> bool:
+        """False while the transport's write buffer is above its high-water mark."""
+        return not self._paused
+
+    @property
+    def open_streams(self) -> int:
+        """How many streams are in the stream table right now."""
+        with self._lock:
+            return len(self._streams)
+
+    @property
+    def error(self) -> RSocketConnectionError | None:
+        """The error that ended the connection, once it is closed."""
+        return self._error
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether the connection has failed or been closed."""
+        return self._closed
+
+    def send(self, frame: bytes) -> bool:
+        """Queue an encoded frame; ``False`` if the connection is closed (frame dropped)."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._outbox.append(frame)
+            if self._flush_pending:
+                return True
+            self._flush_pending = True
+        self._wake()
+        return True
+
+    def send_all(self, frames: list[bytes]) -> bool:
+        """Queue several encoded frames in order (a fragment chain); see ``send``."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._outbox.extend(frames)
+            if self._flush_pending:
+                return True
+            self._flush_pending = True
+        self._wake()
+        return True
+
+    def _wake(self) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self._loop.call_soon(self._flush)
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._flush)
+        except RuntimeError:  # the loop is closed: the connection is gone with it
+            with self._lock:
+                self._closed = True
+                self._outbox.clear()
+
+    def register(self, handler: StreamHandler, stream_id: int) -> bool:
+        """Put ``handler`` in the stream table; ``False`` if the connection is closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._watched.discard(handler)
+            self._streams[stream_id] = handler
+            self._highest_stream_id = max(self._highest_stream_id, stream_id)
+            handler.stream_id = stream_id
+            return True
+
+    def watch(self, handler: StreamHandler) -> bool:
+        """Have ``handler`` told of a failure before it has a stream; ``False`` if closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._watched.add(handler)
+            return True
+
+    def unwatch(self, handler: StreamHandler) -> None:
+        """Stop watching ``handler`` (its stream opened, or it ended)."""
+        with self._lock:
+            self._watched.discard(handler)
+
+    def unregister(self, stream_id: int) -> None:
+        """Remove a finished stream; later frames for it are ignored (they may be in flight)."""
+        with self._lock:
+            self._streams.pop(stream_id, None)
+
+    def close(self, error: RSocketConnectionError | None = None) -> None:
+        """Close the connection from any thread; open streams fail with ``error``."""
+        failure = error or RSocketConnectionError("the connection was closed locally")
+        if threading.get_ident() == self._loop_thread:
+            self.fail(failure, notify_peer=False)
+            return
+        with contextlib.suppress(RuntimeError):  # the loop is gone: so is the connection
+            self._loop.call_soon_threadsafe(self.fail, failure, False)
+
+    # -- asyncio.Protocol -----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._loop_thread = threading.get_ident()
+        self._last_received = self._loop.time()
+        self._opened()
+        self._schedule_tick()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        self._last_received = self._loop.time()
+        self.bytes_received += len(data)
+        try:
+            frames = self._reader.feed(data)
+        except FrameError as error:
+            self.fail(error, notify_peer=True)
+            return
+        self.frames_received += len(frames)
+        touched = self._touched
+        streams = self._streams
+        partials = self._partials
+        lock = self._lock
+        try:
+            for frame in frames:
+                if self.is_closed:
+                    break
+                # the hot path: a whole PAYLOAD for an open stream
+                if (
+                    frame.frame_type == _PAYLOAD
+                    and not frame.flags & FLAG_FOLLOWS
+                    and frame.stream_id not in partials
+                ):
+                    with lock:
+                        handler = streams.get(frame.stream_id)
+                    if handler is not None:
+                        handler.on_frame(frame)
+                        continue
+                self._dispatch(frame)
+        except FrameError as error:
+            self.fail(error, notify_peer=True)
+        except Exception as exc:  # a bug of ours: never lose it, never hang the streams
+            report_undeliverable(exc)
+            self.fail(RSocketConnectionError(f"internal error: {exc!r}"), notify_peer=True)
+        finally:
+            for handler in touched:
+                handler.touched = False
+                handler.flush()
+            touched.clear()
+
+    def eof_received(self) -> bool:
+        return False  # close the transport; connection_lost does the rest
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._closed:
+            if not self.closed.done():
+                self.closed.set_result(None)
+            return
+        pending = self._reader.pending
+        if pending:
+            message = f"the peer closed the connection in the middle of a frame ({pending} bytes)"
+        else:
+            message = "the peer closed the connection"
+        if exc is not None:
+            message += f": {exc}"
+        self.fail(RSocketConnectionError(message), notify_peer=False)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        with self._lock:
+            handlers = list(self._streams.values())
+        for handler in handlers:
+            handler.on_writable()
+
+    # -- the loop side --------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        with self._lock:
+            frames = self._outbox
+            self._outbox = []
+            self._flush_pending = False
+            closed = self._closed
+        if frames and not closed and self._transport is not None:
+            data = b"".join(frames)
+            self.frames_sent += len(frames)
+            self.bytes_sent += len(data)
+            self._transport.write(data)
+
+    def fail(self, error: RSocketConnectionError, notify_peer: bool = False) -> None:
+        """End the connection once: tell the peer (if asked), close, fail every stream."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            handlers = [*self._streams.values(), *self._watched]
+            self._streams.clear()
+            self._watched.clear()
+            frames = self._outbox
+            self._outbox = []
+        self._error = error
+        self._partials.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            if notify_peer:
+                code = error.code if error.code is not None else ErrorCode.CONNECTION_ERROR
+                frames.append(encode_error(0, code, str(error)))
+            if frames:
+                transport.write(b"".join(frames))
+            transport.close()
+        if notify_peer:
+            code = error.code if error.code is not None else ErrorCode.CONNECTION_ERROR
+            logger.warning("closing RSocket connection with %s: %s", code_name(code), error)
+        for handler in handlers:
+            try:
+                handler.on_connection_error(error)
+            except Exception as exc:
+                report_undeliverable(exc)
+        if transport is None and not self.closed.done():
+            self.closed.set_result(None)
+        if self.on_closed is not None:
+            self.on_closed(self, error)
+
+    def _schedule_tick(self) -> None:
+        if not self._closed:
+            self._timer = self._loop.call_later(self._tick_interval(), self._tick)
+
+    def _tick_interval(self) -> float:
+        return min(self._settings.keepalive, self._settings.max_lifetime)
+
+    def _tick(self) -> None:
+        silent = self._loop.time() - self._last_received
+        if silent > self._settings.max_lifetime:
+            self.fail(
+                RSocketConnectionError(
+                    f"keepalive timeout: nothing from the peer for {silent:.3g} s "
+                    f"(max lifetime {self._settings.max_lifetime:g} s)",
+                    code=ErrorCode.CONNECTION_ERROR,
+                ),
+                notify_peer=True,
+            )
+            return
+        self._keepalive()
+        self._schedule_tick()
+
+    def _keepalive(self) -> None:
+        """Called every tick while the peer is alive; the client sends KEEPALIVE here."""
+
+    def _dispatch(self, frame: Frame) -> None:
+        stream_id = frame.stream_id
+        frame_type = frame.frame_type
+        if stream_id == 0:
+            self._connection_frame(frame)
+            return
+        flags = frame.flags
+        if frame_type == FrameType.PAYLOAD or frame_type in _REQUEST_TYPES:
+            if stream_id in self._partials or (flags & FLAG_FOLLOWS and not flags & FLAG_COMPLETE):
+                reassembled = self._reassemble(frame)
+                if reassembled is None:
+                    return
+                frame = reassembled
+                frame_type = frame.frame_type
+        elif frame_type == FrameType.CANCEL:
+            self._partials.pop(stream_id, None)
+        elif frame_type not in _STREAM_TYPES:
+            return  # spec: METADATA_PUSH, KEEPALIVE, SETUP... on a stream ID > 0 are ignored
+        if frame_type in _REQUEST_TYPES:
+            self._request(frame)
+            return
+        with self._lock:
+            handler = self._streams.get(stream_id)
+            stale = stream_id <= self._highest_stream_id
+        if handler is None:
+            if stale or frame.flags & FLAG_IGNORE:
+                return  # the stream ended earlier: frames still in flight are ignored
+            raise FrameError(
+                f"{_type_name(frame_type)} frame for unknown stream {stream_id} "
+                "(no stream with that ID was ever opened)"
+            )
+        handler.on_frame(frame)
+
+    def _reassemble(self, frame: Frame) -> Frame | None:
+        stream_id = frame.stream_id
+        partial = self._partials.get(stream_id)
+        if partial is None:
+            if frame.frame_type == FrameType.PAYLOAD:
+                with self._lock:
+                    known = stream_id in self._streams
+                if not known:
+                    return frame  # let _dispatch ignore or refuse it
+            self._partials[stream_id] = _Partial(frame)
+            return None
+        if frame.frame_type != FrameType.PAYLOAD:
+            raise FrameError(
+                f"fragment chain on stream {stream_id} interrupted by "
+                f"{_type_name(frame.frame_type)}"
+            )
+        if frame.metadata is not None:
+            partial.metadata.append(frame.metadata)
+        partial.data.append(frame.data)
+        partial.size += len(frame.data) + len(frame.metadata or b"")
+        if partial.size > self._settings.max_payload_size:
+            raise FrameError(
+                f"reassembled payload on stream {stream_id} is beyond the maximum of "
+                f"{self._settings.max_payload_size} bytes"
+            )
+        if frame.flags & FLAG_FOLLOWS and not frame.flags & FLAG_COMPLETE:
+            return None
+        del self._partials[stream_id]
+        flags = (partial.flags & ~(FLAG_FOLLOWS | FLAG_METADATA)) | (frame.flags & FLAG_COMPLETE)
+        metadata: bytes | None = None
+        if partial.metadata:
+            flags |= FLAG_METADATA
+            metadata = b"".join(partial.metadata)
+        return Frame(
+            stream_id,
+            partial.frame_type,
+            flags,
+            partial.number,
+            metadata,
+            b"".join(partial.data),
+        )
+
+    def _connection_frame(self, frame: Frame) -> None:
+        frame_type = frame.frame_type
+        if frame_type == FrameType.KEEPALIVE:
+            if frame.flags & FLAG_RESPOND:
+                self.send(encode_keepalive(respond=False, data=frame.data))
+        elif frame_type == FrameType.ERROR:
+            self._connection_error_frame(frame)
+        elif frame_type == FrameType.SETUP:
+            self._setup(frame)
+        elif frame_type in _REQUEST_TYPES or frame_type == FrameType.REQUEST_N:
+            raise FrameError(f"{_type_name(frame_type)} frame on stream 0")
+        elif frame_type == FrameType.EXT and not frame.flags & FLAG_IGNORE:
+            raise FrameError("EXT frame is not supported (and its ignore flag is clear)")
+        # LEASE, METADATA_PUSH, RESUME_OK, PAYLOAD and CANCEL on stream 0: ignored (spec)
+
+    def _connection_error_frame(self, frame: Frame) -> None:
+        message = frame.data.decode("utf-8", "replace")
+        self.fail(
+            RSocketConnectionError(
+                f"the peer closed the connection with {code_name(frame.number)}: {message}",
+                code=frame.number,
+            ),
+            notify_peer=False,
+        )
+
+    def _opened(self) -> None:
+        """The transport is up (the client sends SETUP here)."""
+
+    def _setup(self, frame: Frame) -> None:
+        """A SETUP frame arrived; a client ignores it (spec)."""
+
+    def _request(self, frame: Frame) -> None:
+        """A (reassembled) request frame arrived on a stream ID > 0; subclasses override."""
+        raise NotImplementedError
+
+    def touch(self, handler: StreamHandler) -> None:
+        """Loop thread: have ``handler.flush()`` called once after the current batch."""
+        if not handler.touched:
+            handler.touched = True
+            self._touched.append(handler)
+
+
+def _type_name(frame_type: int) -> str:
+    try:
+        return FrameType(frame_type).name
+    except ValueError:
+        return hex(frame_type)

@@ -1,0 +1,608 @@
+"""The RSocket frame codec: bytes on the wire to ``Frame`` objects and back.
+
+Written from the public protocol spec (``rsocket/rsocket``, ``Protocol.md``, version 1.0)
+with ``struct``: every frame on a TCP connection is a 24-bit big-endian length, then a
+6-byte header (31-bit stream ID, 6-bit frame type, 10 bits of flags), then the body that
+depends on the type. ``FrameReader`` splits a byte stream into frames and refuses anything
+malformed with ``FrameError``; the ``encode_*`` functions build whole frames, length prefix
+included, so a sender only joins them. ``encode_fragments`` splits a request or payload
+that is larger than the frame limit into a ``FOLLOWS`` chain.
+"""
+
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+from typing import Final
+
+from ._errors import FrameError
+
+__all__ = [
+    "FLAG_COMPLETE",
+    "FLAG_FOLLOWS",
+    "FLAG_IGNORE",
+    "FLAG_LEASE",
+    "FLAG_METADATA",
+    "FLAG_NEXT",
+    "FLAG_RESPOND",
+    "FLAG_RESUME",
+    "MAX_FRAME_SIZE",
+    "MAX_REQUEST_N",
+    "ErrorCode",
+    "Frame",
+    "FrameReader",
+    "FrameType",
+    "Setup",
+    "encode_cancel",
+    "encode_error",
+    "encode_fragments",
+    "encode_keepalive",
+    "encode_payload",
+    "encode_request",
+    "encode_request_n",
+    "encode_setup",
+]
+
+MAX_FRAME_SIZE: Final[int] = 0xFFFFFF
+"""The largest frame the protocol allows, header included: ``2**24 - 1`` bytes."""
+
+MAX_REQUEST_N: Final[int] = 0x7FFFFFFF
+"""The largest request-n a frame can carry (31 bits); RSocket has no "unbounded" value."""
+
+FLAG_IGNORE: Final[int] = 0x200
+FLAG_METADATA: Final[int] = 0x100
+FLAG_FOLLOWS: Final[int] = 0x80
+FLAG_RESUME: Final[int] = 0x80
+FLAG_RESPOND: Final[int] = 0x80
+FLAG_LEASE: Final[int] = 0x40
+FLAG_COMPLETE: Final[int] = 0x40
+FLAG_NEXT: Final[int] = 0x20
+
+_HEADER_SIZE: Final[int] = 6
+_FLAGS_MASK: Final[int] = 0x3FF
+_MASK_31: Final[int] = 0x7FFFFFFF
+
+
+class FrameType(IntEnum):
+    """The frame types of RSocket 1.0."""
+
+    SETUP = 0x01
+    LEASE = 0x02
+    KEEPALIVE = 0x03
+    REQUEST_RESPONSE = 0x04
+    REQUEST_FNF = 0x05
+    REQUEST_STREAM = 0x06
+    REQUEST_CHANNEL = 0x07
+    REQUEST_N = 0x08
+    CANCEL = 0x09
+    PAYLOAD = 0x0A
+    ERROR = 0x0B
+    METADATA_PUSH = 0x0C
+    RESUME = 0x0D
+    RESUME_OK = 0x0E
+    EXT = 0x3F
+
+
+class ErrorCode(IntEnum):
+    """The error codes an ``ERROR`` frame carries."""
+
+    INVALID_SETUP = 0x001
+    UNSUPPORTED_SETUP = 0x002
+    REJECTED_SETUP = 0x003
+    REJECTED_RESUME = 0x004
+    CONNECTION_ERROR = 0x101
+    CONNECTION_CLOSE = 0x102
+    APPLICATION_ERROR = 0x201
+    REJECTED = 0x202
+    CANCELED = 0x203
+    INVALID = 0x204
+
+
+_REQUEST_TYPES: Final = frozenset(
+    {
+        FrameType.REQUEST_RESPONSE,
+        FrameType.REQUEST_FNF,
+        FrameType.REQUEST_STREAM,
+        FrameType.REQUEST_CHANNEL,
+    }
+)
+_KNOWN_TYPES: Final = frozenset(int(member) for member in FrameType)
+_PAYLOAD_BITS: Final[int] = 0x0A << 10
+_PAYLOAD_FAST_MASK: Final[int] = 0xFC00 | 0x100  # the type bits and the metadata flag
+
+# length prefix split as u8 + u16 (24 bits), stream ID u32, type and flags u16
+_PREFIX_HEADER = struct.Struct(">BHIH")
+_PREFIX_HEADER_N = struct.Struct(">BHIHI")
+_U32 = struct.Struct(">I")
+_U24_SPLIT = struct.Struct(">BH")
+_HEADER = struct.Struct(">IH")
+_SETUP_FIXED = struct.Struct(">HHII")
+_KEEPALIVE_POSITION = struct.Struct(">Q")
+
+
+class Setup:
+    """The connection parameters a ``SETUP`` frame carries.
+
+    Attributes:
+        major_version, minor_version: the protocol version the client speaks (1.0).
+        keepalive_ms: time between the client's ``KEEPALIVE`` frames, in milliseconds.
+        max_lifetime_ms: how long a side may stay silent before it counts as dead, in ms.
+        resume_token: the resume identification token, ``None`` without the resume flag.
+        lease: whether the client asked to honour ``LEASE`` frames.
+        metadata_mime, data_mime: the MIME types of metadata and data on this connection.
+    """
+
+    __slots__ = (
+        "data_mime",
+        "keepalive_ms",
+        "lease",
+        "major_version",
+        "max_lifetime_ms",
+        "metadata_mime",
+        "minor_version",
+        "resume_token",
+    )
+
+    def __init__(
+        self,
+        *,
+        major_version: int,
+        minor_version: int,
+        keepalive_ms: int,
+        max_lifetime_ms: int,
+        resume_token: bytes | None,
+        lease: bool,
+        metadata_mime: str,
+        data_mime: str,
+    ) -> None:
+        self.major_version = major_version
+        self.minor_version = minor_version
+        self.keepalive_ms = keepalive_ms
+        self.max_lifetime_ms = max_lifetime_ms
+        self.resume_token = resume_token
+        self.lease = lease
+        self.metadata_mime = metadata_mime
+        self.data_mime = data_mime
+
+
+class Frame:
+    """One decoded frame.
+
+    Attributes:
+        stream_id: 0 for the connection, otherwise the stream the frame belongs to.
+        frame_type: the ``FrameType`` value, as an ``int``.
+        flags: the 10 flag bits.
+        number: the type's number field: initial request-n (``REQUEST_STREAM``,
+            ``REQUEST_CHANNEL``), request-n (``REQUEST_N``), error code (``ERROR``), last
+            received position (``KEEPALIVE``); 0 for other types.
+        metadata: the metadata, or ``None`` when the metadata flag is not set.
+        data: the data (for ``ERROR``, the UTF-8 message).
+        setup: the parameters of a ``SETUP`` frame, ``None`` for other types.
+    """
+
+    __slots__ = ("data", "flags", "frame_type", "metadata", "number", "setup", "stream_id")
+
+    def __init__(  # noqa: PLR0917 - positional on the hot path of the decoder
+        self,
+        stream_id: int,
+        frame_type: int,
+        flags: int,
+        number: int = 0,
+        metadata: bytes | None = None,
+        data: bytes = b"",
+        setup: Setup | None = None,
+    ) -> None:
+        self.stream_id = stream_id
+        self.frame_type = frame_type
+        self.flags = flags
+        self.number = number
+        self.metadata = metadata
+        self.data = data
+        self.setup = setup
+
+    def __repr__(self) -> str:
+        try:
+            name = FrameType(self.frame_type).name
+        except ValueError:
+            name = hex(self.frame_type)
+        return (
+            f"Frame({name}, stream={self.stream_id}, flags={self.flags:#05x}, "
+            f"number={self.number}, metadata={self.metadata!r:.40}, data={self.data!r:.40})"
+        )
+
+
+class FrameReader:
+    """Splits a TCP byte stream into frames.
+
+    ``feed(data)`` takes whatever bytes arrived and returns every frame they complete, in
+    order; an incomplete frame waits in the buffer for the next call. Frames are checked as
+    they are decoded: a length prefix above ``max_frame_size``, a frame shorter than its
+    header, a metadata length that overruns the frame, a request-n of 0, or an unknown type
+    without the ignore flag raise ``FrameError`` (the connection must then close). Frames
+    of an unknown type *with* the ignore flag are dropped, as the spec asks.
+
+    Args:
+        max_frame_size: the largest frame accepted, in bytes, header included (the length
+            prefix excluded); at most ``MAX_FRAME_SIZE``.
+    """
+
+    __slots__ = ("_max_frame_size", "_need", "_pending")
+
+    def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
+        self._pending = bytearray()
+        self._need = 0
+        self._max_frame_size = max_frame_size
+
+    @property
+    def pending(self) -> int:
+        """Bytes received that do not yet form a whole frame."""
+        return len(self._pending)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """Add ``data``; return the frames it completes.
+
+        A frame split over many reads is collected without re-parsing (linear time);
+        ``PAYLOAD`` frames without metadata, the bulk of a stream, take a short path.
+
+        Raises:
+            FrameError: a frame is malformed or longer than ``max_frame_size``.
+        """
+        pending = self._pending
+        if pending:
+            pending += data
+            if len(pending) < self._need:
+                return []
+            buffer = bytes(pending)
+            pending.clear()
+        else:
+            buffer = bytes(data)
+        frames: list[Frame] = []
+        append = frames.append
+        position = 0
+        end = len(buffer)
+        unpack_length = _U24_SPLIT.unpack_from
+        unpack_header = _HEADER.unpack_from
+        max_frame_size = self._max_frame_size
+        while end - position >= 3:
+            high, low = unpack_length(buffer, position)
+            length = (high << 16) | low
+            if length > max_frame_size:
+                raise FrameError(
+                    f"frame length {length} is beyond the maximum of {max_frame_size} bytes"
+                )
+            if length < _HEADER_SIZE:
+                raise FrameError(f"frame length {length} is shorter than the 6-byte header")
+            start = position + 3
+            stop = start + length
+            if stop > end:
+                self._need = stop - position
+                break
+            stream_id, type_and_flags = unpack_header(buffer, start)
+            if (
+                type_and_flags & _PAYLOAD_FAST_MASK == _PAYLOAD_BITS
+                and type_and_flags & (FLAG_NEXT | FLAG_COMPLETE)
+                and stream_id < 0x80000000
+            ):
+                append(
+                    Frame(
+                        stream_id,
+                        0x0A,
+                        type_and_flags & _FLAGS_MASK,
+                        0,
+                        None,
+                        buffer[start + 6 : stop],
+                    )
+                )
+            else:
+                frame = decode_frame(buffer[start:stop])
+                if frame is not None:
+                    append(frame)
+            position = stop
+        else:
+            self._need = 3
+        if position < end:
+            pending += buffer[position:]
+        return frames
+
+
+def _split_metadata(frame: bytes, offset: int, flags: int) -> tuple[bytes | None, bytes]:
+    if not flags & FLAG_METADATA:
+        return None, frame[offset:]
+    if len(frame) - offset < 3:
+        raise FrameError("the metadata flag is set but the frame has no metadata length")
+    high, low = _U24_SPLIT.unpack_from(frame, offset)
+    length = (high << 16) | low
+    start = offset + 3
+    if start + length > len(frame):
+        raise FrameError(
+            f"metadata length {length} overruns the frame ({len(frame) - start} bytes left)"
+        )
+    return frame[start : start + length], frame[start + length :]
+
+
+def _require(frame: bytes, size: int, name: str) -> None:
+    if len(frame) < size:
+        raise FrameError(f"{name} frame of {len(frame)} bytes is too short (needs {size})")
+
+
+def decode_frame(frame: bytes) -> Frame | None:
+    """Decode one frame (without its length prefix); ``None`` for an ignorable unknown type.
+
+    Raises:
+        FrameError: the frame is malformed.
+    """
+    stream_id, type_and_flags = _HEADER.unpack_from(frame, 0)
+    if stream_id & 0x80000000:
+        raise FrameError(f"stream ID {stream_id:#x} has its reserved top bit set")
+    frame_type = type_and_flags >> 10
+    flags = type_and_flags & _FLAGS_MASK
+    if frame_type == FrameType.PAYLOAD:  # the hot path
+        if not flags & (FLAG_NEXT | FLAG_COMPLETE):
+            raise FrameError("PAYLOAD frame with neither the NEXT nor the COMPLETE flag")
+        if flags & FLAG_METADATA:
+            metadata, data = _split_metadata(frame, _HEADER_SIZE, flags)
+            return Frame(stream_id, frame_type, flags, 0, metadata, data)
+        return Frame(stream_id, frame_type, flags, 0, None, frame[_HEADER_SIZE:])
+    if frame_type not in _KNOWN_TYPES:
+        if flags & FLAG_IGNORE:
+            return None
+        raise FrameError(f"unknown frame type {frame_type:#x} without the ignore flag")
+    if frame_type in (FrameType.REQUEST_STREAM, FrameType.REQUEST_CHANNEL, FrameType.REQUEST_N):
+        _require(frame, 10, FrameType(frame_type).name)
+        number = _U32.unpack_from(frame, _HEADER_SIZE)[0] & _MASK_31
+        if number == 0:
+            raise FrameError(f"{FrameType(frame_type).name} frame with request-n 0")
+        if frame_type == FrameType.REQUEST_N:
+            return Frame(stream_id, frame_type, flags, number)
+        metadata, data = _split_metadata(frame, 10, flags)
+        return Frame(stream_id, frame_type, flags, number, metadata, data)
+    if frame_type in (FrameType.REQUEST_RESPONSE, FrameType.REQUEST_FNF):
+        metadata, data = _split_metadata(frame, _HEADER_SIZE, flags)
+        return Frame(stream_id, frame_type, flags, 0, metadata, data)
+    if frame_type == FrameType.CANCEL:
+        return Frame(stream_id, frame_type, flags)
+    if frame_type == FrameType.ERROR:
+        _require(frame, 10, "ERROR")
+        code = _U32.unpack_from(frame, _HEADER_SIZE)[0]
+        return Frame(stream_id, frame_type, flags, code, None, frame[10:])
+    if frame_type == FrameType.KEEPALIVE:
+        _require(frame, 14, "KEEPALIVE")
+        position = _KEEPALIVE_POSITION.unpack_from(frame, _HEADER_SIZE)[0] & ((1 << 63) - 1)
+        return Frame(stream_id, frame_type, flags, position, None, frame[14:])
+    if frame_type == FrameType.SETUP:
+        return _decode_setup(frame, stream_id, flags)
+    if frame_type == FrameType.METADATA_PUSH:
+        return Frame(stream_id, frame_type, flags, 0, frame[_HEADER_SIZE:], b"")
+    if frame_type == FrameType.LEASE:
+        _require(frame, 14, "LEASE")
+        return Frame(stream_id, frame_type, flags, 0, frame[14:] or None, b"")
+    # RESUME, RESUME_OK and EXT: understood as types, not supported; the caller decides.
+    return Frame(stream_id, frame_type, flags, 0, None, frame[_HEADER_SIZE:])
+
+
+def _decode_setup(frame: bytes, stream_id: int, flags: int) -> Frame:
+    _require(frame, 18, "SETUP")
+    major, minor, keepalive, lifetime = _SETUP_FIXED.unpack_from(frame, _HEADER_SIZE)
+    offset = 18
+    token: bytes | None = None
+    if flags & FLAG_RESUME:
+        _require(frame, offset + 2, "SETUP")
+        token_length = int.from_bytes(frame[offset : offset + 2], "big")
+        offset += 2
+        _require(frame, offset + token_length, "SETUP")
+        token = frame[offset : offset + token_length]
+        offset += token_length
+    mimes: list[str] = []
+    for _ in range(2):
+        _require(frame, offset + 1, "SETUP")
+        mime_length = frame[offset]
+        offset += 1
+        _require(frame, offset + mime_length, "SETUP")
+        try:
+            mimes.append(frame[offset : offset + mime_length].decode("ascii"))
+        except UnicodeDecodeError:
+            raise FrameError("SETUP frame with a MIME type that is not US-ASCII") from None
+        offset += mime_length
+    metadata, data = _split_metadata(frame, offset, flags)
+    setup = Setup(
+        major_version=major,
+        minor_version=minor,
+        keepalive_ms=keepalive & _MASK_31,
+        max_lifetime_ms=lifetime & _MASK_31,
+        resume_token=token,
+        lease=bool(flags & FLAG_LEASE),
+        metadata_mime=mimes[0],
+        data_mime=mimes[1],
+    )
+    return Frame(stream_id, FrameType.SETUP, flags, 0, metadata, data, setup)
+
+
+# -- encoding -----------------------------------------------------------------------------
+
+
+def _prefix_header(length: int, stream_id: int, frame_type: int, flags: int) -> bytes:
+    return _PREFIX_HEADER.pack(length >> 16, length & 0xFFFF, stream_id, (frame_type << 10) | flags)
+
+
+def _metadata_length(metadata: bytes) -> bytes:
+    size = len(metadata)
+    return _U24_SPLIT.pack(size >> 16, size & 0xFFFF)
+
+
+def encode_payload(
+    stream_id: int,
+    data: bytes,
+    metadata: bytes | None = None,
+    *,
+    next_: bool = True,
+    complete: bool = False,
+    follows: bool = False,
+) -> bytes:
+    """A ``PAYLOAD`` frame with its length prefix; ``next_``/``complete`` set N and C."""
+    flags = (FLAG_NEXT if next_ else 0) | (FLAG_COMPLETE if complete else 0)
+    if follows:
+        flags |= FLAG_FOLLOWS
+    if metadata is None:
+        length = 6 + len(data)
+        return (
+            _PREFIX_HEADER.pack(length >> 16, length & 0xFFFF, stream_id, _PAYLOAD_BITS | flags)
+            + data
+        )
+    flags |= FLAG_METADATA
+    length = 9 + len(metadata) + len(data)
+    return (
+        _prefix_header(length, stream_id, FrameType.PAYLOAD, flags)
+        + _metadata_length(metadata)
+        + metadata
+        + data
+    )
+
+
+def encode_request(
+    frame_type: FrameType,
+    stream_id: int,
+    data: bytes,
+    metadata: bytes | None = None,
+    *,
+    initial_n: int = 0,
+    follows: bool = False,
+) -> bytes:
+    """A ``REQUEST_*`` frame; ``initial_n`` is used by ``REQUEST_STREAM``/``REQUEST_CHANNEL``."""
+    flags = FLAG_FOLLOWS if follows else 0
+    parts: list[bytes] = []
+    if frame_type in (FrameType.REQUEST_STREAM, FrameType.REQUEST_CHANNEL):
+        parts.append(_U32.pack(initial_n & _MASK_31))
+    if metadata is not None:
+        flags |= FLAG_METADATA
+        parts += (_metadata_length(metadata), metadata)
+    parts.append(data)
+    body = b"".join(parts)
+    return _prefix_header(6 + len(body), stream_id, frame_type, flags) + body
+
+
+def encode_request_n(stream_id: int, n: int) -> bytes:
+    """A ``REQUEST_N`` frame granting ``n`` more payloads (``1 <= n <= MAX_REQUEST_N``)."""
+    return _PREFIX_HEADER_N.pack(0, 10, stream_id, FrameType.REQUEST_N << 10, n)
+
+
+def encode_cancel(stream_id: int) -> bytes:
+    """A ``CANCEL`` frame."""
+    return _PREFIX_HEADER.pack(0, 6, stream_id, FrameType.CANCEL << 10)
+
+
+def encode_error(stream_id: int, code: int, message: str) -> bytes:
+    """An ``ERROR`` frame; the message travels as UTF-8, cut to fit one frame."""
+    data = message.encode("utf-8", "replace")[: MAX_FRAME_SIZE - 10]
+    return _PREFIX_HEADER_N.pack(0, 10 + len(data), stream_id, FrameType.ERROR << 10, code) + data
+
+
+def encode_keepalive(*, respond: bool, data: bytes = b"", position: int = 0) -> bytes:
+    """A ``KEEPALIVE`` frame on stream 0; ``respond`` asks the peer to echo it."""
+    flags = FLAG_RESPOND if respond else 0
+    return (
+        _prefix_header(14 + len(data), 0, FrameType.KEEPALIVE, flags)
+        + _KEEPALIVE_POSITION.pack(position)
+        + data
+    )
+
+
+def _mime(mime: str) -> bytes:
+    encoded = mime.encode("ascii")
+    if len(encoded) > 255:
+        raise ValueError(f"MIME type {mime!r} is longer than 255 bytes")
+    return bytes((len(encoded),)) + encoded
+
+
+def encode_setup(
+    *,
+    keepalive_ms: int,
+    max_lifetime_ms: int,
+    metadata_mime: str,
+    data_mime: str,
+    metadata: bytes | None = None,
+    data: bytes = b"",
+    major_version: int = 1,
+    minor_version: int = 0,
+) -> bytes:
+    """A ``SETUP`` frame (no resume, no lease), version 1.0 unless told otherwise."""
+    flags = 0
+    parts = [
+        _SETUP_FIXED.pack(major_version, minor_version, keepalive_ms, max_lifetime_ms),
+        _mime(metadata_mime),
+        _mime(data_mime),
+    ]
+    if metadata is not None:
+        flags |= FLAG_METADATA
+        parts += (_metadata_length(metadata), metadata)
+    parts.append(data)
+    body = b"".join(parts)
+    return _prefix_header(6 + len(body), 0, FrameType.SETUP, flags) + body
+
+
+def encode_fragments(
+    frame_type: FrameType,
+    stream_id: int,
+    data: bytes,
+    metadata: bytes | None,
+    *,
+    max_frame_size: int,
+    initial_n: int = 0,
+    complete: bool = False,
+) -> list[bytes]:
+    """Encode a request or a ``PAYLOAD`` (with NEXT) as one frame, or as a FOLLOWS chain.
+
+    When the whole frame fits in ``max_frame_size`` bytes it is returned alone. Otherwise
+    the first fragment has the original type and the FOLLOWS flag, the next ones are
+    ``PAYLOAD`` frames with FOLLOWS, and the last has FOLLOWS clear (and COMPLETE, for a
+    completing payload). Metadata goes first, then data, as the spec requires.
+    Fragmentation does not change request-n accounting: the chain counts as one payload.
+
+    Raises:
+        ValueError: ``max_frame_size`` is too small to carry any payload byte.
+    """
+    has_n = frame_type in (FrameType.REQUEST_STREAM, FrameType.REQUEST_CHANNEL)
+    whole = 6 + (4 if has_n else 0) + (3 + len(metadata) if metadata is not None else 0)
+    whole += len(data)
+    if whole <= max_frame_size:
+        if frame_type == FrameType.PAYLOAD:
+            return [encode_payload(stream_id, data, metadata, complete=complete)]
+        return [encode_request(frame_type, stream_id, data, metadata, initial_n=initial_n)]
+    frames: list[bytes] = []
+    meta_left = metadata
+    data_left = data
+    first = True
+    while True:
+        kind = frame_type if first else FrameType.PAYLOAD
+        header = 6 + (4 if first and has_n else 0) + (3 if meta_left is not None else 0)
+        budget = max_frame_size - header
+        if budget <= 0:
+            raise ValueError(f"max_frame_size {max_frame_size} cannot carry a payload")
+        meta_part: bytes | None = None
+        if meta_left is not None:
+            meta_part = meta_left[:budget]
+            budget -= len(meta_part)
+            meta_left = meta_left[len(meta_part) :] or None
+        data_part = b""
+        if meta_left is None:
+            data_part = data_left[:budget]
+            data_left = data_left[len(data_part) :]
+        last = meta_left is None and not data_left
+        if kind == FrameType.PAYLOAD:
+            frames.append(
+                encode_payload(
+                    stream_id,
+                    data_part,
+                    meta_part,
+                    complete=last and complete,
+                    follows=not last,
+                )
+            )
+        else:
+            frames.append(
+                encode_request(
+                    kind, stream_id, data_part, meta_part, initial_n=initial_n, follows=not last
+                )
+            )
+        if last:
+            return frames
+        first = False

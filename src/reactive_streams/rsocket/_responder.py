@@ -1,0 +1,312 @@
+"""The responder side of a stream: a route's ``Publisher[bytes]`` sent as frames.
+
+``ResponderStream`` subscribes to the publisher a route's factory returns and is the
+connection's handler for that stream:
+
+* The requester's credit (the initial request-n, then ``REQUEST_N`` frames) is passed
+  upstream as ``request(k)``, at most ``CHUNK`` elements outstanding at a time and only
+  while the transport accepts writes, so the server holds at most ``CHUNK`` encoded
+  payloads per stream however much credit the peer grants. It never sends more
+  ``PAYLOAD`` frames than were requested: an element beyond the demand it signalled is a
+  broken Rule 1.1 upstream, and ends the stream with ``ERROR[APPLICATION_ERROR]``.
+* ``on_next`` becomes ``PAYLOAD`` (NEXT), ``on_complete`` becomes ``PAYLOAD`` (COMPLETE),
+  ``on_error`` becomes ``ERROR[APPLICATION_ERROR]`` with the exception's text.
+* ``CANCEL`` from the peer, or the connection failing, cancels the subscription.
+
+User code (the factory, ``subscribe``, ``request``, ``cancel``) runs only in the stream's
+``DrainLoop`` on the server's executor, never on the event loop; a synchronous publisher
+that emits inside ``request`` therefore emits on an executor thread, a batch at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import TYPE_CHECKING, Final
+
+from .._demand import MAX_DEMAND, DrainLoop, add_demand
+from ..api import Publisher, Subscriber, Subscription
+from ._connection import StreamHandler
+from ._frames import (
+    ErrorCode,
+    FrameType,
+    encode_error,
+    encode_fragments,
+    encode_payload,
+)
+from ._payload import Payload
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from concurrent.futures import Executor
+
+    from .._exceptions import ExecutorRejectedError
+    from ._connection import Connection
+    from ._errors import RSocketConnectionError
+    from ._frames import Frame
+
+__all__ = ["CHUNK", "ResponderStream"]
+
+logger = logging.getLogger("reactive_streams.rsocket")
+
+CHUNK: Final[int] = 1024
+"""The most elements requested from a route's publisher and not yet received."""
+_REFILL: Final[int] = CHUNK // 2
+
+
+class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
+    """One stream, responder side (see the module docstring).
+
+    Args:
+        connection: the connection the stream lives on.
+        kind: ``REQUEST_STREAM``, ``REQUEST_RESPONSE`` or ``REQUEST_FNF``.
+        route: the route's name, for error messages.
+        factory: the route's factory; called with ``data`` on the executor.
+        data: the request's data.
+        initial_n: the requester's initial credit (1 for request-response).
+        executor: where the factory and the publisher's ``request``/``cancel`` run.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        kind: FrameType,
+        route: str,
+        factory: Callable[[bytes], Publisher[bytes | Payload]],
+        data: bytes,
+        initial_n: int,
+        executor: Executor,
+    ) -> None:
+        self._connection = connection
+        self._kind = kind
+        self._route = route
+        self._factory: Callable[[bytes], Publisher[bytes | Payload]] | None = factory
+        self._data = data
+        self._lock = threading.Lock()
+        self._credits = MAX_DEMAND if kind == FrameType.REQUEST_FNF else initial_n
+        self._outstanding = 0
+        self._subscription: Subscription | None = None
+        self._subscribed = False
+        self._done = False
+        self._cancel_pending = False
+        self._started = False
+        self._max_payload = connection.settings.max_frame_size - 6
+        self._pump = DrainLoop(self._pass, executor=executor, on_rejected=self._on_rejected)
+
+    def start(self) -> None:
+        """Call the factory and subscribe, on the executor."""
+        self._pump.schedule()
+
+    # -- the pump (serial, on the executor) -----------------------------------------------
+
+    def _pass(self) -> None:
+        if not self._started:
+            self._started = True
+            factory, self._factory = self._factory, None
+            try:
+                assert factory is not None
+                publisher = factory(self._data)
+                if not isinstance(publisher, Publisher):
+                    raise TypeError(
+                        f"the factory returned {type(publisher).__name__}, not a Publisher"
+                    )
+                publisher.subscribe(self)
+            except Exception as exc:
+                logger.error("route %r failed: %s", self._route, exc, exc_info=exc)
+                self._end_with_error(f"route {self._route!r} failed: {type(exc).__name__}: {exc}")
+            return
+        cancel = False
+        count = 0
+        with self._lock:
+            subscription = self._subscription
+            if subscription is None:
+                return
+            if self._cancel_pending:
+                self._cancel_pending = False
+                self._subscription = None
+                cancel = True
+            elif self._done:
+                return
+            elif self._outstanding <= _REFILL and self._credits and self._connection.writable:
+                count = min(self._credits, CHUNK - self._outstanding)
+                if self._credits != MAX_DEMAND:
+                    self._credits -= count
+                self._outstanding += count
+        if cancel:
+            subscription.cancel()
+        elif count:
+            subscription.request(count)
+
+    def _on_rejected(self, error: ExecutorRejectedError) -> None:
+        # The server is shutting down: cancel upstream here, the stream is over.
+        with self._lock:
+            subscription, self._subscription = self._subscription, None
+            self._done = True
+        if subscription is not None:
+            subscription.cancel()
+        self._connection.unregister(self.stream_id)
+
+    # -- Subscriber (any thread, serial per Rule 1.3) -------------------------------------
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Keep the subscription; a second one is cancelled (Rule 2.5).
+
+        Raises:
+            TypeError: ``subscription`` is ``None`` (Rule 2.13).
+        """
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe() requires a subscription, got None")
+        with self._lock:
+            duplicate = self._subscribed
+            self._subscribed = True
+            cancel_now = duplicate or self._done
+            if not cancel_now:
+                self._subscription = subscription
+        if cancel_now:
+            subscription.cancel()
+            return
+        self._pump.schedule()
+
+    def on_next(self, element: bytes | Payload) -> None:
+        """Send ``element`` as one ``PAYLOAD`` (fragmented if larger than a frame).
+
+        A ``Payload`` element sends its metadata too; ``bytearray`` and ``memoryview`` are
+        sent as bytes; anything else ends the stream with ``ERROR[APPLICATION_ERROR]``.
+
+        Raises:
+            TypeError: ``element`` is ``None`` (Rule 2.13).
+        """
+        if element is None:
+            raise TypeError("Rule 2.13: on_next() requires an element, got None")
+        refill = False
+        with self._lock:
+            if self._done:
+                return
+            if self._outstanding <= 0:
+                self._done = True
+                self._cancel_pending = True
+                violation = True
+            else:
+                violation = False
+                self._outstanding -= 1
+                refill = self._outstanding == _REFILL and self._credits > 0
+                if self._kind == FrameType.REQUEST_RESPONSE:
+                    self._done = True
+                    self._cancel_pending = True
+        if violation:
+            self._end_with_error(
+                f"Rule 1.1: route {self._route!r} emitted more elements than were requested"
+            )
+            self._pump.schedule()
+            return
+        kind = self._kind
+        if kind == FrameType.REQUEST_FNF:
+            if refill:
+                self._pump.schedule()
+            return
+        value: object = element
+        metadata: bytes | None = None
+        if type(value) is bytes:
+            data = value
+        elif isinstance(value, Payload):
+            data, metadata = bytes(value.data), value.metadata
+        else:
+            if not isinstance(value, (bytearray, memoryview)):
+                with self._lock:
+                    self._done = True
+                    self._cancel_pending = True
+                self._end_with_error(
+                    f"route {self._route!r} emitted {type(value).__name__}, not bytes or Payload"
+                )
+                self._pump.schedule()
+                return
+            data = bytes(value)
+        complete = kind == FrameType.REQUEST_RESPONSE
+        connection = self._connection
+        if metadata is None and len(data) <= self._max_payload:
+            connection.send(encode_payload(self.stream_id, data, complete=complete))
+        else:
+            connection.send_all(
+                encode_fragments(
+                    FrameType.PAYLOAD,
+                    self.stream_id,
+                    data,
+                    metadata,
+                    max_frame_size=connection.settings.max_frame_size,
+                    complete=complete,
+                )
+            )
+        if complete:
+            connection.unregister(self.stream_id)
+            self._pump.schedule()
+        elif refill:
+            self._pump.schedule()
+
+    def on_error(self, error: Exception) -> None:
+        """Send ``ERROR[APPLICATION_ERROR]`` with the error's type and text.
+
+        Raises:
+            TypeError: ``error`` is ``None`` (Rule 2.13).
+        """
+        if error is None:
+            raise TypeError("Rule 2.13: on_error() requires an exception, got None")
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            self._subscription = None
+        if self._kind == FrameType.REQUEST_FNF:
+            logger.error("fire-and-forget route %r failed: %s", self._route, error)
+            self._connection.unregister(self.stream_id)
+            return
+        self._end_with_error(f"{type(error).__name__}: {error}")
+
+    def on_complete(self) -> None:
+        """Send ``PAYLOAD`` with the COMPLETE flag."""
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            self._subscription = None
+        if self._kind != FrameType.REQUEST_FNF:
+            self._connection.send(encode_payload(self.stream_id, b"", next_=False, complete=True))
+        self._connection.unregister(self.stream_id)
+
+    def _end_with_error(self, message: str) -> None:
+        with self._lock:
+            self._done = True
+        if self._kind != FrameType.REQUEST_FNF:
+            self._connection.send(
+                encode_error(self.stream_id, ErrorCode.APPLICATION_ERROR, message)
+            )
+        self._connection.unregister(self.stream_id)
+
+    # -- StreamHandler (loop thread) ------------------------------------------------------
+
+    def on_frame(self, frame: Frame) -> None:
+        frame_type = frame.frame_type
+        if frame_type == FrameType.REQUEST_N:
+            with self._lock:
+                if self._done:
+                    return
+                self._credits = add_demand(self._credits, frame.number)
+            self._pump.schedule()
+        elif frame_type == FrameType.CANCEL:
+            self._cancel()
+        # PAYLOAD and ERROR from a requester only belong to channels: ignored
+
+    def _cancel(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            self._cancel_pending = True
+        self._connection.unregister(self.stream_id)
+        self._pump.schedule()
+
+    def on_connection_error(self, error: RSocketConnectionError) -> None:
+        self._cancel()
+
+    def on_writable(self) -> None:
+        self._pump.schedule()

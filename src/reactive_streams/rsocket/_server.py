@@ -1,0 +1,468 @@
+"""The server: ``serve`` (its own loop thread), ``serve_async`` (the caller's loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from ._connection import Connection, ConnectionSettings
+from ._errors import FrameError, RSocketConnectionError
+from ._frames import MAX_FRAME_SIZE, ErrorCode, FrameType, encode_error
+from ._loop import LoopThread
+from ._metadata import COMPOSITE, bearer_token, decode_composite, route_of
+from ._responder import ResponderStream
+from ._statistics import TransportStatistics
+from ._websocket import WebSocketTransport, import_websockets
+
+if TYPE_CHECKING:
+    import ssl
+    from collections.abc import Callable, Mapping
+    from types import TracebackType
+
+    from ..api import Publisher
+    from ._frames import Frame
+    from ._payload import Payload
+
+__all__ = ["AsyncRSocketServer", "RSocketServer", "serve", "serve_async"]
+
+logger = logging.getLogger("reactive_streams.rsocket")
+
+
+class _ServerCore:
+    """The listening socket and its connections, on one event loop."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        *,
+        routes: Mapping[str, Callable[[bytes], Publisher[bytes | Payload]]],
+        token: str | None,
+        ssl_context: ssl.SSLContext | None,
+        settings: ConnectionSettings,
+        executor: ThreadPoolExecutor,
+    ) -> None:
+        self.loop = loop
+        self.routes = dict(routes)
+        self.token = None if token is None else token.encode("utf-8")
+        self.ssl_context = ssl_context
+        self.settings = settings
+        self.executor = executor
+        self.connections: set[ServerConnection] = set()
+        self._closed_totals = (0, 0, 0, 0)  # counters of the connections already closed
+        self._server: Any = None  # an asyncio.Server, or a websockets Server
+
+    async def start(self, host: str, port: int, transport: str) -> None:
+        if transport == "tcp":
+            self._server = await self.loop.create_server(
+                lambda: ServerConnection(self), host, port, ssl=self.ssl_context
+            )
+            return
+        if transport != "ws":
+            raise ValueError(f"transport must be 'tcp' or 'ws', got {transport!r}")
+        import_websockets()
+        from websockets.asyncio.server import serve as websocket_serve  # noqa: PLC0415
+
+        async def handler(websocket: Any) -> None:
+            await WebSocketTransport(websocket, ServerConnection(self)).run()
+
+        self._server = await websocket_serve(
+            handler,
+            host,
+            port,
+            ssl=self.ssl_context,
+            max_size=None,  # the frame limit is ours: max_frame_size
+            compression=None,
+            ping_interval=None,  # RSocket keeps itself alive
+        )
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        port: int = next(iter(self._server.sockets)).getsockname()[1]
+        return port
+
+    def forget(self, connection: ServerConnection) -> None:
+        """Loop thread: drop a closed connection, keeping its counters in the totals."""
+        if connection in self.connections:
+            self.connections.discard(connection)
+            frames_in, frames_out, bytes_in, bytes_out = self._closed_totals
+            self._closed_totals = (
+                frames_in + connection.frames_received,
+                frames_out + connection.frames_sent,
+                bytes_in + connection.bytes_received,
+                bytes_out + connection.bytes_sent,
+            )
+
+    def statistics(self) -> TransportStatistics:
+        """A snapshot of the server's counters, closed connections included."""
+        connections = list(self.connections)
+        frames_in, frames_out, bytes_in, bytes_out = self._closed_totals
+        return TransportStatistics(
+            connections=len(connections),
+            open_streams=sum(connection.open_streams for connection in connections),
+            frames_received=frames_in + sum(c.frames_received for c in connections),
+            frames_sent=frames_out + sum(c.frames_sent for c in connections),
+            bytes_received=bytes_in + sum(c.bytes_received for c in connections),
+            bytes_sent=bytes_out + sum(c.bytes_sent for c in connections),
+        )
+
+    def token_ok(self, presented: bytes | None) -> bool:
+        return (
+            self.token is not None
+            and presented is not None
+            and hmac.compare_digest(self.token, presented)
+        )
+
+    async def aclose(self, timeout: float) -> None:
+        server = self._server
+        if server is not None:
+            server.close()
+        connections = list(self.connections)
+        for connection in connections:
+            connection.fail(RSocketConnectionError("the server is closing"), notify_peer=False)
+        waiters = [connection.closed for connection in connections]
+        if waiters:
+            await asyncio.wait(waiters, timeout=timeout)
+        if server is not None:
+            await asyncio.wait_for(server.wait_closed(), timeout)
+
+
+class ServerConnection(Connection):
+    """One accepted connection: SETUP checks, token, routing, responder streams."""
+
+    def __init__(self, core: _ServerCore) -> None:
+        super().__init__(core.loop, core.settings)
+        self._core = core
+        self._established = False
+        self._authenticated = core.token is None
+        self._metadata_mime = COMPOSITE
+        self.on_closed = self._forget
+
+    def _opened(self) -> None:
+        self._core.connections.add(self)
+
+    def _forget(self, connection: Connection, error: RSocketConnectionError) -> None:
+        self._core.forget(self)
+
+    def _dispatch(self, frame: Frame) -> None:
+        if self._established:
+            super()._dispatch(frame)
+            return
+        if frame.frame_type == FrameType.SETUP and frame.stream_id == 0:
+            self._setup(frame)
+            return
+        if frame.frame_type == FrameType.RESUME:
+            self._reject(ErrorCode.REJECTED_RESUME, "resumption is not supported")
+            return
+        self._reject(
+            ErrorCode.INVALID_SETUP,
+            f"the first frame must be SETUP on stream 0, got {frame!r}",
+        )
+
+    def _reject(self, code: ErrorCode, message: str) -> None:
+        self.fail(RSocketConnectionError(message, code=code), notify_peer=True)
+
+    def _setup(self, frame: Frame) -> None:
+        if self._established:
+            return  # spec: a second SETUP is ignored
+        setup = frame.setup
+        assert setup is not None
+        if setup.major_version != 1:
+            self._reject(
+                ErrorCode.UNSUPPORTED_SETUP,
+                f"protocol version {setup.major_version}.{setup.minor_version} "
+                "is not supported (1.x is)",
+            )
+            return
+        if setup.resume_token is not None:
+            self._reject(ErrorCode.REJECTED_SETUP, "resumption is not supported")
+            return
+        if setup.lease:
+            self._reject(ErrorCode.UNSUPPORTED_SETUP, "leasing is not supported")
+            return
+        if setup.keepalive_ms <= 0 or setup.max_lifetime_ms <= 0:
+            self._reject(ErrorCode.INVALID_SETUP, "keepalive and max lifetime must be > 0")
+            return
+        if self._core.token is not None and setup.metadata_mime == COMPOSITE and frame.metadata:
+            try:
+                presented = bearer_token(decode_composite(frame.metadata))
+            except FrameError as error:
+                self._reject(ErrorCode.INVALID_SETUP, str(error))
+                return
+            if presented is not None:
+                if not self._core.token_ok(presented):
+                    self._reject(ErrorCode.REJECTED_SETUP, "invalid bearer token")
+                    return
+                self._authenticated = True
+        self._metadata_mime = setup.metadata_mime
+        self._established = True
+        settings = self._settings
+        self._settings = ConnectionSettings(
+            max_frame_size=settings.max_frame_size,
+            max_payload_size=settings.max_payload_size,
+            keepalive=setup.keepalive_ms / 1000,
+            max_lifetime=setup.max_lifetime_ms / 1000,
+        )
+        if self._timer is not None:
+            self._timer.cancel()
+        self._schedule_tick()
+
+    def _request(self, frame: Frame) -> None:
+        stream_id = frame.stream_id
+        with self._lock:
+            if stream_id in self._streams or stream_id <= self._highest_stream_id:
+                return  # spec: a request on a stream ID in use (or used) is ignored
+            self._highest_stream_id = stream_id
+        kind = FrameType(frame.frame_type)
+        route, presented = route_of(self._metadata_mime, frame.metadata)
+        if not self._authenticated and not self._core.token_ok(presented):
+            logger.warning("refused %s on stream %d: no valid bearer token", kind.name, stream_id)
+            self._refuse(kind, stream_id, ErrorCode.REJECTED, "authentication required")
+            return
+        if kind == FrameType.REQUEST_CHANNEL:
+            self._refuse(kind, stream_id, ErrorCode.REJECTED, "request-channel is not supported")
+            return
+        factory = self._core.routes.get(route) if route is not None else None
+        if factory is None:
+            message = "no route given" if route is None else f"no route {route!r}"
+            logger.warning("refused %s on stream %d: %s", kind.name, stream_id, message)
+            self._refuse(kind, stream_id, ErrorCode.REJECTED, message)
+            return
+        initial_n = frame.number if kind == FrameType.REQUEST_STREAM else 1
+        stream = ResponderStream(
+            self,
+            kind=kind,
+            route=route or "",
+            factory=factory,
+            data=frame.data,
+            initial_n=initial_n,
+            executor=self._core.executor,
+        )
+        if self.register(stream, stream_id):
+            stream.start()
+
+    def _refuse(self, kind: FrameType, stream_id: int, code: ErrorCode, message: str) -> None:
+        if kind != FrameType.REQUEST_FNF:
+            self.send(encode_error(stream_id, code, message))
+
+    def _connection_error_frame(self, frame: Frame) -> None:
+        if frame.number in (0x001, 0x002, 0x003, 0x004):
+            return  # spec: a server ignores setup and resume errors
+        super()._connection_error_frame(frame)
+
+
+def _make_core(
+    loop: asyncio.AbstractEventLoop,
+    *,
+    routes: Mapping[str, Callable[[bytes], Publisher[bytes | Payload]]],
+    token: str | None,
+    ssl_context: ssl.SSLContext | None,
+    max_frame_size: int,
+    workers: int,
+) -> _ServerCore:
+    settings = ConnectionSettings(max_frame_size=max_frame_size)
+    executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rsocket-server")
+    return _ServerCore(
+        loop,
+        routes=routes,
+        token=token,
+        ssl_context=ssl_context,
+        settings=settings,
+        executor=executor,
+    )
+
+
+class RSocketServer:
+    """An RSocket server running on its own event-loop thread (see ``serve``).
+
+    Attributes:
+        host: the address it listens on.
+        port: the port it listens on (the one the OS chose when ``serve`` got ``port=0``).
+    """
+
+    def __init__(self, loop_thread: LoopThread, core: _ServerCore, host: str) -> None:
+        self._loop_thread = loop_thread
+        self._core = core
+        self.host = host
+        self.port = core.port
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    @property
+    def connection_count(self) -> int:
+        """How many client connections are open right now."""
+        return len(self._core.connections)
+
+    def statistics(self) -> TransportStatistics:
+        """A snapshot of the server's counters (connections, streams, frames, bytes)."""
+        return self._core.statistics()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop listening, close every connection (its streams' publishers are cancelled).
+
+        Waits at most ``timeout`` seconds for the sockets to close, then for the pending
+        calls into route publishers (cancellations) to return. Idempotent.
+        """
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._loop_thread.call(self._core.aclose(timeout), timeout + 1.0)
+        except (TimeoutError, RuntimeError):
+            logger.warning("the RSocket server did not close within %s s", timeout)
+        self._loop_thread.stop(timeout)
+        self._core.executor.shutdown(wait=True)
+
+    def __enter__(self) -> RSocketServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class AsyncRSocketServer:
+    """An RSocket server on the caller's event loop (see ``serve_async``).
+
+    Attributes:
+        host: the address it listens on.
+        port: the port it listens on.
+    """
+
+    def __init__(self, core: _ServerCore, host: str) -> None:
+        self._core = core
+        self.host = host
+        self.port = core.port
+        self._closed = False
+
+    @property
+    def connection_count(self) -> int:
+        """How many client connections are open right now."""
+        return len(self._core.connections)
+
+    def statistics(self) -> TransportStatistics:
+        """A snapshot of the server's counters (connections, streams, frames, bytes)."""
+        return self._core.statistics()
+
+    async def aclose(self, timeout: float = 5.0) -> None:
+        """Stop listening and close every connection; idempotent.
+
+        The executor that runs route publishers is shut down without blocking the loop.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        await self._core.aclose(timeout)
+        await asyncio.get_running_loop().run_in_executor(None, self._core.executor.shutdown)
+
+    async def __aenter__(self) -> AsyncRSocketServer:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+def serve(
+    routes: Mapping[str, Callable[[bytes], Publisher[bytes | Payload]]],
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    token: str | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    max_frame_size: int = MAX_FRAME_SIZE,
+    workers: int = 8,
+    transport: str = "tcp",
+) -> RSocketServer:
+    """Serve ``routes`` over RSocket/TCP from a background event-loop thread.
+
+    Args:
+        routes: route name -> factory. A request for a route calls its factory with the
+            request's data (``bytes``), on a worker thread, and streams the returned
+            ``Publisher[bytes]`` (or of ``Payload``, to send metadata with the elements)
+            to the requester under the requester's demand.
+            Request-stream sends every element; request-response sends the first and
+            cancels the publisher; fire-and-forget runs it and discards the elements.
+        host: the address to listen on.
+        port: the port to listen on; ``0`` lets the OS choose (read ``.port``).
+        token: require this bearer token (``message/x.rsocket.authentication.v0``), in
+            SETUP or in each request. A SETUP with a wrong token gets
+            ``ERROR[REJECTED_SETUP]``; a request without a valid one gets
+            ``ERROR[REJECTED]``. Both are logged on the ``reactive_streams.rsocket`` logger.
+        ssl_context: a server-side context to serve TLS.
+        max_frame_size: larger frames are fragmented on send and refused on receipt.
+        workers: threads that run factories and the publishers' ``request``/``cancel``.
+            Connections use no thread of their own: idle ones cost a socket only.
+        transport: ``"tcp"`` (length-prefixed frames) or ``"ws"`` (RSocket over WebSocket,
+            one frame per binary message, any path; needs the ``websockets`` package).
+
+    Returns:
+        A running ``RSocketServer``; close it (or use it as a context manager).
+
+    Raises:
+        OSError: the address could not be bound.
+        ValueError: an unknown ``transport``.
+    """
+    loop_thread = LoopThread("rsocket-server-loop")
+    core = _make_core(
+        loop_thread.loop,
+        routes=routes,
+        token=token,
+        ssl_context=ssl_context,
+        max_frame_size=max_frame_size,
+        workers=workers,
+    )
+    try:
+        loop_thread.call(core.start(host, port, transport), 30.0)
+    except BaseException:
+        loop_thread.stop()
+        core.executor.shutdown(wait=False)
+        raise
+    return RSocketServer(loop_thread, core, host)
+
+
+async def serve_async(
+    routes: Mapping[str, Callable[[bytes], Publisher[bytes | Payload]]],
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    token: str | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    max_frame_size: int = MAX_FRAME_SIZE,
+    workers: int = 8,
+    transport: str = "tcp",
+) -> AsyncRSocketServer:
+    """Serve ``routes`` on the running event loop; the arguments are those of ``serve``.
+
+    The loop only moves frames: factories, ``subscribe``, ``request`` and ``cancel`` run
+    on the server's worker threads, so a synchronous route publisher never runs on the
+    loop. Close with ``await server.aclose()`` or ``async with``.
+    """
+    loop = asyncio.get_running_loop()
+    core = _make_core(
+        loop,
+        routes=routes,
+        token=token,
+        ssl_context=ssl_context,
+        max_frame_size=max_frame_size,
+        workers=workers,
+    )
+    try:
+        await core.start(host, port, transport)
+    except BaseException:
+        core.executor.shutdown(wait=False)
+        raise
+    return AsyncRSocketServer(core, host)
