@@ -24,6 +24,7 @@ input size.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -32,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -48,6 +50,7 @@ from ._schema import UTC_TIMESTAMP, describe_schema
 from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
 from ._source import DEFAULT_CHUNK_ROWS, FileSource
+from ._spark_driver import DriverProcess, quiet_accumulator_server, stderr_to
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -98,6 +101,9 @@ class PipelineConfig:
         chunk_rows: records the source reads and converts at a time, at most.
         spark_log_level: the JVM's log level when the pipeline starts Spark (``"OFF"``
             hides Spark's own error logs: the summary names the error anyway).
+        spark_output: a file for everything the driver's JVM and its Python workers
+            write to stderr (logs, Java stack traces, JVM warnings) when the pipeline
+            starts Spark; ``None``: they share this process's stderr.
     """
 
     inputs: tuple[Path, ...] = ()
@@ -114,6 +120,7 @@ class PipelineConfig:
     keys: tuple[str, ...] = ()
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     spark_log_level: str = "ERROR"
+    spark_output: Path | None = None
 
     @property
     def dead_letter_path(self) -> Path:
@@ -378,8 +385,19 @@ def _resumed_note(checkpoint: Path, resume: ResumePoint) -> str:
 _STOP_WAIT = 30.0
 """Seconds ``close`` waits for a query that is stopping before it stops the session."""
 
+_DEATH_GRACE = 2.0
+"""Seconds ``finish`` lets a failing driver JVM take to exit, to name its death as the cause."""
+
 _PROGRESS_POLL = 1.0
 """Seconds between reads of the query's progress while ``Pipeline.wait`` waits."""
+
+
+def _forget_dead_session(spark: SparkSession) -> None:
+    """Release the Python side of a session whose JVM died (its calls into the JVM fail)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PySpark warns it could not shut the JVM down
+        with contextlib.suppress(Exception):
+            spark.stop()
 
 
 class _QueryProgress:
@@ -449,6 +467,7 @@ class Pipeline:
         self._bridge: SparkStreamBridge | None = None
         self._source_done_at: float | None = None
         self._starter: SparkSessionStarter | None = None
+        self._driver = DriverProcess(None)
         self.notes: list[str] = []
 
     # -- step 1 -------------------------------------------------------------------------
@@ -544,6 +563,7 @@ class Pipeline:
             starter, self._starter = self._starter, None
             spark, self._own_session = starter.get() if starter else self._new_session()
         self.spark = spark
+        self._driver = DriverProcess.of_active_context()
         spark.conf.set("spark.sql.session.timeZone", "UTC")
         resume = None
         if config.checkpoint is not None:
@@ -623,20 +643,31 @@ class Pipeline:
 
         config = self.config
         existing = spark_is_running()
+        redirect = (
+            stderr_to(config.spark_output)
+            if config.spark_output is not None and not existing
+            else contextlib.nullcontext()
+        )
         try:
-            spark = local_session(
-                config.master,
-                app_name="reactive-streams-pipeline",
-                conf={
-                    "spark.sql.session.timeZone": "UTC",
-                    "spark.driver.extraJavaOptions": (
-                        f"-Dlog4j2.configurationFile=file:{_log4j_config(config.spark_log_level)}"
-                    ),
-                },
-                log_level=config.spark_log_level,
-            )
+            with redirect:
+                spark = local_session(
+                    config.master,
+                    app_name="reactive-streams-pipeline",
+                    conf={
+                        "spark.sql.session.timeZone": "UTC",
+                        "spark.driver.extraJavaOptions": (
+                            f"-Dlog4j2.configurationFile=file:{_log4j_config(config.spark_log_level)}"
+                        ),
+                    },
+                    log_level=config.spark_log_level,
+                )
         except Exception as exc:
-            raise PipelineFailedError(f"Spark did not start: {summarize_error(exc)}") from exc
+            death = DriverProcess.of_active_context().death(grace=_DEATH_GRACE)
+            raise PipelineFailedError(
+                f"Spark did not start: {death or summarize_error(exc)}"
+            ) from exc
+        if config.spark_output is not None:
+            quiet_accumulator_server()
         return spark, not existing  # never stop a session we did not start
 
     # -- step 3 -------------------------------------------------------------------------
@@ -654,6 +685,10 @@ class Pipeline:
         while True:
             left = _PROGRESS_POLL if deadline is None else deadline - time.monotonic()
             if sink.wait(max(0.0, min(left, _PROGRESS_POLL))):
+                return True
+            death = self._driver.death()
+            if death is not None:  # nothing in Spark can signal any more: end it here
+                sink.abort(PipelineFailedError(death))
                 return True
             query = self._query()
             if query is not None:
@@ -741,6 +776,11 @@ class Pipeline:
             )
         error = sink.error if sink is not None else None
         status: Status = "interrupted" if self._stopped and error is None else "failed"
+        output = self.config.spark_output
+        if output is not None and output.is_file() and output.stat().st_size:
+            self.notes.append(f"Spark's own output (logs, Java stack traces): {output}")
+        # A dead driver JVM fails every py4j call: name the cause, not the symptom.
+        death = self._driver.death(grace=_DEATH_GRACE) if error is not None else None
         # Spark refusing the query as a stream (an AnalysisException when it starts, before
         # any batch) is a problem with the query, not a failure of the run.
         rejected = (
@@ -757,7 +797,7 @@ class Pipeline:
             output_path=None,
             dead_letter_path=dead_path,
             result=None,
-            error="" if error is None else summarize_error(error),
+            error=death or ("" if error is None else summarize_error(error)),
             exception=error,
             notes=tuple(self.notes),
         )
@@ -773,6 +813,10 @@ class Pipeline:
         starter, self._starter = self._starter, None
         if starter is not None:  # prepared with start_spark, never started: stop it
             spark, self._own_session = starter.get_quietly()
+        if self._driver.death() is not None:  # no JVM to stop anything in
+            if spark is not None and self._own_session:
+                _forget_dead_session(spark)
+            return
         if self._publisher is not None:
             for subscription in self._publisher.subscriptions:
                 subscription.wait_stopped(_STOP_WAIT)
