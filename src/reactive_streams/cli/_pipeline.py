@@ -179,6 +179,13 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     help="Streaming output mode; auto: update for the default query, complete for an "
     "aggregating --sql, append otherwise.",
 )
+@click.option(
+    "--encoding",
+    default="utf-8",
+    show_default=True,
+    help="Text encoding of CSV and JSON Lines inputs (a line that does not decode is a "
+    "dead letter).",
+)
 @click.option("--key", "keys", multiple=True, help="Result key column for update mode.")
 @click.option(
     "--summary-json",
@@ -202,6 +209,7 @@ def pipeline(
     rate: float | None,
     output_mode: str,
     keys: tuple[str, ...],
+    encoding: str,
     summary_json: Path | None,
     quiet: bool,
     debug: bool,
@@ -232,6 +240,7 @@ def pipeline(
         rate=rate,
         output_mode=output_mode,  # type: ignore[arg-type]
         keys=keys,
+        encoding=encoding,
         spark_log_level="WARN" if debug else "OFF",
         # Spark's own output (logs, Java stack traces) goes to a file unless --debug: the
         # run reports its errors itself, in one line.

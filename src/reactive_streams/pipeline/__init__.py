@@ -21,7 +21,7 @@ from ._dead_letter import DeadLetterWriter as DeadLetterWriter
 from ._errors import PipelineError as PipelineError
 from ._errors import PipelineFailedError as PipelineFailedError
 from ._errors import PipelineUsageError as PipelineUsageError
-from ._inputs import InputFile as InputFile
+from ._formats import InputFile as InputFile
 from ._inputs import InputPlan as InputPlan
 from ._inputs import default_input as default_input
 from ._inputs import plan_inputs as plan_inputs

@@ -43,6 +43,7 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from ._checkpoint import ResumePoint, check_fingerprint, fingerprint, resume_point
 from ._dead_letter import DeadLetterWriter
 from ._errors import PipelineFailedError, PipelineUsageError
+from ._formats import DEFAULT_ENCODING
 from ._inputs import InputPlan, check_default_input, default_input, plan_inputs
 from ._output import OutputFormat, check_output_dir, result_path
 from ._query import DEFAULT_SQL, EVENTS_VIEW, OutputModeChoice, QueryPlan, choose_mode
@@ -101,6 +102,7 @@ class PipelineConfig:
         chunk_rows: records the source reads and converts at a time, at most.
         spark_log_level: the JVM's log level when the pipeline starts Spark (``"OFF"``
             hides Spark's own error logs: the summary names the error anyway).
+        encoding: the text encoding of CSV and JSON Lines inputs.
         spark_output: a file for everything the driver's JVM and its Python workers
             write to stderr (logs, Java stack traces, JVM warnings) when the pipeline
             starts Spark; ``None``: they share this process's stderr.
@@ -121,6 +123,7 @@ class PipelineConfig:
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     spark_log_level: str = "ERROR"
     spark_output: Path | None = None
+    encoding: str = DEFAULT_ENCODING
 
     @property
     def dead_letter_path(self) -> Path:
@@ -494,7 +497,7 @@ class Pipeline:
         start_now = start_spark and not spark_is_running()
         if config.inputs:
             # Every input problem is reported before the JVM starts (it takes seconds).
-            plan = self._checked(plan_inputs(config.inputs))
+            plan = self._checked(plan_inputs(config.inputs, encoding=config.encoding))
             if start_now:
                 self._start_spark_in_background()
         else:

@@ -41,8 +41,8 @@ from .._signals import signal_on_complete, signal_on_error, signal_on_next, sign
 from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
 from ._errors import PipelineFailedError
+from ._formats import ChunkReader, TableReader, open_reader
 from ._inputs import DEFAULT_SOURCE_NAME
-from ._readers import ChunkReader, TableReader, open_reader
 from ._validate import Validator
 
 if TYPE_CHECKING:

@@ -32,7 +32,7 @@ from ._dead_letter import DeadLetter
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._readers import RawChunk
+    from ._formats import RawChunk
 
 __all__ = ["NULL_TEXT", "ConversionError", "Validator"]
 
