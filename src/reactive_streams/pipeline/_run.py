@@ -816,8 +816,12 @@ class Pipeline:
         output = self.config.spark_output
         if output is not None and output.is_file() and output.stat().st_size:
             self.notes.append(f"Spark's own output (logs, Java stack traces): {output}")
-        # A dead driver JVM fails every py4j call: name the cause, not the symptom.
-        death = self._driver.death(grace=_DEATH_GRACE) if error is not None else None
+        # Name the cause, not Spark's wrapper of it: a dead driver JVM fails every py4j
+        # call, and a source that failed makes Spark's data source fail.
+        cause = self._driver.death(grace=_DEATH_GRACE) if error is not None else None
+        source_failure = self._source.statistics().failure if self._source is not None else None
+        if cause is None and error is not None and source_failure is not None:
+            cause = _first_line(source_failure)
         # Spark refusing the query as a stream (an AnalysisException when it starts, before
         # any batch) is a problem with the query, not a failure of the run.
         rejected = (
@@ -834,7 +838,7 @@ class Pipeline:
             output_path=None,
             dead_letter_path=dead_path,
             result=None,
-            error=death or ("" if error is None else summarize_error(error)),
+            error=cause or ("" if error is None else summarize_error(error)),
             exception=error,
             notes=tuple(self.notes),
         )
