@@ -36,7 +36,7 @@ BATCH_JOB = r"""
 import sys, time
 import pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq
 from reactive_streams.pipeline import DEFAULT_SQL
-from reactive_streams.pipeline._run import _log4j_config
+from reactive_streams.pipeline._diagnostics import log4j_config as _log4j_config
 from reactive_streams.spark.session import local_session
 
 source, out = sys.argv[1], sys.argv[2]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reactive_streams.pipeline import DEFAULT_SQL
-from reactive_streams.pipeline._run import spark_schema
+from reactive_streams.pipeline._schema import spark_schema
 
 from .reference import assert_same_result, default_query_with_pandas
 

@@ -67,6 +67,14 @@ def _log_to(path: Path) -> None:
             old.close()
         noisy.addHandler(handler)
         noisy.propagate = False
+    # py4j also logs a dead JVM's connection errors with logging.exception(), on the root
+    # logger, which then gets a stderr handler of its own (logging.basicConfig) unless it
+    # has one already.
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _LOG_HANDLER_NAME]:
+        root.removeHandler(old)
+    if not root.handlers:
+        root.addHandler(handler)
 
 
 def _report(console: Console, result: PipelineResult, *, quiet: bool) -> None:

@@ -13,7 +13,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from ._run import PipelineProgress, PipelineResult
+    from ._diagnostics import PipelineProgress, PipelineResult
 
 __all__ = ["render_progress", "render_schema", "render_summary", "render_top"]
 
