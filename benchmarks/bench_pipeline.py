@@ -127,7 +127,7 @@ def main() -> None:
             print(
                 f"run {run + 1}: batch {batch_wall:6.1f} s | streaming {stream_wall:6.1f} s "
                 f"({summary['micro_batches']} micro-batches, driver peak "
-                f"{int(summary['driver_peak_memory_bytes']) / 2**20:.0f} MiB) | "  # type: ignore[call-overload]
+                f"{int(summary['python_driver_peak_memory_bytes']) / 2**20:.0f} MiB) | "  # type: ignore[call-overload]
                 f"ratio {stream_wall / batch_wall:.2f}x (target <= 1.5x) | {groups:,} groups"
             )
 

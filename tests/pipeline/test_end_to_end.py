@@ -146,7 +146,7 @@ def test_rerun_with_a_checkpoint_gives_the_same_exact_result(
     # The rerun found every micro-batch committed: it resumed at the end, read the input
     # again only to skip it, and sent nothing to Spark.
     assert "resumed from the checkpoint" in result.notes[0]
-    assert "(1,500 records) were committed" in result.notes[0]
+    assert "micro-batches were committed before (1,500 records)" in result.notes[0]
     assert result.progress.records_emitted == 0
 
 

@@ -84,7 +84,7 @@ def _report(console: Console, result: PipelineResult, *, quiet: bool) -> None:
         return
     console.print()
     console.print(render_summary(result))
-    top = render_top(result)
+    top = render_top(result, width=console.width)
     if top is not None and not quiet:
         console.print(top)
 
@@ -229,9 +229,18 @@ def pipeline(
     """
     from rich.console import Console
 
-    from ..pipeline import DEFAULT_MAX_RECORDS_PER_TRIGGER, Pipeline, PipelineConfig
-    from ..pipeline._display import render_schema
-    from ..pipeline._errors import PipelineError
+    try:
+        from ..pipeline import DEFAULT_MAX_RECORDS_PER_TRIGGER, Pipeline, PipelineConfig
+        from ..pipeline._display import render_schema
+        from ..pipeline._errors import PipelineError
+    except ModuleNotFoundError as exc:  # the base install, without the spark extra
+        _fail(
+            f"reactive-streams pipeline needs the spark extra (no module named {exc.name!r}): "
+            "pip install 'reactive-streams-py[spark]'",
+            2,
+            exc,
+            debug=debug,
+        )
 
     if master is not None and remote is not None:
         _fail("--master and --remote cannot be used together", 2, None, debug=debug)

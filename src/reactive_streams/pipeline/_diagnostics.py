@@ -63,11 +63,13 @@ class PipelineProgress:
         batches: micro-batches the sink folded in.
         source_demand: demand outstanding at the source (asked by the Spark stream).
         sink_demand: micro-batches the sink has asked for and not received.
-        groups: rows in the result so far.
+        groups: rows in the result so far (one per group in update and complete mode;
+            the rows written in append mode).
         late_rows: rows dropped as late by a watermark.
         total_rows: records in the input when known up front, else ``None``.
         bridge_held: records held in the ``to_spark_stream`` bridge: read from the source
             and not yet acknowledged by Spark (the micro-batch running and the next ones).
+        output_mode: the query's output mode (``"append"``: ``groups`` counts rows).
         bridge_bound: the most records the bridge may hold (its row budget, two triggers,
             plus one chunk of the source).
         reading: seconds since the source read its first record (``0.0`` before).
@@ -85,6 +87,7 @@ class PipelineProgress:
     groups: int
     late_rows: int
     total_rows: int | None
+    output_mode: str = "update"
     bridge_held: int = 0
     bridge_bound: int = 0
     reading: float = 0.0
@@ -109,6 +112,8 @@ class PipelineResult:
         progress: the last progress snapshot (how far it got).
         wall_time: seconds from ``start`` to the end, Spark's start included.
         peak_memory: peak resident memory of the driver's Python process, bytes.
+        spark_peak_memory: peak resident memory of the Spark driver's JVM, bytes, when
+            it is known (a JVM this process started, on Linux), else ``None``.
         output_path: the result file (completed runs only).
         dead_letter_path: the dead-letter file, if any record was refused.
         result: the result table when it was kept in memory (update/complete modes).
@@ -132,6 +137,7 @@ class PipelineResult:
     exception: BaseException | None = None
     rejected: bool = False
     notes: tuple[str, ...] = ()
+    spark_peak_memory: int | None = None
 
     @property
     def exit_code(self) -> int:
@@ -149,12 +155,15 @@ class PipelineResult:
             "input_rows": progress.records_read,
             "rows_into_spark": progress.records_emitted,
             "micro_batches": progress.batches,
-            "output_groups": progress.groups,
+            "output_rows" if progress.output_mode == "append" else "output_groups": (
+                progress.groups
+            ),
             "dead_letters": progress.dead_letters,
             "late_rows": progress.late_rows,
             "wall_time_s": round(self.wall_time, 3),
             "rows_per_s": round(self.rows_per_second, 1),
-            "driver_peak_memory_bytes": self.peak_memory,
+            "python_driver_peak_memory_bytes": self.peak_memory,
+            "spark_driver_jvm_peak_memory_bytes": self.spark_peak_memory,
             "output": None if self.output_path is None else str(self.output_path),
             "dead_letter_file": (
                 None if self.dead_letter_path is None else str(self.dead_letter_path)
@@ -260,8 +269,9 @@ def top_rows(table: pa.Table, keys: tuple[str, ...], limit: int = 10) -> list[di
 def resumed_note(checkpoint: Path, resume: ResumePoint) -> str:
     """The summary's note for a run resumed from ``checkpoint``."""
     note = (
-        f"resumed from the checkpoint {checkpoint}: {resume.committed:,} micro-batches "
-        f"({resume.offset:,} records) were committed before"
+        f"resumed from the checkpoint {checkpoint}: {resume.committed:,} "
+        f"{'micro-batch was' if resume.committed == 1 else 'micro-batches were'} committed "
+        f"before ({resume.offset:,} records)"
     )
     if resume.replay is not None:
         first, end = resume.replay

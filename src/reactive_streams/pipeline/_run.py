@@ -119,6 +119,7 @@ class Pipeline:
         self._source_done_at: float | None = None
         self._starter: SparkSessionStarter | None = None
         self._driver = DriverProcess(None)
+        self._jvm_peak: int | None = None
         self.notes: list[str] = []
 
     # -- step 1 -------------------------------------------------------------------------
@@ -371,6 +372,7 @@ class Pipeline:
             left = _PROGRESS_POLL if deadline is None else deadline - time.monotonic()
             if sink.wait(max(0.0, min(left, _PROGRESS_POLL))):
                 return True
+            self._spark_peak_memory()
             death = self._driver.death()
             if death is not None:  # nothing in Spark can signal any more: end it here
                 sink.abort(PipelineFailedError(death))
@@ -415,6 +417,7 @@ class Pipeline:
             ),
             sink_demand=(sink.stream.requested - sink.stream.delivered if sink is not None else 0),
             groups=sink.groups if sink is not None else 0,
+            output_mode=self.query.mode if self.query is not None else "update",
             late_rows=late,
             total_rows=self.plan.total_rows if self.plan is not None else None,
             bridge_held=held,
@@ -425,6 +428,13 @@ class Pipeline:
                 else 0.0
             ),
         )
+
+    def _spark_peak_memory(self) -> int | None:
+        """The driver JVM's peak memory, sampled while it ran (it is gone once it died)."""
+        now = self._driver.peak_memory()
+        if now is not None:
+            self._jvm_peak = max(self._jvm_peak or 0, now)
+        return self._jvm_peak
 
     def _query(self) -> Any:
         """The running (or ended) ``StreamingQuery``, once ``from_streaming_query`` has one."""
@@ -453,6 +463,7 @@ class Pipeline:
                 progress=progress,
                 wall_time=wall,
                 peak_memory=peak_memory_bytes(),
+                spark_peak_memory=self._spark_peak_memory(),
                 output_path=sink.result_path,
                 dead_letter_path=dead_path,
                 result=table,
@@ -483,6 +494,7 @@ class Pipeline:
             progress=progress,
             wall_time=wall,
             peak_memory=peak_memory_bytes(),
+            spark_peak_memory=self._spark_peak_memory(),
             output_path=None,
             dead_letter_path=dead_path,
             result=None,
