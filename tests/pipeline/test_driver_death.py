@@ -136,3 +136,22 @@ def test_killing_the_driver_jvm_ends_the_pipeline_with_status_1(tmp_path: Path) 
     ], stderr[-3000:]
     assert "Pipeline failed" in stdout
     assert not (out / "result.parquet").exists()
+
+
+def test_waiting_for_spark_to_start_is_bounded() -> None:
+    from reactive_streams.pipeline import PipelineFailedError
+    from reactive_streams.pipeline._session_starter import SparkSessionStarter
+
+    release = threading.Event()
+
+    def never_starts() -> Any:
+        release.wait(30.0)
+        raise RuntimeError("gave up")
+
+    starter = SparkSessionStarter(never_starts)
+    try:
+        with pytest.raises(PipelineFailedError, match=r"^Spark did not start within 0 s$"):
+            starter.get(timeout=0.1)
+        assert starter.get_quietly(timeout=0.1) == (None, False)
+    finally:
+        release.set()
