@@ -18,4 +18,4 @@ def test_there_are_examples() -> None:
 @pytest.mark.parametrize("block", BLOCKS)
 def test_example_runs(block: str) -> None:
     pytest.importorskip("pyarrow")
-    exec(compile(block, str(DOC), "exec"), {"__name__": "pipeline_doc_example"})  # noqa: S102
+    exec(compile(block, str(DOC), "exec"), {"__name__": "pipeline_doc_example"})
