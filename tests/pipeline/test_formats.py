@@ -223,3 +223,19 @@ def test_validation_is_a_pure_picklable_step(tmp_path: Path) -> None:
     assert table.to_pylist()[:2] == [{"id": 1, "delay": 2.5}, {"id": 3, "delay": 3.5}]
     assert [(letter.source, letter.position) for letter in letters] == [(str(path), 3)]
     assert Validator(plan.schema).convert(chunk)[0].equals(table)  # the same, every time
+
+
+def test_line_ends_crlf_blank_lines_and_lone_carriage_returns(tmp_path: Path) -> None:
+    crlf = tmp_path / "crlf.csv"
+    crlf.write_bytes(b'a,b\r\n1,2\r\n\r\n"x,9\r\n3,4\r\n5,6')
+    rows, positions, letters = _read_all(crlf)
+    assert rows == [{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"a": 5, "b": 6}]
+    assert positions == [2, 5, 6]
+    assert [(letter.position, letter.reason.split(" ")[0]) for letter in letters] == [
+        (3, "empty"),
+        (4, "unbalanced"),
+    ]
+    old_mac = tmp_path / "mac.csv"
+    old_mac.write_bytes(b"a,b\r1,2\r")
+    with pytest.raises(PipelineUsageError, match=r"carriage return alone"):
+        plan_inputs([old_mac])

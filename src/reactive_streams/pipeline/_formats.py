@@ -315,9 +315,17 @@ def _csv_header(item: InputFile, lines: _Lines) -> list[str] | None:
     if "\x00" in text:
         raise FormatError(f"{item.path} does not look like a CSV file: it holds binary data")
     text = text.rstrip("\r\n")
+    if "\r" in text:
+        raise FormatError(
+            f"{item.path}: lines end in a carriage return alone (old Mac style); convert "
+            "the file to \\n or \\r\\n line ends"
+        )
     if not text.strip():
         return []
-    return next(csv.reader([text]))
+    try:
+        return next(csv.reader([text]))
+    except csv.Error as exc:
+        raise FormatError(f"{item.path}: the CSV header cannot be read: {exc}") from None
 
 
 class CsvReader:
