@@ -126,10 +126,15 @@ def main() -> None:
             assert summary["output_groups"] == groups, (summary, groups)
             print(
                 f"run {run + 1}: batch {batch_wall:6.1f} s | streaming {stream_wall:6.1f} s "
-                f"({summary['micro_batches']} micro-batches, driver peak "
-                f"{int(summary['python_driver_peak_memory_bytes']) / 2**20:.0f} MiB) | "  # type: ignore[call-overload]
+                f"({summary['micro_batches']} micro-batches, peak memory: Python driver "
+                f"{_mib(summary['python_driver_peak_memory_bytes'])}, Spark driver JVM "
+                f"{_mib(summary['spark_driver_jvm_peak_memory_bytes'])}) | "
                 f"ratio {stream_wall / batch_wall:.2f}x (target <= 1.5x) | {groups:,} groups"
             )
+
+
+def _mib(value: object) -> str:
+    return "?" if value is None else f"{int(str(value)) / 2**20:.0f} MiB"
 
 
 if __name__ == "__main__":
