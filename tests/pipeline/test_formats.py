@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from reactive_streams.cli import main
 from reactive_streams.pipeline import DeadLetter, PipelineUsageError, Validator, plan_inputs
 from reactive_streams.pipeline._formats import MAX_RECORD_BYTES, RawChunk, open_reader
+from reactive_streams.pipeline._validate import validate
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -223,6 +224,13 @@ def test_validation_is_a_pure_picklable_step(tmp_path: Path) -> None:
     assert table.to_pylist()[:2] == [{"id": 1, "delay": 2.5}, {"id": 3, "delay": 3.5}]
     assert [(letter.source, letter.position) for letter in letters] == [(str(path), 3)]
     assert Validator(plan.schema).convert(chunk)[0].equals(table)  # the same, every time
+    batch, batch_letters = pickle.loads(pickle.dumps(validate(copy, plan.schema)))
+    assert isinstance(batch, pa.RecordBatch)
+    assert batch.schema == plan.schema
+    assert pa.Table.from_batches([batch]).equals(table)
+    assert batch_letters == letters
+    empty = RawChunk(source="x", position_kind="row", positions=[], rejects=[])
+    assert validate(empty, plan.schema)[0].num_rows == 0
 
 
 def test_line_ends_crlf_blank_lines_and_lone_carriage_returns(tmp_path: Path) -> None:
