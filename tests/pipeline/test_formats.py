@@ -132,6 +132,8 @@ def test_encoding_reads_other_text(tmp_path: Path) -> None:
     assert letters == []
     with pytest.raises(PipelineUsageError, match=r"^--encoding klingon: unknown text encoding$"):
         plan_inputs([path], encoding="klingon")
+    with pytest.raises(PipelineUsageError, match=r"^--encoding utf-16: not supported"):
+        plan_inputs([path], encoding="utf-16")
 
 
 def test_json_lines_with_invalid_utf8_and_an_overlong_line(tmp_path: Path) -> None:

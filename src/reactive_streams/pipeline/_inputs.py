@@ -163,7 +163,7 @@ def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> I
     with ``.`` or ``_`` are skipped, as Spark does), in sorted order. The schema is
     inferred from the first file that has a record; every other file must have the same
     column names in the same order. ``encoding`` is the text encoding of CSV and JSON
-    Lines files (any codec Python knows).
+    Lines files: any codec Python knows that writes ASCII as ASCII (not UTF-16).
 
     Raises:
         PipelineUsageError: a path does not exist, a directory holds no data file, a file
@@ -175,6 +175,11 @@ def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> I
         codecs.lookup(encoding)
     except LookupError:
         raise PipelineUsageError(f"--encoding {encoding}: unknown text encoding") from None
+    if "id,x\n".encode(encoding, errors="replace") != b"id,x\n":  # lines are split as bytes
+        raise PipelineUsageError(
+            f"--encoding {encoding}: not supported (the pipeline reads encodings that write "
+            "ASCII as ASCII, such as utf-8, latin-1 or cp1252); convert the file to UTF-8"
+        )
     files = _expand(paths, encoding)
     first: InputFile | None = None
     first_columns: list[str] = []
