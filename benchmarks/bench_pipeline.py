@@ -36,7 +36,7 @@ BATCH_JOB = r"""
 import sys, time
 import pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq
 from reactive_streams.pipeline import DEFAULT_SQL
-from reactive_streams.pipeline._run import _log4j_config
+from reactive_streams.pipeline._diagnostics import log4j_config as _log4j_config
 from reactive_streams.spark.session import local_session
 
 source, out = sys.argv[1], sys.argv[2]
@@ -126,10 +126,15 @@ def main() -> None:
             assert summary["output_groups"] == groups, (summary, groups)
             print(
                 f"run {run + 1}: batch {batch_wall:6.1f} s | streaming {stream_wall:6.1f} s "
-                f"({summary['micro_batches']} micro-batches, driver peak "
-                f"{int(summary['driver_peak_memory_bytes']) / 2**20:.0f} MiB) | "  # type: ignore[call-overload]
+                f"({summary['micro_batches']} micro-batches, peak memory: Python driver "
+                f"{_mib(summary['python_driver_peak_memory_bytes'])}, Spark driver JVM "
+                f"{_mib(summary['spark_driver_jvm_peak_memory_bytes'])}) | "
                 f"ratio {stream_wall / batch_wall:.2f}x (target <= 1.5x) | {groups:,} groups"
             )
+
+
+def _mib(value: object) -> str:
+    return "?" if value is None else f"{int(str(value)) / 2**20:.0f} MiB"
 
 
 if __name__ == "__main__":

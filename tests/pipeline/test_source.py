@@ -48,6 +48,7 @@ def test_emits_exactly_what_was_requested_and_reads_no_further(tmp_path: Path) -
     assert [row["id"] for row in recorder.elements] == list(range(8))
     assert source.statistics().records_read == 8
     assert not recorder.completed
+    source.stop()  # closes the file
 
 
 def test_completes_after_the_last_record_and_counts_dead_letters(tmp_path: Path) -> None:

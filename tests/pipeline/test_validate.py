@@ -10,7 +10,7 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from reactive_streams.pipeline import DeadLetter, Validator, plan_inputs
-from reactive_streams.pipeline._readers import open_reader
+from reactive_streams.pipeline._formats import open_reader
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -15,8 +15,10 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
+import tempfile
 import threading
 import traceback
 from pathlib import Path
@@ -41,6 +43,40 @@ def _fail(message: str, code: int, error: BaseException | None, *, debug: bool) 
     sys.exit(code)
 
 
+def _spark_output_file() -> Path:
+    """Where Spark's own output goes for this run (kept only when the run failed)."""
+    directory = Path(tempfile.gettempdir()) / "reactive-streams-pipeline"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"spark-output-{os.getpid()}.log"
+    path.unlink(missing_ok=True)
+    return path
+
+
+_LOG_HANDLER_NAME = "reactive-streams-pipeline-spark-output"
+
+
+def _log_to(path: Path) -> None:
+    """Send py4j's, PySpark's and our own (undeliverable errors) logs to ``path``."""
+    handler = logging.FileHandler(path, delay=True, encoding="utf-8")
+    handler.set_name(_LOG_HANDLER_NAME)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("py4j", "pyspark", "reactive_streams"):
+        noisy = logging.getLogger(name)
+        for old in [h for h in noisy.handlers if h.get_name() == _LOG_HANDLER_NAME]:
+            noisy.removeHandler(old)
+            old.close()
+        noisy.addHandler(handler)
+        noisy.propagate = False
+    # py4j also logs a dead JVM's connection errors with logging.exception(), on the root
+    # logger, which then gets a stderr handler of its own (logging.basicConfig) unless it
+    # has one already.
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if h.get_name() == _LOG_HANDLER_NAME]:
+        root.removeHandler(old)
+    if not root.handlers:
+        root.addHandler(handler)
+
+
 def _report(console: Console, result: PipelineResult, *, quiet: bool) -> None:
     from ..pipeline._display import render_summary, render_top
 
@@ -48,7 +84,7 @@ def _report(console: Console, result: PipelineResult, *, quiet: bool) -> None:
         return
     console.print()
     console.print(render_summary(result))
-    top = render_top(result)
+    top = render_top(result, width=console.width)
     if top is not None and not quiet:
         console.print(top)
 
@@ -151,6 +187,13 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     help="Streaming output mode; auto: update for the default query, complete for an "
     "aggregating --sql, append otherwise.",
 )
+@click.option(
+    "--encoding",
+    default="utf-8",
+    show_default=True,
+    help="Text encoding of CSV and JSON Lines inputs (a line that does not decode is a "
+    "dead letter).",
+)
 @click.option("--key", "keys", multiple=True, help="Result key column for update mode.")
 @click.option(
     "--summary-json",
@@ -174,6 +217,7 @@ def pipeline(
     rate: float | None,
     output_mode: str,
     keys: tuple[str, ...],
+    encoding: str,
     summary_json: Path | None,
     quiet: bool,
     debug: bool,
@@ -185,9 +229,18 @@ def pipeline(
     """
     from rich.console import Console
 
-    from ..pipeline import DEFAULT_MAX_RECORDS_PER_TRIGGER, Pipeline, PipelineConfig
-    from ..pipeline._display import render_schema
-    from ..pipeline._errors import PipelineError
+    try:
+        from ..pipeline import DEFAULT_MAX_RECORDS_PER_TRIGGER, Pipeline, PipelineConfig
+        from ..pipeline._display import render_schema
+        from ..pipeline._errors import PipelineError
+    except ModuleNotFoundError as exc:  # the base install, without the spark extra
+        _fail(
+            f"reactive-streams pipeline needs the spark extra (no module named {exc.name!r}): "
+            "pip install 'reactive-streams-py[spark]'",
+            2,
+            exc,
+            debug=debug,
+        )
 
     if master is not None and remote is not None:
         _fail("--master and --remote cannot be used together", 2, None, debug=debug)
@@ -204,17 +257,32 @@ def pipeline(
         rate=rate,
         output_mode=output_mode,  # type: ignore[arg-type]
         keys=keys,
+        encoding=encoding,
         spark_log_level="WARN" if debug else "OFF",
+        # Spark's own output (logs, Java stack traces) goes to a file unless --debug: the
+        # run reports its errors itself, in one line.
+        spark_output=None if debug else _spark_output_file(),
     )
-    if not debug:
-        # py4j logs every failed Python callback (a failing micro-batch) with a traceback;
-        # the summary already names the error, so keep tracebacks for --debug.
-        for name in ("py4j", "pyspark"):
-            noisy = logging.getLogger(name)
-            noisy.addHandler(logging.NullHandler())
-            noisy.propagate = False
+    if config.spark_output is not None:
+        # py4j logs every failed Python callback (a failing micro-batch) with a traceback,
+        # and stopping a query whose JVM died leaves undeliverable errors: the summary
+        # already names the error, so these go to Spark's output file, or with --debug to
+        # stderr.
+        _log_to(config.spark_output)
     console = Console(stderr=False)
     pipe: Pipeline | None = None
+    summary_written = False
+
+    def end(code: int, message: str | None, error: BaseException | None = None) -> NoReturn:
+        """Write the JSON summary if asked, keep Spark's output only on failure, exit."""
+        if summary_json is not None and not summary_written:
+            _write_summary(summary_json, {"status": "error", "exit_code": code, "error": message})
+        if config.spark_output is not None and code != 1:
+            config.spark_output.unlink(missing_ok=True)
+        if message is None:
+            sys.exit(code)
+        _fail(message, code, error, debug=debug)
+
     try:
         pipe = Pipeline(config)
         plan = pipe.prepare(start_spark=True)
@@ -228,29 +296,29 @@ def pipeline(
         if pipe is not None:
             pipe.close()
         click.echo("Interrupted before the stream started.", err=True)
-        sys.exit(130)
+        end(130, None)
     except PipelineError as exc:
         if pipe is not None:
             pipe.close()
-        _fail(str(exc), exc.exit_code, exc, debug=debug)
+        end(exc.exit_code, str(exc), exc)
     except Exception as exc:  # a bug, or an unexpected failure: one line, status 1
         if pipe is not None:
             pipe.close()
-        _fail(f"{type(exc).__name__}: {exc}".splitlines()[0], 1, exc, debug=debug)
+        end(1, f"{type(exc).__name__}: {exc}".splitlines()[0], exc)
     pipe.close()
     if summary_json is not None:
-        try:
-            summary_json.write_text(json.dumps(result.to_json(), indent=2) + "\n")
-        except OSError as exc:
-            click.echo(f"Error: cannot write {summary_json}: {exc.strerror or exc}", err=True)
+        _write_summary(summary_json, result.to_json())
+        summary_written = True
     if result.rejected:  # a usage error: one line, no summary
-        if debug and result.exception is not None:
-            traceback.print_exception(result.exception, file=sys.stderr)
-        click.echo(f"Error: Spark refused the query: {result.error}", err=True)
-        sys.exit(2)
+        end(2, f"Spark refused the query: {result.error}", result.exception)
     _report(console, result, quiet=quiet)
     if result.status == "failed":
-        if debug and result.exception is not None:
-            traceback.print_exception(result.exception, file=sys.stderr)
-        click.echo(f"Error: the pipeline failed: {result.error}", err=True)
-    sys.exit(result.exit_code)
+        end(1, f"the pipeline failed: {result.error}", result.exception)
+    end(result.exit_code, None)
+
+
+def _write_summary(path: Path, summary: dict[str, object]) -> None:
+    try:
+        path.write_text(json.dumps(summary, indent=2) + "\n")
+    except OSError as exc:
+        click.echo(f"Error: cannot write {path}: {exc.strerror or exc}", err=True)

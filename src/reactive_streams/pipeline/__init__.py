@@ -16,23 +16,23 @@ Importing this package does not import pyspark; ``Pipeline.start`` does.
 
 from __future__ import annotations
 
+from ._config import DEFAULT_MAX_RECORDS_PER_TRIGGER as DEFAULT_MAX_RECORDS_PER_TRIGGER
+from ._config import PipelineConfig as PipelineConfig
 from ._dead_letter import DeadLetter as DeadLetter
 from ._dead_letter import DeadLetterWriter as DeadLetterWriter
+from ._diagnostics import PipelineProgress as PipelineProgress
+from ._diagnostics import PipelineResult as PipelineResult
 from ._errors import PipelineError as PipelineError
 from ._errors import PipelineFailedError as PipelineFailedError
 from ._errors import PipelineUsageError as PipelineUsageError
-from ._inputs import InputFile as InputFile
+from ._formats import InputFile as InputFile
 from ._inputs import InputPlan as InputPlan
 from ._inputs import default_input as default_input
 from ._inputs import plan_inputs as plan_inputs
 from ._output import ResultWriter as ResultWriter
 from ._query import DEFAULT_KEYS as DEFAULT_KEYS
 from ._query import DEFAULT_SQL as DEFAULT_SQL
-from ._run import DEFAULT_MAX_RECORDS_PER_TRIGGER as DEFAULT_MAX_RECORDS_PER_TRIGGER
 from ._run import Pipeline as Pipeline
-from ._run import PipelineConfig as PipelineConfig
-from ._run import PipelineProgress as PipelineProgress
-from ._run import PipelineResult as PipelineResult
 from ._sink import ResultSink as ResultSink
 from ._sink import SinkStatistics as SinkStatistics
 from ._source import FileSource as FileSource

@@ -15,15 +15,17 @@ journaled every batch it folded in, skips a replayed batch it already has.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ._errors import PipelineUsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
-__all__ = ["ResumePoint", "resume_point"]
+__all__ = ["FINGERPRINT_FILE", "ResumePoint", "check_fingerprint", "fingerprint", "resume_point"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,3 +88,83 @@ def resume_point(query_checkpoint: Path) -> ResumePoint | None:
     if planned[-1] != last:
         replay = (offset, _end_offset(offsets, planned[-1]))
     return ResumePoint(offset=offset, committed=0 if last is None else last + 1, replay=replay)
+
+
+FINGERPRINT_FILE = "pipeline.json"
+"""The file in the checkpoint directory that says which run wrote the checkpoint."""
+
+
+def fingerprint(
+    *, sql: str, output_mode: str, inputs: Sequence[Path], default_input: str | None, schema: str
+) -> dict[str, object]:
+    """What a checkpoint is only valid for: the query, the inputs as they were, the schema.
+
+    Args:
+        sql: the query text as run (the default query's text when no ``--sql``).
+        output_mode: the output mode asked for (``"auto"`` included).
+        inputs: the input files in reading order; each is recorded with its size in
+            bytes and its modification time in nanoseconds, so a file edited since is
+            seen as different.
+        default_input: the name of the default input, when there are no files.
+        schema: the stream's schema, as text.
+
+    Raises:
+        OSError: an input file cannot be examined.
+    """
+    files = []
+    for path in inputs:
+        status = path.stat()
+        files.append(
+            {"path": str(path.resolve()), "bytes": status.st_size, "mtime_ns": status.st_mtime_ns}
+        )
+    return {
+        "version": 1,
+        "sql": sql,
+        "output_mode": output_mode,
+        "inputs": files if default_input is None else default_input,
+        "schema": schema,
+    }
+
+
+_WHAT = {
+    "sql": "the query (--sql)",
+    "output_mode": "the output mode",
+    "inputs": "the input files (paths, sizes or modification times)",
+    "schema": "the input's schema",
+}
+
+
+def check_fingerprint(checkpoint: Path, expected: dict[str, object]) -> None:
+    """Refuse a checkpoint written by another run; record ``expected`` in a new one.
+
+    A directory without Spark's offset log is new: the fingerprint is written (atomically)
+    and the run starts from the beginning. A checkpoint without a fingerprint (written by
+    an older version) is accepted as it is.
+
+    Raises:
+        PipelineUsageError: the checkpoint's fingerprint differs from ``expected``; the
+            message names what differs and says to use a new directory (exit status 2).
+    """
+    path = checkpoint / FINGERPRINT_FILE
+    started = bool(_batch_ids(checkpoint / "query" / "offsets"))
+    if started and path.is_file():
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            recorded = {}
+        if not isinstance(recorded, dict):
+            recorded = {}
+        differs = [what for key, what in _WHAT.items() if recorded.get(key) != expected[key]]
+        if differs:
+            raise PipelineUsageError(
+                f"--checkpoint {checkpoint} was written by another run: {', '.join(differs)} "
+                "changed since; resuming would give a wrong result, so use a new checkpoint "
+                "directory (or the same inputs and query)"
+            )
+        return
+    if started:
+        return
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    temporary = checkpoint / f".{FINGERPRINT_FILE}.{os.getpid()}.tmp"
+    temporary.write_text(json.dumps(expected, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(path)

@@ -13,7 +13,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from ._run import PipelineProgress, PipelineResult
+    from ._diagnostics import PipelineProgress, PipelineResult
 
 __all__ = ["render_progress", "render_schema", "render_summary", "render_top"]
 
@@ -71,7 +71,7 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
     )
     table.add_row(
         "sink",
-        f"{_count(progress.groups)} groups",
+        f"{_count(progress.groups)} {_result_unit(progress)}",
         _plural(progress.sink_demand, "micro-batch", "micro-batches"),
         f"{_count(progress.late_rows)} late rows dropped",
     )
@@ -88,12 +88,14 @@ def render_summary(result: PipelineResult) -> RenderableType:
     table.add_row("input rows", _count(progress.records_read))
     table.add_row("rows into Spark", _count(progress.records_emitted))
     table.add_row("micro-batches", _count(progress.batches))
-    table.add_row("output groups", _count(progress.groups))
+    table.add_row(f"output {_result_unit(progress)}", _count(progress.groups))
     table.add_row("dead letters", _count(progress.dead_letters))
     table.add_row("late rows dropped", _count(progress.late_rows))
     table.add_row("wall time", f"{result.wall_time:,.1f} s")
     table.add_row("rows/s", f"{result.rows_per_second:,.0f}")
-    table.add_row("driver peak memory", f"{result.peak_memory / 2**20:,.0f} MiB")
+    table.add_row("Python driver peak memory", _mib(result.peak_memory))
+    if result.spark_peak_memory is not None:
+        table.add_row("Spark driver JVM peak memory", _mib(result.spark_peak_memory))
     if result.output_path is not None:
         table.add_row("output", str(result.output_path))
     if result.dead_letter_path is not None:
@@ -105,18 +107,54 @@ def render_summary(result: PipelineResult) -> RenderableType:
     return table
 
 
-def render_top(result: PipelineResult) -> RenderableType | None:
-    """The top 10 groups of the result, or ``None`` when there is none to show."""
+def render_top(result: PipelineResult, width: int | None = None) -> RenderableType | None:
+    """The top 10 rows of the result, or ``None`` when there is none to show.
+
+    Values are never cut: at ``width`` columns (the terminal's), the columns that do not
+    fit whole are left out, from the right, and named under the table.
+    """
     if not result.top:
         return None
     columns = list(result.top[0])
-    table = Table(title="Top 10 groups", title_justify="left")
+    cells = {name: [_cell(row[name]) for row in result.top] for name in columns}
+    needed = {name: max(len(name), *(len(cell) for cell in cells[name])) for name in columns}
+    shown: list[str] = []
+    used = 1  # the table's left edge
     for name in columns:
+        cost = needed[name] + 3  # one space each side, and the edge on the right
+        if width is not None and shown and used + cost > width:
+            break
+        shown.append(name)
+        used += cost
+    hidden = columns[len(shown) :]
+    caption = None
+    if hidden:
+        more = "1 more column" if len(hidden) == 1 else f"{len(hidden)} more columns"
+        caption = f"{more} in the result file: {', '.join(hidden)}"
+    unit = _result_unit(result.progress)
+    table = Table(
+        title=f"Top {len(result.top)} {unit}",
+        title_justify="left",
+        caption=caption,
+        caption_justify="left",
+    )
+    for name in shown:
         text = isinstance(result.top[0][name], str)
-        table.add_column(name, justify="left" if text else "right", no_wrap=True)
-    for row in result.top:
-        table.add_row(*(_cell(row[name]) for name in columns))
+        table.add_column(
+            name, justify="left" if text else "right", no_wrap=True, min_width=needed[name]
+        )
+    for index in range(len(result.top)):
+        table.add_row(*(cells[name][index] for name in shown))
     return table
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:,.0f} MiB"
+
+
+def _result_unit(progress: PipelineProgress) -> str:
+    """What the result's rows are: groups of an aggregation, or rows appended."""
+    return "rows" if progress.output_mode == "append" else "groups"
 
 
 def _plural(count: int, one: str, many: str) -> str:

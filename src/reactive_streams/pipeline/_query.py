@@ -22,6 +22,8 @@ from ._errors import PipelineUsageError
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from pyspark.sql import DataFrame
+
     from ._sink import OutputMode
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "EVENTS_VIEW",
     "OutputModeChoice",
     "QueryPlan",
+    "aggregates",
     "choose_mode",
 ]
 
@@ -116,3 +119,12 @@ def choose_mode(
     if mode != "update" and keys:
         raise PipelineUsageError(f"--key only applies to --output-mode update, not {mode}")
     return QueryPlan(sql=sql, mode=mode, keys=tuple(keys), default=False)
+
+
+def aggregates(frame: DataFrame) -> bool | None:
+    """Whether a (classic) DataFrame's plan aggregates; ``None`` if it cannot be told."""
+    try:
+        plan = str(frame._jdf.queryExecution().analyzed().toString())
+    except Exception:
+        return None
+    return "Aggregate [" in plan or "\nAggregate" in plan or plan.startswith("Aggregate")

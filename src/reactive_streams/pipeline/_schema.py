@@ -13,9 +13,17 @@ normalised so that every later record can be checked against it and Spark can ta
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-__all__ = ["SUPPORTED_TYPES", "describe_schema", "normalize_schema", "spark_ddl"]
+__all__ = [
+    "SUPPORTED_TYPES",
+    "describe_schema",
+    "normalize_schema",
+    "spark_ddl",
+    "spark_schema",
+]
 
 UTC_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
@@ -85,3 +93,28 @@ def spark_ddl(schema: pa.Schema) -> str:
 def describe_schema(schema: pa.Schema) -> list[tuple[str, str]]:
     """``(column, Spark type)`` pairs, for showing the inferred schema to the user."""
     return [(field.name, SUPPORTED_TYPES[field.type]) for field in schema]
+
+
+def _spark_type(data_type: pa.DataType) -> Any:
+    from pyspark.sql import types as T  # noqa: PLC0415
+
+    if pa.types.is_int64(data_type):
+        return T.LongType()
+    if pa.types.is_float64(data_type):
+        return T.DoubleType()
+    if pa.types.is_boolean(data_type):
+        return T.BooleanType()
+    if pa.types.is_timestamp(data_type):
+        return T.TimestampType()
+    if pa.types.is_date32(data_type):
+        return T.DateType()
+    return T.StringType()
+
+
+def spark_schema(schema: pa.Schema) -> Any:
+    """The normalised schema as a ``pyspark.sql.types.StructType``."""
+    from pyspark.sql import types as T  # noqa: PLC0415
+
+    return T.StructType(
+        [T.StructField(field.name, _spark_type(field.type), nullable=True) for field in schema]
+    )

@@ -5,12 +5,18 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from ._errors import PipelineFailedError
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pyspark.sql import SparkSession
 
-__all__ = ["SparkSessionStarter", "spark_is_running"]
+__all__ = ["START_TIMEOUT", "SparkSessionStarter", "spark_is_running"]
+
+START_TIMEOUT = 600.0
+"""Seconds to wait for Spark's session to start (a JVM on a loaded machine can take long;
+PySpark's own launcher gives up sooner when the JVM exits)."""
 
 
 def spark_is_running() -> bool:
@@ -49,17 +55,22 @@ class SparkSessionStarter:
         finally:
             self._done.set()
 
-    def get(self) -> tuple[SparkSession, bool]:
-        """The session and whether it was started here; re-raises the factory's error."""
-        self._done.wait()
+    def get(self, timeout: float = START_TIMEOUT) -> tuple[SparkSession, bool]:
+        """The session and whether it was started here; re-raises the factory's error.
+
+        Raises:
+            PipelineFailedError: the session did not start within ``timeout`` seconds.
+        """
+        if not self._done.wait(timeout):
+            raise PipelineFailedError(f"Spark did not start within {timeout:.0f} s")
         if self._error is not None:
             raise self._error
         assert self._result is not None
         return self._result
 
-    def get_quietly(self) -> tuple[SparkSession | None, bool]:
-        """Like ``get``, but ``(None, False)`` when the session did not start."""
+    def get_quietly(self, timeout: float = START_TIMEOUT) -> tuple[SparkSession | None, bool]:
+        """Like ``get``, but ``(None, False)`` when the session did not start in time."""
         try:
-            return self.get()
+            return self.get(timeout)
         except Exception:
             return None, False

@@ -211,6 +211,19 @@ class ResultSink(Subscriber[MicroBatchLike]):
         self._abort_writer()
         self._done.set()
 
+    def abort(self, error: BaseException) -> None:
+        """End the stream from outside with ``error``: cancel upstream, write nothing.
+
+        For failures no signal can report, such as the Spark driver's JVM dying (then
+        ``from_streaming_query`` may never be able to signal): ``wait`` returns and
+        ``error`` is set, unless the stream had already ended (the first end wins).
+        """
+        with self._lock:
+            subscription, self._subscription = self._subscription, None
+        if subscription is not None:
+            subscription.cancel()
+        self._fail(error)
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the stream ended (any way); ``True`` if it did within ``timeout``."""
         return self._done.wait(timeout)

@@ -41,8 +41,8 @@ from .._signals import signal_on_complete, signal_on_error, signal_on_next, sign
 from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
 from ._errors import PipelineFailedError
+from ._formats import ChunkReader, TableReader, open_reader
 from ._inputs import DEFAULT_SOURCE_NAME
-from ._readers import ChunkReader, TableReader, open_reader
 from ._validate import Validator
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ class SourceStatistics:
         first_read_at: ``time.monotonic()`` when the first record was read, or ``None``.
         records_emitted: valid records emitted so far (rows, whatever the element type).
         records_skipped: valid records not emitted because of ``skip`` (a resume).
+        failure: the error the source failed with (its ``on_error``), else ``None``.
     """
 
     stream: StreamStatistics
@@ -85,6 +86,7 @@ class SourceStatistics:
     first_read_at: float | None = None
     records_emitted: int = 0
     records_skipped: int = 0
+    failure: Exception | None = None
 
 
 class FileSource(Publisher[Any]):
@@ -206,6 +208,8 @@ class _FileSubscription(Subscription):
         self._rows_emitted = 0
         self._closed = False
         self._startup_error: PipelineFailedError | None = None
+        self._failure: Exception | None = None
+        self._last_position = ""  # "line 17" / "row 3": the last record read
 
     def start(self, subscriber: Subscriber[Any]) -> None:
         """Signal ``on_subscribe``, then let the reading thread serve the demand.
@@ -252,6 +256,7 @@ class _FileSubscription(Subscription):
 
     def _finish(self, error: Exception | None) -> None:
         """Owner only: terminal signal (or none, when cancelled) and cleanup."""
+        self._failure = error
         subscriber = self._subscriber
         self._election.terminate()
         self._close()
@@ -305,6 +310,10 @@ class _FileSubscription(Subscription):
                 self._reader = None
                 self._files_done += 1
                 continue
+            last = max([*chunk.positions[-1:], *(letter.position for letter in chunk.rejects)],
+                       default=None)  # fmt: skip
+            if last is not None:
+                self._last_position = f"{chunk.position_kind} {last:,}"
             table, rejects = self._validator.convert(chunk)
             self._dead_letters.write(rejects)
             self._records_read += chunk.size
@@ -359,7 +368,9 @@ class _FileSubscription(Subscription):
             try:
                 more = self._fill(demand)
             except Exception as exc:  # a file that became unreadable mid-stream
-                failure = PipelineFailedError(f"reading {self._current} failed: {exc}")
+                where = f" after {self._last_position}" if self._last_position else ""
+                reason = f"{type(exc).__name__}: {exc}".splitlines()[0]
+                failure = PipelineFailedError(f"reading {self._current} failed{where}: {reason}")
                 failure.__cause__ = exc
                 self._finish(failure)
                 return False
@@ -408,4 +419,5 @@ class _FileSubscription(Subscription):
             first_read_at=self._first_read_at,
             records_emitted=self._rows_emitted,
             records_skipped=self._skipped,
+            failure=self._failure,
         )

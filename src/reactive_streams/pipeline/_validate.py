@@ -32,9 +32,9 @@ from ._dead_letter import DeadLetter
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ._readers import RawChunk
+    from ._formats import RawChunk
 
-__all__ = ["NULL_TEXT", "ConversionError", "Validator"]
+__all__ = ["NULL_TEXT", "ConversionError", "Validator", "validate"]
 
 NULL_TEXT = frozenset(
     {"", "NA", "N/A", "n/a", "NaN", "nan", "-NaN", "-nan", "NULL", "null", "None", "<NA>", "#N/A"}
@@ -306,6 +306,24 @@ class Validator:
     def slow_chunks(self) -> int:
         """Chunks that needed the record-by-record path (they held malformed records)."""
         return self._slow_chunks
+
+
+def validate(chunk: RawChunk, schema: pa.Schema) -> tuple[pa.RecordBatch, list[DeadLetter]]:
+    """Convert one chunk to ``schema``: a pure function, to run wherever the chunk is read.
+
+    Everything it takes and returns pickles (the chunk, the schema, the batch, the dead
+    letters), and it keeps no state, so it can run in a Spark executor's Python worker on
+    the chunks of a split.
+
+    Returns:
+        The records that fit, as one ``pyarrow.RecordBatch`` with exactly ``schema`` (rows
+        in input order, ``0`` rows when none fit), and the dead letters with their file,
+        position and reason: ``batch.num_rows + len(dead letters) == chunk.size``.
+    """
+    table, letters = Validator(schema).convert(chunk)
+    batches = table.combine_chunks().to_batches()
+    batch = batches[0] if batches else pa.RecordBatch.from_pylist([], schema=schema)
+    return batch, letters
 
 
 INFERENCE_SHARE = 0.9

@@ -214,26 +214,39 @@ class _QuerySubscription(Subscription):
         self._drain.schedule()
 
     def watch(self, query: StreamingQuery) -> None:
-        """Wait for the query to end, then send the terminal signal."""
-        while True:
-            try:
-                if query.awaitTermination(2):
+        """Wait for the query to end, then send the terminal signal (exactly one).
+
+        Every way out ends the stream: the query finished (``on_complete``), it failed
+        (``on_error`` naming Spark's error), or the driver JVM cannot be reached any more
+        (it died, e.g. killed by the kernel's OOM killer): then both ``awaitTermination``
+        and ``exception`` raise py4j's connection errors, and the subscriber gets an
+        ``on_error`` saying so instead of waiting forever.
+        """
+        error: StreamingQueryFailedError | None = None
+        try:
+            while True:
+                try:
+                    if query.awaitTermination(2):
+                        break
+                except Exception:  # the query's failure, or a lost connection: told below
                     break
-            except Exception:  # awaitTermination raises the query's failure
-                break
-        failure = query.exception()
-        with self._cond:
-            if self._cancelled:  # the subscriber (or a Rule 3.9 error) ended it already
-                return
-            self._cancelled = True
-            if failure is None:
-                self._queue.append(None)
-            else:
+            failure = query.exception()
+            if failure is not None:
                 error = StreamingQueryFailedError(
                     f"the streaming query {query.name or query.id} failed: {failure}"
                 )
                 error.__cause__ = failure
-                self._queue.append(error)
+        except Exception as exc:  # py4j cannot reach the JVM: still one terminal signal
+            error = StreamingQueryFailedError(
+                "the connection to the Spark driver was lost (did the driver's JVM die?): "
+                f"{type(exc).__name__}: {exc}".splitlines()[0]
+            )
+            error.__cause__ = exc
+        with self._cond:
+            if self._cancelled:  # the subscriber (or a Rule 3.9 error) ended it already
+                return
+            self._cancelled = True
+            self._queue.append(error)
         self._drain.schedule()
 
 

@@ -1,0 +1,313 @@
+"""What the pipeline tells the user about a run: progress, the result, errors, memory.
+
+* ``PipelineProgress``: a snapshot while the run goes; ``PipelineResult``: how it ended;
+* ``summarize_error``: one line naming a failure and its root cause (Spark's errors are
+  long and wrapped);
+* ``QueryProgress``: input and late rows per micro-batch, from the query's own progress;
+* ``peak_memory_bytes``: the driver's Python process; the JVM's is read by
+  ``_spark_driver``;
+* the log4j configuration that keeps the JVM quiet from its first line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+if TYPE_CHECKING:
+    from ._checkpoint import ResumePoint
+
+__all__ = [
+    "PipelineProgress",
+    "PipelineResult",
+    "QueryProgress",
+    "Status",
+    "causes",
+    "first_line",
+    "log4j_config",
+    "peak_memory_bytes",
+    "resumed_note",
+    "summarize_error",
+    "top_rows",
+]
+
+Status = Literal["completed", "failed", "interrupted"]
+
+
+def peak_memory_bytes() -> int:
+    """Peak resident memory of this (the driver's Python) process so far, in bytes."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineProgress:
+    """A snapshot while the pipeline runs (all counts in records unless said otherwise).
+
+    Attributes:
+        phase: ``"starting"`` (Spark is starting), ``"running"``, ``"finishing"``.
+        elapsed: seconds since ``start``.
+        records_read: records read from the input, valid or not.
+        records_emitted: records the source handed to Spark's stream.
+        records_processed: input records in the micro-batches Spark finished.
+        dead_letters: records refused so far.
+        batches: micro-batches the sink folded in.
+        source_demand: demand outstanding at the source (asked by the Spark stream).
+        sink_demand: micro-batches the sink has asked for and not received.
+        groups: rows in the result so far (one per group in update and complete mode;
+            the rows written in append mode).
+        late_rows: rows dropped as late by a watermark.
+        total_rows: records in the input when known up front, else ``None``.
+        bridge_held: records held in the ``to_spark_stream`` bridge: read from the source
+            and not yet acknowledged by Spark (the micro-batch running and the next ones).
+        output_mode: the query's output mode (``"append"``: ``groups`` counts rows).
+        bridge_bound: the most records the bridge may hold (its row budget, two triggers,
+            plus one chunk of the source).
+        reading: seconds since the source read its first record (``0.0`` before).
+    """
+
+    phase: str
+    elapsed: float
+    records_read: int
+    records_emitted: int
+    records_processed: int
+    dead_letters: int
+    batches: int
+    source_demand: int
+    sink_demand: int
+    groups: int
+    late_rows: int
+    total_rows: int | None
+    output_mode: str = "update"
+    bridge_held: int = 0
+    bridge_bound: int = 0
+    reading: float = 0.0
+
+    @property
+    def in_flight(self) -> int:
+        """Records handed to Spark and not yet in a finished micro-batch."""
+        return max(self.records_emitted - self.records_processed, 0)
+
+    @property
+    def rate(self) -> float:
+        """Records read per second since the first one (Spark's start excluded)."""
+        return self.records_read / self.reading if self.reading > 0 else 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineResult:
+    """How a run ended.
+
+    Attributes:
+        status: ``"completed"``, ``"failed"`` or ``"interrupted"``.
+        progress: the last progress snapshot (how far it got).
+        wall_time: seconds from ``start`` to the end, Spark's start included.
+        peak_memory: peak resident memory of the driver's Python process, bytes.
+        spark_peak_memory: peak resident memory of the Spark driver's JVM, bytes, when
+            it is known (a JVM this process started, on Linux), else ``None``.
+        output_path: the result file (completed runs only).
+        dead_letter_path: the dead-letter file, if any record was refused.
+        result: the result table when it was kept in memory (update/complete modes).
+        top: up to 10 rows of the result, largest first by its first measure.
+        error: a one-line summary of what failed, or ``""``.
+        exception: the failure itself, for ``--debug``.
+        rejected: Spark refused the query as a stream (a usage error: exit status 2).
+        notes: things the user should know about the run (e.g. that it resumed from a
+            checkpoint).
+    """
+
+    status: Status
+    progress: PipelineProgress
+    wall_time: float
+    peak_memory: int
+    output_path: Path | None
+    dead_letter_path: Path | None
+    result: pa.Table | None
+    top: list[dict[str, object]] = field(default_factory=list)
+    error: str = ""
+    exception: BaseException | None = None
+    rejected: bool = False
+    notes: tuple[str, ...] = ()
+    spark_peak_memory: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """``0`` completed, ``1`` failed, ``2`` the query was rejected, ``130`` interrupted."""
+        if self.rejected:
+            return 2
+        return {"completed": 0, "failed": 1, "interrupted": 130}[self.status]
+
+    def to_json(self) -> dict[str, object]:
+        """The summary as JSON-ready values (``--summary-json``)."""
+        progress = self.progress
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "input_rows": progress.records_read,
+            "rows_into_spark": progress.records_emitted,
+            "micro_batches": progress.batches,
+            "output_rows" if progress.output_mode == "append" else "output_groups": (
+                progress.groups
+            ),
+            "dead_letters": progress.dead_letters,
+            "late_rows": progress.late_rows,
+            "wall_time_s": round(self.wall_time, 3),
+            "rows_per_s": round(self.rows_per_second, 1),
+            "python_driver_peak_memory_bytes": self.peak_memory,
+            "spark_driver_jvm_peak_memory_bytes": self.spark_peak_memory,
+            "output": None if self.output_path is None else str(self.output_path),
+            "dead_letter_file": (
+                None if self.dead_letter_path is None else str(self.dead_letter_path)
+            ),
+            "error": self.error or None,
+            "notes": list(self.notes),
+        }
+
+    @property
+    def rows_per_second(self) -> float:
+        """Input records per second of wall time."""
+        return self.progress.records_read / self.wall_time if self.wall_time > 0 else 0.0
+
+
+_LOG4J_TEMPLATE = """\
+rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = {level}
+"""
+# The logger of the class that starts logging in a PySpark JVM, at the root's level:
+# otherwise Spark prints "Setting default log level to WARN" and how to change it.
+
+
+def log4j_config(level: str) -> Path:
+    """A log4j2 configuration at ``level``, so the JVM is quiet from its first line."""
+    directory = Path(tempfile.gettempdir()) / "reactive-streams-pipeline"
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"log4j2-{level.lower()}-v3.properties"
+    if not path.exists():
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(_LOG4J_TEMPLATE.format(level=level.lower()), encoding="utf-8")
+        temporary.replace(path)
+    return path
+
+
+def first_line(error: BaseException) -> str:
+    for line in str(error).strip().splitlines():
+        if line.strip():
+            return line.strip()
+    return type(error).__name__
+
+
+def causes(error: BaseException) -> list[BaseException]:
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and all(current is not seen for seen in chain):
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+_SPARK_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_.]+\][^\n]*")
+_PYTHON_ERROR_LINE = re.compile(r"^\s*([\w.]+(?:Error|Exception)): (.+)$", re.MULTILINE)
+
+
+def summarize_error(error: BaseException) -> str:
+    """One line naming a failure and its root cause (Spark's errors are long).
+
+    Spark wraps errors in errors whose first line says little ("An exception was raised by
+    the Python Proxy. Return Message: Traceback..."): the root cause is the first error
+    class (``[USER_RAISED_EXCEPTION] ...``) found anywhere in the chain, else the last
+    ``SomethingError: message`` line.
+    """
+    head = first_line(error).split(" Return Message:", 1)[0].rstrip(": ")
+    summary = f"{type(error).__name__}: {head}"
+    texts = "\n".join(str(cause) for cause in causes(error))
+    match = _SPARK_ERROR_CLASS.search(texts)
+    if match is not None:
+        root = match.group(0).strip()
+    else:
+        lines = _PYTHON_ERROR_LINE.findall(texts)
+        root = f"{lines[-1][0]}: {lines[-1][1].strip()}" if lines else ""
+    if root and root not in summary:
+        summary += f" (cause: {root})"
+    return summary
+
+
+def top_rows(table: pa.Table, keys: tuple[str, ...], limit: int = 10) -> list[dict[str, object]]:
+    """The ``limit`` largest rows by the first numeric column that is not a key."""
+    measure = next(
+        (
+            field.name
+            for field in table.schema
+            if field.name not in keys
+            and (pa.types.is_integer(field.type) or pa.types.is_floating(field.type))
+        ),
+        None,
+    )
+    if measure is None:
+        rows: list[dict[str, object]] = table.slice(0, limit).to_pylist()
+        return rows
+    order = [(measure, "descending"), *((key, "ascending") for key in keys)]
+    top: list[dict[str, object]] = table.sort_by(order).slice(0, limit).to_pylist()
+    return top
+
+
+def resumed_note(checkpoint: Path, resume: ResumePoint) -> str:
+    """The summary's note for a run resumed from ``checkpoint``."""
+    note = (
+        f"resumed from the checkpoint {checkpoint}: {resume.committed:,} "
+        f"{'micro-batch was' if resume.committed == 1 else 'micro-batches were'} committed "
+        f"before ({resume.offset:,} records)"
+    )
+    if resume.replay is not None:
+        first, end = resume.replay
+        note += f"; Spark replays the uncommitted micro-batch (records {first:,}..{end - 1:,})"
+    return note
+
+
+class QueryProgress:
+    """Input rows and late rows per finished micro-batch, from the query's own progress.
+
+    Polls ``StreamingQuery.recentProgress`` (kept by the JVM, exact once a batch is done;
+    still readable after the query ended) rather than a listener, whose events reach
+    Python late. Batches are keyed by id, so a poll that sees one twice counts it once.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._batches: dict[int, tuple[int, int]] = {}
+
+    def poll(self, query: Any) -> None:
+        try:
+            recent = query.recentProgress
+        except Exception:  # the session is gone: keep what was seen
+            return
+        seen: dict[int, tuple[int, int]] = {}
+        for progress in recent:
+            late = sum(
+                int(state.numRowsDroppedByWatermark or 0) for state in progress.stateOperators
+            )
+            seen[int(progress.batchId)] = (int(progress.numInputRows), late)
+        with self._lock:
+            self._batches.update(seen)
+
+    def totals(self) -> tuple[int, int]:
+        """``(input rows, late rows)`` over the finished micro-batches seen."""
+        with self._lock:
+            rows = sum(value[0] for value in self._batches.values())
+            late = sum(value[1] for value in self._batches.values())
+        return rows, late

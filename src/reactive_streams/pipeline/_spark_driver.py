@@ -1,0 +1,144 @@
+"""The Spark driver's JVM as the pipeline sees it: alive or not, how much memory, how it died.
+
+PySpark starts the driver's JVM as a child process of this one (``spark-submit`` execs
+``java``) and keeps the ``subprocess.Popen`` on ``SparkContext._gateway.proc``: the one
+private PySpark attribute this module reads. When the JVM was started some other way
+(``PYSPARK_GATEWAY_PORT``), there is no process to watch and every function here answers
+"unknown" (``None``), so the pipeline then relies on py4j's errors alone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+__all__ = ["DriverProcess", "describe_exit", "quiet_accumulator_server", "stderr_to"]
+
+logger = logging.getLogger("reactive_streams.pipeline")
+
+
+def describe_exit(returncode: int) -> str:
+    """How a process ended, in words: ``"killed by SIGKILL"``, ``"exit status 1"``."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        text = f"killed by {name}"
+        if name == "SIGKILL":
+            text += ", as the kernel's out-of-memory killer does"
+        return text
+    return f"exit status {returncode}"
+
+
+class DriverProcess:
+    """The driver JVM of this process's ``SparkContext`` (a child process), if there is one.
+
+    Args:
+        process: the JVM's ``Popen``; ``None`` when unknown.
+    """
+
+    def __init__(self, process: subprocess.Popen[bytes] | None) -> None:
+        self._process = process
+
+    @classmethod
+    def of_active_context(cls) -> DriverProcess:
+        """The JVM behind the running ``SparkContext`` (``process`` ``None`` if unknown)."""
+        try:
+            from pyspark import SparkContext  # noqa: PLC0415
+        except ImportError:
+            return cls(None)
+        gateway: Any = getattr(SparkContext, "_gateway", None)
+        process = getattr(gateway, "proc", None)
+        return cls(process if isinstance(process, subprocess.Popen) else None)
+
+    @property
+    def pid(self) -> int | None:
+        """The JVM's process id, or ``None`` when unknown."""
+        return None if self._process is None else self._process.pid
+
+    def death(self, grace: float = 0.0) -> str | None:
+        """``None`` while the JVM runs (or is unknown); else a sentence saying it died.
+
+        Args:
+            grace: seconds to wait for the process to end first (py4j may notice a dying
+                JVM's closed socket a moment before the process is gone).
+        """
+        process = self._process
+        if process is None:
+            return None
+        try:
+            returncode = process.wait(grace) if grace > 0 else process.poll()
+        except subprocess.TimeoutExpired:
+            return None
+        if returncode is None:
+            return None
+        return f"the Spark driver process died (JVM pid {process.pid}, {describe_exit(returncode)})"
+
+    def peak_memory(self) -> int | None:
+        """The JVM's peak resident memory in bytes (Linux ``VmHWM``), or ``None``."""
+        if self._process is None:
+            return None
+        try:
+            with open(f"/proc/{self._process.pid}/status", encoding="ascii") as status:
+                for line in status:
+                    if line.startswith("VmHWM:"):
+                        return int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            return None
+        return None
+
+
+def quiet_accumulator_server() -> None:
+    """Send the accumulator server's connection errors to the log, not to stderr.
+
+    PySpark's accumulator server (a ``socketserver`` in this process) prints a traceback
+    to stderr when the JVM's connection to it breaks, e.g. when the JVM dies; the pipeline
+    reports that death itself, in one line. The traceback goes to the
+    ``reactive_streams.pipeline`` logger at DEBUG level instead.
+    """
+    try:
+        from pyspark import SparkContext  # noqa: PLC0415
+    except ImportError:
+        return
+    context: Any = SparkContext._active_spark_context
+    server = getattr(context, "_accumulatorServer", None)
+    if server is None:
+        return
+
+    def handle_error(_request: object, client_address: object) -> None:
+        logger.debug(
+            "accumulator server: a connection from %s broke", client_address, exc_info=True
+        )
+
+    server.handle_error = handle_error
+
+
+@contextlib.contextmanager
+def stderr_to(path: Path) -> Iterator[None]:
+    """Point this process's file descriptor 2 at ``path`` (appending) while the block runs.
+
+    Started inside the block, Spark's driver JVM (and every Python worker it starts)
+    inherits that descriptor for good: its log lines, Java stack traces and the JVM's own
+    warnings ("Using incubator modules") go to ``path``, not to the terminal. Python's
+    ``sys.stderr`` writes inside the block go there too, so keep the block to the start.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with path.open("ab") as log:
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)

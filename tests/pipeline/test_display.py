@@ -1,0 +1,115 @@
+"""What the user reads: the summary, the top rows at any width, the words for counts."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from reactive_streams.pipeline import PipelineProgress, PipelineResult
+from reactive_streams.pipeline._checkpoint import ResumePoint
+from reactive_streams.pipeline._diagnostics import resumed_note
+from reactive_streams.pipeline._display import render_progress, render_summary, render_top
+
+
+def _progress(mode: str = "update", groups: int = 40) -> PipelineProgress:
+    return PipelineProgress(
+        phase="done", elapsed=1.0, records_read=100, records_emitted=100,
+        records_processed=100, dead_letters=0, batches=1, source_demand=0, sink_demand=1,
+        groups=groups, late_rows=0, total_rows=100, output_mode=mode,
+    )  # fmt: skip
+
+
+def _result(mode: str = "update") -> PipelineResult:
+    start = dt.datetime(2013, 5, 23, 10, tzinfo=dt.UTC)
+    top: list[dict[str, object]] = [
+        {
+            "origin": "EWR",
+            "window_start": start + dt.timedelta(days=day),
+            "window_end": start + dt.timedelta(days=day, hours=1),
+            "flights": 38,
+            "cancelled": 0,
+            "avg_dep_delay": 15.37,
+            "max_dep_delay": 287.0,
+        }
+        for day in range(10)
+    ]
+    return PipelineResult(
+        status="completed", progress=_progress(mode), wall_time=1.0, peak_memory=300 << 20,
+        spark_peak_memory=800 << 20, output_path=Path("out/result.parquet"),
+        dead_letter_path=None, result=None, top=top,
+    )  # fmt: skip
+
+
+def _text(renderable: object, width: int) -> str:
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(renderable)
+    return console.export_text()
+
+
+def test_the_top_rows_never_cut_a_window_time_at_80_columns() -> None:
+    text = _text(render_top(_result(), width=80), 80)
+    assert "…" not in text
+    for day in range(23, 33):
+        moment = dt.datetime(2013, 5, 23, 10) + dt.timedelta(days=day - 23)
+        assert moment.strftime("%Y-%m-%d %H:%M") in text
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "2 more columns in the result file: avg_dep_delay, max_dep_delay" in text
+    wide = _text(render_top(_result(), width=140), 140)
+    assert "more column" not in wide
+    assert "max_dep_delay" in wide
+
+
+def test_the_summary_names_both_drivers_memory() -> None:
+    text = _text(render_summary(_result()), 100)
+    assert "Python driver peak memory" in text and "300 MiB" in text
+    assert "Spark driver JVM peak memory" in text and "800 MiB" in text
+    summary = _result().to_json()
+    assert summary["python_driver_peak_memory_bytes"] == 300 << 20
+    assert summary["spark_driver_jvm_peak_memory_bytes"] == 800 << 20
+
+
+def test_append_mode_counts_rows_not_groups() -> None:
+    result = _result("append")
+    assert "output rows" in _text(render_summary(result), 100)
+    assert "40 rows" in _text(render_progress(result.progress, title="t"), 120)
+    assert "Top 10 rows" in _text(render_top(result, width=200), 200)
+    assert result.to_json()["output_rows"] == 40
+    assert "40 groups" in _text(render_progress(_progress(), title="t"), 120)
+
+
+def test_one_micro_batch_is_singular() -> None:
+    note = resumed_note(Path("ckpt"), ResumePoint(offset=400, committed=1, replay=None))
+    assert note == (
+        "resumed from the checkpoint ckpt: 1 micro-batch was committed before (400 records)"
+    )
+    assert "1 micro-batch " in _text(render_progress(_progress(), title="t"), 120)
+
+
+def test_the_base_install_gets_the_install_hint_not_a_traceback() -> None:
+    code = (
+        "import sys; sys.modules['pyarrow'] = None\n"
+        "from reactive_streams.cli import main\n"
+        "main(['pipeline', '--quiet'])\n"
+    )
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines() == [
+        "Error: reactive-streams pipeline needs the spark extra (no module named 'pyarrow'): "
+        "pip install 'reactive-streams-py[spark]'"
+    ]
