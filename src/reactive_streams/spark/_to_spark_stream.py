@@ -632,7 +632,12 @@ def _shutdown(sock: socket.socket) -> None:
     sock.close()
 
 
-def _as_struct(spark: SparkSession, schema: StructType | str) -> StructType:
+def as_struct(spark: SparkSession, schema: StructType | str) -> StructType:
+    """``schema`` as a ``StructType`` (a DDL string is parsed).
+
+    Raises:
+        TypeError: ``schema`` does not describe a struct.
+    """
     if isinstance(schema, StructType):
         return schema
     parsed = _parse_datatype_string(schema)
@@ -669,7 +674,7 @@ def to_spark_stream_bridge(
     return SparkStreamBridge(
         publisher,
         spark,
-        _as_struct(spark, schema),
+        as_struct(spark, schema),
         max_records_per_trigger=max_records_per_trigger,
         read_ahead_triggers=read_ahead_triggers,
         arrow=bool(arrow),

@@ -60,13 +60,19 @@ _VERSION_RE: Final = re.compile(r'version\s+"(?P<version>[^"]+)"')
 CONNECT_BRIDGES: Final[frozenset[str]] = frozenset({"from_dataframe", "spark_processor"})
 """Bridges that work on a Spark Connect (``remote(...)``) session."""
 
-CLASSIC_ONLY_BRIDGES: Final[frozenset[str]] = frozenset({"to_spark_stream", "from_streaming_query"})
+CLASSIC_ONLY_BRIDGES: Final[frozenset[str]] = frozenset(
+    {"to_spark_stream", "from_streaming_query", "from_splits"}
+)
 """Bridges that need a classic session: their Python callbacks must run in this process."""
 
 _WHY_CLASSIC: Final = {
     "to_spark_stream": (
         "its Python data source runs on the Connect server, which cannot reach the loopback "
         "bridge served from this process"
+    ),
+    "from_splits": (
+        "it has not been tested on Spark Connect (its Python data source would be "
+        "registered and planned on the server)"
     ),
     "from_streaming_query": (
         "foreachBatch runs on the Connect server, not in this process, so it cannot hand "
