@@ -16,10 +16,8 @@ import uuid
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-from pyspark.serializers import NoOpSerializer
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import ArrayType, MapType, StructType
-from pyspark.util import _local_iterator_from_socket
 
 from .._demand import MAX_DEMAND, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
@@ -29,6 +27,7 @@ from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
 from ._dropped import DROPPED
 from ._errors import SparkBridgeError
+from ._pyspark_internals import arrow_batch_messages
 from .session import is_connect_session
 
 if TYPE_CHECKING:
@@ -259,12 +258,7 @@ class DataFramePublisher(Publisher[Any]):
             return (row.asDict(recursive=True) for row in spark_rows)
         schema = to_arrow_schema(df.schema, timezone="UTC")
         # One Arrow IPC record batch message per element, one job per partition, lazily.
-        jvm = context._jvm
-        assert jvm is not None
-        sock_info = jvm.PythonRDD.toLocalIteratorAndServe(
-            df._jdf.toArrowBatchRdd(), self.prefetch_partitions
-        )
-        messages = _local_iterator_from_socket(sock_info, NoOpSerializer())
+        messages = arrow_batch_messages(df, prefetch_partitions=self.prefetch_partitions)
         return _ArrowBatches(messages, schema)
 
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark import cloudpickle
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructType, _parse_datatype_string
+from pyspark.sql.types import StructType
 
 from .._demand import add_demand
 from .._exceptions import MissingBackpressureError
@@ -41,6 +41,7 @@ from .._statistics import StreamStatistics
 from ..api import Subscriber, Subscription
 from . import _stream_source
 from ._errors import BridgeClosedError
+from ._pyspark_internals import parse_ddl, source_names
 from ._stream_source import (
     PROTOCOL_VERSION,
     BridgeDataSource,
@@ -602,11 +603,10 @@ class SparkStreamBridge(Subscriber[Element]):
         """Stop each active query whose bridge sources have all drained (completion)."""
         for query in list(self._spark.streams.active):
             try:
-                plan = str(query._jsq.streamingQuery().logicalPlan().toString())
+                names = source_names(query, _FORMAT_RE)
             except Exception as exc:  # py4j internals moved: say so, do not hang silently
                 report_undeliverable(exc)
                 continue
-            names = set(_FORMAT_RE.findall(plan))
             if self.format_name not in names:
                 continue
             bridges = [_BRIDGES.get(name) for name in names]
@@ -640,7 +640,7 @@ def as_struct(spark: SparkSession, schema: StructType | str) -> StructType:
     """
     if isinstance(schema, StructType):
         return schema
-    parsed = _parse_datatype_string(schema)
+    parsed = parse_ddl(schema)
     if not isinstance(parsed, StructType):
         raise TypeError(f"schema must describe a struct (columns), got {schema!r}")
     return parsed

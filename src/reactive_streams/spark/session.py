@@ -24,10 +24,10 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from ._errors import JavaNotFoundError, JavaVersionError, SparkConnectUnsupportedError
+from ._pyspark_internals import active_context
 from ._worker_home import fast_worker_home
 
 if TYPE_CHECKING:
@@ -236,7 +236,7 @@ def spark_is_running() -> bool:
     Unlike ``SparkSession.getActiveSession()``, which follows the calling thread's JVM
     session, this sees a context started on any thread.
     """
-    return SparkContext._active_spark_context is not None
+    return active_context() is not None
 
 
 def remote_session(url: str, *, app_name: str = "reactive-streams") -> SparkSession:
