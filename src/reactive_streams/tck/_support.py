@@ -221,6 +221,7 @@ class ManualSubscriber(Subscriber[Any]):
         try:
             with self._cond:
                 problem = self._check_order_locked(describe(_NEXT, element))
+                subscribed = self._subscription is not None
                 self._delivered += 1
                 delivered, requested = self._delivered, self._requested
                 self._inbox.append((_NEXT, element if self._record else True))
@@ -232,7 +233,8 @@ class ManualSubscriber(Subscriber[Any]):
                     f"Rule 1.1: the publisher signalled on_next #{delivered} ({element!r}) "
                     f"but only {requested} element(s) were requested"
                 )
-            self.when_next(element)
+            if subscribed:  # before on_subscribe (Rule 1.9) the hooks have no subscription
+                self.when_next(element)
         finally:
             self._serial.exit()
 
