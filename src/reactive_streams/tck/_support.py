@@ -341,6 +341,16 @@ class ManualSubscriber(Subscriber[Any]):
         with self._cond:
             return self._cond.wait_for(predicate, self.env.timeout if timeout is None else timeout)
 
+    def wait_for_terminal(self, timeout: float | None = None) -> bool:
+        """Wait until ``on_complete`` or ``on_error`` arrived; ``False`` after ``timeout``.
+
+        For a signal that is owed but may come late from an asynchronous publisher (the
+        Rule 3.9 error of a bad request, say): waiting for it, rather than cancelling at
+        once, keeps a test from racing against asynchronous delivery. A ``False`` is not a
+        failure by itself; the caller decides what the rules require.
+        """
+        return self.wait_for(lambda: self._terminal is not None, timeout)
+
     # -- actions, called by the test ----------------------------------------------------
 
     def expect_subscription(self, what: str) -> Subscription:
