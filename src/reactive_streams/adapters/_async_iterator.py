@@ -103,7 +103,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         self._terminated = False  # upstream sent on_complete or on_error
         self._closed = False  # aclose(), a cancel, or the end of the stream was handed out
         self._requested = 0
-        self._received = 0
+        self._room = 0  # requested and not yet received: the Rule 1.1 budget
         # The upstream lane's inbox, under _lock; the lane alone calls upstream.
         self._to_subscribe: Publisher[T] | None = None
         self._upstream: Subscription | None = None
@@ -197,7 +197,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         with self._lock:
             return StreamStatistics(
                 requested=self._requested,
-                delivered=self._received,
+                delivered=self._requested - self._room,
                 buffered=len(self._buffer),
                 cancelled=self._closed,
                 terminated=self._completed or self._error is not None,
@@ -231,6 +231,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                     request = consumed - consumed % self._replenish_at
                     consumed -= request
                     self._requested = add_demand(self._requested, request)
+                    self._room += request
                     self._pending = add_demand(self._pending, request)
                 self._consumed = consumed
                 buffer = self._buffer
@@ -403,6 +404,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                 self._upstream = subscription
                 if not self._closed:
                     self._requested = add_demand(self._requested, self._prefetch)
+                    self._room += self._prefetch
                     self._pending = add_demand(self._pending, self._prefetch)
         if reject:
             subscription.cancel()  # Rule 2.5
@@ -415,21 +417,22 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         An element beyond the requested demand ends the stream with a Rule 1.1
         ``ProtocolViolationError`` and cancels upstream.
         """
-        if element is None:
-            raise TypeError("Rule 2.13: on_next(element) must not be None")
-        if _get_ident() == self._inline_thread:  # the fast path: see _inline_thread
-            received = self._received + 1
-            if received <= self._requested and not self._closed:
-                self._received = received
+        if _get_ident() == self._inline_thread and element is not None:
+            room = self._room  # the fast path: see _inline_thread; no other thread writes
+            if room > 0:
+                self._room = room - 1
                 self._buffer.append(element)
                 return
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(element) must not be None")
         lock = self._lock
         lock.acquire()
         if self._closed:
             lock.release()
             return  # Rule 2.8: late elements after cancel are dropped
-        received = self._received = self._received + 1
-        if received <= self._requested:
+        room = self._room
+        if room > 0:
+            self._room = room - 1
             self._buffer.append(element)
             waiter = self._waiter
             if waiter is None:
