@@ -12,6 +12,7 @@ are printed against the reference named in the table. Not part of the test suite
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import gc
 import json
@@ -90,6 +91,19 @@ def a_flow() -> int:
 
 
 def a_reactivex() -> int:
+    """reactivex's fastest idiomatic path: ``from_iterable`` emits in one loop."""
+    import reactivex
+    from reactivex import operators as ops
+
+    out: list[int] = []
+    reactivex.from_iterable(range(A_N)).pipe(
+        ops.map(lambda x: x * 2), ops.filter(lambda x: x % 3 == 0), ops.sum()
+    ).subscribe(out.append)
+    return out[0]
+
+
+def a_reactivex_range() -> int:
+    """``reactivex.range``: every element scheduled on the trampoline (the slow path)."""
     import reactivex
     from reactivex import operators as ops
 
@@ -107,7 +121,8 @@ def case_a() -> None:
             ("plain loop", a_plain, REPEATS),
             ("generator pipeline", a_generator, REPEATS),
             ("Flow (fused)", a_flow, REPEATS),
-            ("reactivex", a_reactivex, SLOW_REPEATS),
+            ("reactivex from_iterable(range)", a_reactivex, REPEATS),
+            ("reactivex range (trampoline)", a_reactivex_range, SLOW_REPEATS),
         ]
     ]
     report(f"(a) synchronous: {A_N:,} ints, map(x*2) filter(x%3==0) sum", rows, "plain loop", A_N)
@@ -166,7 +181,7 @@ def b_reactivex() -> int:
     def add(x: int) -> None:
         total[0] += x
 
-    reactivex.range(0, B_N).pipe(
+    reactivex.from_iterable(range(B_N)).pipe(
         ops.subscribe_on(EventLoopScheduler()), ops.observe_on(EventLoopScheduler())
     ).subscribe(on_next=add, on_completed=done.set)
     if not done.wait(60):
@@ -185,7 +200,7 @@ def case_b() -> None:
                     lambda: b_flow(producer, consumer),
                     REPEATS,
                 ),
-                ("reactivex observe_on (unbounded)", b_reactivex, SLOW_REPEATS),
+                ("reactivex from_iterable observe_on (unbounded)", b_reactivex, SLOW_REPEATS),
             ]
         ]
     report(
@@ -213,6 +228,35 @@ async def c_queue() -> int:
         while (item := await channel.get()) is not None:
             total += item
         return total
+
+    producer = asyncio.create_task(produce())
+    total = await consume()
+    await producer
+    return total
+
+
+async def c_queue_nowait() -> int:
+    """asyncio.Queue's fastest idiomatic use: ``*_nowait`` first, await only at the bound."""
+    channel: asyncio.Queue[int | None] = asyncio.Queue(BOUND)
+
+    async def produce() -> None:
+        for x in range(C_N):
+            try:
+                channel.put_nowait(x)
+            except asyncio.QueueFull:
+                await channel.put(x)
+        await channel.put(None)
+
+    async def consume() -> int:
+        total = 0
+        while True:
+            try:
+                item = channel.get_nowait()
+            except asyncio.QueueEmpty:
+                item = await channel.get()
+            if item is None:
+                return total
+            total += item
 
     producer = asyncio.create_task(produce())
     total = await consume()
@@ -297,8 +341,39 @@ async def c_flow_buffered_subscriber() -> int:
 
 
 async def c_flow_async_for() -> int:
+    """``async for`` over a Flow: the default path, upstream calls on an executor."""
     total = 0
     async for x in Flow.range(0, C_N).aiter(prefetch=BOUND):
+        total += x
+    return total
+
+
+async def c_flow_async_for_non_blocking() -> int:
+    """As ``c_flow_async_for`` with ``non_blocking=True``: upstream calls on the loop."""
+    total = 0
+    async for x in Flow.range(0, C_N).aiter(prefetch=BOUND, non_blocking=True):
+        total += x
+    return total
+
+
+async def c_adapter_async_for() -> int:
+    """``to_async_iterator`` over a non-iterable publisher, the default (executor) path."""
+    from reactive_streams.adapters.asyncio import to_async_iterator
+    from reactive_streams.reference import RangePublisher
+
+    total = 0
+    async for x in to_async_iterator(RangePublisher(0, C_N), prefetch=BOUND):
+        total += x
+    return total
+
+
+async def c_adapter_async_for_non_blocking() -> int:
+    """As ``c_adapter_async_for`` with ``non_blocking=True``."""
+    from reactive_streams.adapters.asyncio import to_async_iterator
+    from reactive_streams.reference import RangePublisher
+
+    total = 0
+    async for x in to_async_iterator(RangePublisher(0, C_N), prefetch=BOUND, non_blocking=True):
         total += x
     return total
 
@@ -332,17 +407,54 @@ async def c_anyio() -> int:
     return total
 
 
+async def c_anyio_nowait() -> int:
+    """anyio's fastest idiomatic use: ``*_nowait`` first, await only at the bound."""
+    import anyio
+
+    send, receive = anyio.create_memory_object_stream[int](BOUND)
+    total = 0
+
+    async def produce() -> None:
+        async with send:
+            for x in range(C_N):
+                try:
+                    send.send_nowait(x)
+                except anyio.WouldBlock:
+                    await send.send(x)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(produce)
+        async with receive:
+            while True:
+                try:
+                    x = receive.receive_nowait()
+                except anyio.WouldBlock:
+                    try:
+                        x = await receive.receive()
+                    except anyio.EndOfStream:
+                        break
+                except anyio.EndOfStream:
+                    break
+                total += x
+    return total
+
+
 def case_c() -> None:
     rows = [
         (name, *measure(lambda fn=fn: asyncio.run(fn())))  # type: ignore[misc]
         for name, fn in [
             ("asyncio.Queue(256)", c_queue),
+            ("asyncio.Queue(256), put_nowait/get_nowait first", c_queue_nowait),
             ("Flow publish_on(loop, 256) + callbacks (fused)", c_flow_callbacks),
             ("Flow publish_on(loop, 256) + callbacks (buffered)", c_flow_buffered),
             ("Flow publish_on(loop, 256) + Subscriber (buffered)", c_flow_buffered_subscriber),
-            ("Flow async for (aiter prefetch 256)", c_flow_async_for),
+            ("async for Flow.range (default: executor hop)", c_flow_async_for),
+            ("async for Flow.range (non_blocking=True)", c_flow_async_for_non_blocking),
+            ("async for RangePublisher (default: executor hop)", c_adapter_async_for),
+            ("async for RangePublisher (non_blocking=True)", c_adapter_async_for_non_blocking),
             ("aiostream iterate", c_aiostream),
             ("anyio memory stream(256)", c_anyio),
+            ("anyio memory stream(256), *_nowait first", c_anyio_nowait),
         ]
     ]
     report(
@@ -495,8 +607,18 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["--d-child"]:
         print(json.dumps(d_child(argv[1])))
         return
+    parser = argparse.ArgumentParser(
+        description="Benchmarks of reactive_streams.Flow against plain Python and its peers.",
+        epilog="(a) synchronous, (b) thread boundary, (c) asyncio, (d) overload / peak RSS "
+        "(BENCH_D_N sets its item count).",
+    )
+    parser.add_argument("cases", nargs="*", metavar="CASE", help="a, b, c or d (default: all)")
+    cases = parser.parse_args(argv).cases or list(CASES)
+    unknown = [case for case in cases if case not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
     print(f"Python {sys.version.split()[0]} on {os.uname().sysname}, {os.cpu_count()} CPUs")
-    for key in argv or list(CASES):
+    for key in cases:
         CASES[key]()
         sys.stdout.flush()
 

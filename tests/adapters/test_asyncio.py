@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from reactive_streams import (
+    ExecutorRejectedError,
+    Flow,
     ProtocolViolationError,
     Publisher,
     SourceCancelledError,
@@ -297,3 +301,219 @@ def test_a_task_cancelled_by_someone_else_ends_with_source_cancelled_error() -> 
 def test_from_async_iterable_rejects_non_async_iterables() -> None:
     with pytest.raises(TypeError, match="needs an async iterable"):
         from_async_iterable([1, 2, 3])  # type: ignore[arg-type]
+
+
+# -- issue 14 item 3: upstream work runs off the event loop ------------------------------
+
+
+def _slow(value: int) -> int:
+    time.sleep(0.01)  # blocking work in a user function, as a stand-in for I/O or CPU
+    return value
+
+
+async def _ticks_while(consume: Callable[[], Awaitable[list[int]]]) -> tuple[list[int], int, float]:
+    """Run ``consume`` beside a 1 ms ticker; return its result, the ticks and the seconds."""
+    ticks = 0
+    stop = asyncio.Event()
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while not stop.is_set():
+            await asyncio.sleep(0.001)
+            ticks += 1
+
+    ticking = asyncio.create_task(ticker())
+    await asyncio.sleep(0)
+    start = time.perf_counter()
+    elements = await consume()
+    seconds = time.perf_counter() - start
+    stop.set()
+    await ticking
+    return elements, ticks, seconds
+
+
+def test_a_blocking_upstream_does_not_block_the_event_loop() -> None:
+    async def consume() -> list[int]:
+        return [x async for x in to_async_iterator(Flow.range(0, 30).map(_slow))]
+
+    elements, ticks, seconds = asyncio.run(_ticks_while(consume))
+    assert elements == list(range(30))
+    # About one tick per millisecond when the loop is free; 0 to 3 in all when map(f) ran
+    # on the loop thread. A tenth of the expectation leaves room for a loaded machine.
+    assert ticks >= seconds * 1000 / 10, (ticks, seconds)
+
+
+def test_non_blocking_calls_upstream_on_the_loop_thread_and_the_default_does_not() -> None:
+    async def threads(*, non_blocking: bool = False) -> set[int]:
+        seen: set[int] = set()
+
+        def record(value: int) -> int:
+            seen.add(threading.get_ident())
+            return value
+
+        source = Flow.range(0, 100).map(record)
+        assert [
+            x async for x in to_async_iterator(source, prefetch=8, non_blocking=non_blocking)
+        ] == list(range(100))
+        return seen
+
+    async def main() -> None:
+        loop_thread = threading.get_ident()
+        assert loop_thread not in await threads()
+        assert await threads(non_blocking=True) == {loop_thread}
+
+    asyncio.run(main())
+
+
+def test_a_given_executor_runs_the_upstream_calls(executor: ThreadPoolExecutor) -> None:
+    names: set[str] = set()
+
+    def record(value: int) -> int:
+        names.add(threading.current_thread().name)
+        return value
+
+    async def main() -> list[int]:
+        iterator = to_async_iterator(Flow.range(0, 50).map(record), executor=executor)
+        return [x async for x in iterator]
+
+    assert asyncio.run(main()) == list(range(50))
+    assert names and all(name.startswith("test") for name in names)
+
+
+def test_executor_and_non_blocking_are_exclusive(executor: ThreadPoolExecutor) -> None:
+    with pytest.raises(ValueError, match="not both"):
+        to_async_iterator(RangePublisher(0, 1), executor=executor, non_blocking=True)
+    with pytest.raises(TypeError, match=r"^executor must be a concurrent\.futures\.Executor"):
+        to_async_iterator(RangePublisher(0, 1), executor="pool")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("non_blocking", [False, True])
+@pytest.mark.parametrize("prefetch", [1, 3, 256])
+def test_every_element_in_order_whatever_the_path(non_blocking: bool, prefetch: int) -> None:
+    async def main() -> list[int]:
+        iterator = to_async_iterator(
+            RangePublisher(0, 2000), prefetch=prefetch, non_blocking=non_blocking
+        )
+        return [x async for x in iterator]
+
+    assert asyncio.run(main()) == list(range(2000))
+
+
+def test_anext_and_async_for_share_the_buffered_elements() -> None:
+    async def main() -> tuple[list[int], list[int]]:
+        async with to_async_iterator(RangePublisher(0, 100), prefetch=16) as iterator:
+            first = [await anext(iterator) for _ in range(5)]
+            rest = [x async for x in iterator]
+        return first, rest
+
+    first, rest = asyncio.run(main())
+    assert first + rest == list(range(100))
+
+
+@pytest.mark.rule("3.16")
+def test_an_upstream_request_that_raises_ends_the_stream_and_cancels() -> None:
+    cancelled = threading.Event()
+
+    class Raising(Publisher[int]):
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            class _Subscription(Subscription):
+                def request(self, n: int) -> None:
+                    raise RuntimeError("broken request")
+
+                def cancel(self) -> None:
+                    cancelled.set()
+
+            subscriber.on_subscribe(_Subscription())
+
+    async def main() -> None:
+        with pytest.raises(ProtocolViolationError, match=r"^Rule 3\.16: .*broken request"):
+            async for _ in to_async_iterator(Raising()):
+                pass
+
+    asyncio.run(main())
+    assert cancelled.wait(TIMEOUT)
+
+
+@pytest.mark.rule("1.9")
+def test_a_subscribe_that_raises_ends_the_stream() -> None:
+    class Raising(Publisher[int]):
+        def subscribe(self, subscriber: Subscriber[int]) -> None:
+            raise RuntimeError("broken subscribe")
+
+    async def main() -> None:
+        with pytest.raises(ProtocolViolationError, match=r"^Rule 1\.9: .*broken subscribe"):
+            await anext(to_async_iterator(Raising()))
+
+    asyncio.run(main())
+
+
+# -- issue 15 item 9: leaving `async for` early cancels upstream -------------------------
+
+
+@pytest.mark.parametrize("how", ["break", "raise", "cancel task"])
+@pytest.mark.parametrize("through", ["Flow", "to_async_iterator"])
+def test_leaving_async_for_early_cancels_a_thread_driven_source(how: str, through: str) -> None:
+    publisher = _DemandRecorder(10**9)
+
+    async def consume(started: asyncio.Event) -> None:
+        iterable = (
+            Flow.from_publisher(publisher)
+            if through == "Flow"
+            else to_async_iterator(publisher, prefetch=16)
+        )
+        async for element in iterable:
+            started.set()
+            if how == "break" and element == 20:
+                break
+            if how == "raise" and element == 20:
+                raise LookupError("consumer failed")
+            if how == "cancel task":
+                await asyncio.sleep(0)
+
+    async def main() -> None:
+        started = asyncio.Event()
+        task = asyncio.create_task(consume(started))
+        await asyncio.wait_for(started.wait(), TIMEOUT)
+        if how == "cancel task":
+            task.cancel()
+        with contextlib.suppress(LookupError, asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert publisher.cancelled.wait(TIMEOUT)
+
+
+def test_an_executor_that_refuses_the_lane_ends_the_stream() -> None:
+    pool = ThreadPoolExecutor(1)
+    pool.shutdown()
+
+    async def main() -> None:
+        with pytest.raises(ExecutorRejectedError):
+            async with to_async_iterator(RangePublisher(0, 10), executor=pool) as iterator:
+                await anext(iterator)
+
+    asyncio.run(main())
+
+
+# -- issue 15 item 10: a loop closed under from_async_iterable ---------------------------
+
+
+@pytest.mark.parametrize("then_request", [True, False])
+def test_closing_the_loop_without_cancelling_tasks_ends_the_stream(then_request: bool) -> None:
+    async def never() -> AsyncIterator[int]:
+        await asyncio.Event().wait()
+        yield 1
+
+    loop = asyncio.new_event_loop()
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber(initial_request=1)
+    try:
+        from_async_iterable(never(), loop=loop).subscribe(subscriber)
+        loop.run_until_complete(asyncio.sleep(0.01))  # on_subscribe, the pump waits
+        assert subscriber.subscription is not None
+    finally:
+        loop.close()  # no task was cancelled: the pump stays suspended for good
+    if then_request:
+        subscriber.request(1)
+    assert subscriber.wait_terminated(TIMEOUT)
+    assert isinstance(subscriber.error, SourceCancelledError)
+    assert subscriber.violations == []

@@ -1,67 +1,164 @@
-"""``to_async_iterator``: consume any publisher with ``async for``, with bounded prefetch."""
+"""``to_async_iterator``: consume any publisher with ``async for``, with bounded prefetch.
+
+Two threads of control meet here:
+
+* the **consumer**, a coroutine on the event loop, takes elements out of the adapter;
+* the **upstream lane**, which calls the publisher's ``subscribe`` and the subscription's
+  ``request`` and ``cancel``. By default the lane runs on an executor, so a synchronous
+  publisher (one that emits, and runs user functions, inside ``request``) does its work
+  there and never on the loop thread. ``non_blocking=True`` runs the lane on the caller's
+  thread instead, for publishers whose ``subscribe`` and ``request`` return at once.
+
+Signals may arrive on any thread: ``on_next`` appends to a lock-guarded list, and only
+when the consumer is waiting does a signal wake it (``call_soon_threadsafe``, or directly
+on the loop thread). The consumer takes up to a quarter of ``prefetch`` elements per lock
+acquisition and hands them out from that local batch with no suspension and no future
+per element; demand goes upstream once three quarters of ``prefetch`` were handed out, so
+the executor hop happens once per batch of requests, not once per element.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import threading
-from collections import deque
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._exceptions import ProtocolViolationError
-from .._serialized import SerializedSubscription
+from .._demand import DrainLoop, add_demand
+from .._exceptions import ExecutorRejectedError, ProtocolViolationError
+from .._hooks import report_undeliverable
 from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncGenerator, Iterator
     from types import TracebackType
     from typing import Self
 
-__all__ = ["AsyncIteratorSubscriber", "to_async_iterator"]
+__all__ = ["AsyncIteratorSubscriber", "default_executor", "to_async_iterator"]
 
 T = TypeVar("T")
+
+_get_ident = threading.get_ident
+
+_LANE_WAIT = 10.0
+"""Seconds ``async with`` and ``aclose`` wait at most for upstream ``subscribe``/``cancel``."""
+_default_lock = threading.Lock()
+_default: ThreadPoolExecutor | None = None
+
+
+def default_executor() -> Executor:
+    """The thread pool that runs upstream work for ``to_async_iterator`` by default.
+
+    One pool for the process, created on first use (``ThreadPoolExecutor``'s default size,
+    threads named ``reactive-streams-asyncio``). Each busy stream holds one of its threads
+    only while a ``subscribe``, ``request`` or ``cancel`` call runs upstream.
+    """
+    global _default  # one lazily created pool per process
+    with _default_lock:
+        if _default is None:
+            _default = ThreadPoolExecutor(thread_name_prefix="reactive-streams-asyncio")
+        return _default
 
 
 class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
     """A subscriber that is also an async iterator and an async context manager.
 
-    Created by ``to_async_iterator``; see there. It subscribes on first use (``async with``
-    or the first ``__anext__``) from inside a running event loop, requests ``prefetch``
-    elements, and requests again each time three quarters of that were consumed, so the
-    buffer never holds more than ``prefetch`` elements.
+    Created by ``to_async_iterator``; see there for the parameters and the guarantees.
 
-    Concurrency: the publisher may signal from any thread; signals only touch a
-    lock-guarded deque and wake the waiting coroutine with ``loop.call_soon_threadsafe``.
-    The loop thread never blocks.
+    Concurrency: the publisher may signal from any thread. Calls on the upstream
+    subscription (and the ``subscribe`` call) go through one serial lane, a ``DrainLoop``
+    on the executor (or on the caller's thread with ``non_blocking=True``), so they never
+    overlap (Rule 2.7) and, by default, never run on the loop thread. The consumer side
+    (``__anext__``, ``async for``, ``aclose``) belongs to the event loop it first ran on.
     """
 
-    def __init__(self, publisher: Publisher[T], *, prefetch: int = 256) -> None:
+    def __init__(
+        self,
+        publisher: Publisher[T],
+        *,
+        prefetch: int = 256,
+        executor: Executor | None = None,
+        non_blocking: bool = False,
+    ) -> None:
         if type(prefetch) is not int or prefetch < 1:
             raise ValueError(f"prefetch must be an int >= 1, got {prefetch!r}")
         if publisher is None:
             raise TypeError("to_async_iterator() requires a publisher, got None")
+        if non_blocking and executor is not None:
+            raise ValueError("to_async_iterator(): give an executor or non_blocking=True, not both")
+        if executor is not None and not isinstance(executor, Executor):
+            raise TypeError(f"executor must be a concurrent.futures.Executor, got {executor!r}")
         self._publisher: Publisher[T] | None = publisher
         self._prefetch = prefetch
         self._replenish_at = max(1, prefetch - prefetch // 4)
+        self._chunk = max(1, prefetch - self._replenish_at)
         self._lock = threading.Lock()
-        self._buffer: deque[T] = deque()
-        self._subscription: SerializedSubscription | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        # Shared with the signalling threads, under _lock.
+        self._buffer: list[T] = []
         self._waiter: asyncio.Future[None] | None = None
         self._error: Exception | None = None
         self._completed = False
-        self._closed = False  # aclose() or the end of the stream was handed out
-        self._consumed = 0  # since the last request
+        self._terminated = False  # upstream sent on_complete or on_error
+        self._closed = False  # aclose(), a cancel, or the end of the stream was handed out
         self._requested = 0
-        self._received = 0
+        self._room = 0  # requested and not yet received: the Rule 1.1 budget
+        # The upstream lane's inbox, under _lock; the lane alone calls upstream.
+        self._to_subscribe: Publisher[T] | None = None
+        self._upstream: Subscription | None = None
+        self._pending = 0
+        self._cancel_upstream = False
+        self._upstream_done = False  # cancelled or failed: never call upstream again
+        # The loop thread's id while the lane runs a request there, called from the
+        # consumer's own _refill (non_blocking=True): signals on that thread, inside that
+        # call, cannot race with the consumer, which is blocked in the call.
+        self._inline_thread = 0
+        self._flush: list[asyncio.Future[None]] = []  # resolved by the lane when idle
+        self._lane_dead = False  # the executor refused the lane's task: no pass runs again
+        self._lane = DrainLoop(
+            self._forward,
+            executor=None if non_blocking else (executor or default_executor()),
+            on_rejected=self._rejected,
+        )
+        # The consumer's own state: only the loop thread touches it.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._local: Iterator[T] = iter(())
+        self._taken = 0  # size of the batch in _local, counted as consumed at the next refill
+        self._consumed = 0  # handed out since the last request
+        self._refilling = False  # _refill is scheduling the lane on the loop thread
 
-    # -- async iterator / context manager -------------------------------------------------
+    # -- async iterator / context manager (the loop thread) -------------------------------
 
-    def __aiter__(self) -> Self:
-        return self
+    def __aiter__(self) -> AsyncGenerator[T, None]:
+        """``async for``: the elements, from a local batch; leaving the loop early cancels.
+
+        ``break``, ``return``, an exception in the loop body or the cancellation of the
+        consuming task cancels the subscription (once the generator is closed, which asyncio
+        does at once for a dropped generator). To read one stream in several steps, call
+        ``anext()`` on this object instead.
+        """
+        return self._elements()
+
+    async def _elements(self) -> AsyncGenerator[T, None]:
+        self._ensure_subscribed()
+        finished = False
+        try:
+            while True:
+                for element in self._local:
+                    yield element
+                if not await self._refill():
+                    finished = True
+                    return
+        finally:
+            if not finished:
+                self._close()
 
     async def __aenter__(self) -> Self:
+        """Subscribe; return once ``publisher.subscribe`` returned (or ``_LANE_WAIT`` passed)."""
         self._ensure_subscribed()
+        await self._flushed()
         return self
 
     async def __aexit__(
@@ -80,49 +177,27 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             Exception: the error of ``on_error``, once, after the elements before it.
         """
         self._ensure_subscribed()
-        while True:
-            with self._lock:
-                if self._buffer:
-                    element = self._buffer.popleft()
-                    self._consumed += 1
-                    request = 0
-                    if self._consumed >= self._replenish_at and not self._closed:
-                        request, self._consumed = self._consumed, 0
-                        self._requested += request
-                    subscription = self._subscription
-                    waiter = None
-                elif self._error is not None and not self._closed:
-                    self._closed = True
-                    raise self._error
-                elif self._completed or self._closed:
-                    self._closed = True
-                    raise StopAsyncIteration
-                else:  # nothing yet: wait; the signal that fills the buffer resolves it
-                    assert self._loop is not None  # set by _ensure_subscribed
-                    waiter = self._loop.create_future()
-                    self._waiter = waiter
-            if waiter is None:
-                if request and subscription is not None:
-                    subscription.request(request)  # replenish (Rule 2.1), outside the lock
-                return element
-            await waiter
+        for element in self._local:
+            return element
+        if not await self._refill():
+            raise StopAsyncIteration
+        return next(self._local)
 
     async def aclose(self) -> None:
-        """Cancel the subscription and drop buffered elements; idempotent (Rule 2.6)."""
-        with self._lock:
-            self._closed = True
-            self._buffer.clear()
-            subscription = self._subscription
-            self._publisher = None
-        if subscription is not None:
-            subscription.cancel()
+        """Cancel the subscription and drop buffered elements; idempotent (Rule 2.6).
+
+        Returns once the upstream ``cancel`` returned, or after ``_LANE_WAIT`` seconds.
+        """
+        self._close()
+        if self._loop is not None:
+            await self._flushed()
 
     def statistics(self) -> StreamStatistics:
         """Requested and received counts, elements buffered now, cancelled, terminated."""
         with self._lock:
             return StreamStatistics(
                 requested=self._requested,
-                delivered=self._received,
+                delivered=self._requested - self._room,
                 buffered=len(self._buffer),
                 cancelled=self._closed,
                 terminated=self._completed or self._error is not None,
@@ -132,69 +207,281 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         if self._loop is not None:
             return
         self._loop = asyncio.get_running_loop()
-        publisher = self._publisher
-        if publisher is not None:
-            publisher.subscribe(self)
+        self._loop_thread = threading.get_ident()
+        with self._lock:
+            self._to_subscribe, self._publisher = self._publisher, None
+        self._lane.schedule()
+
+    async def _refill(self) -> bool:
+        """Put the next batch in ``_local``; ``False`` at the end; raise the stream's error.
+
+        Replenishes demand first when three quarters of ``prefetch`` were handed out, and
+        waits (one future for the whole batch) only when nothing is buffered.
+        """
+        while True:
+            waiter = None
+            error = None
+            request = 0
+            with self._lock:
+                consumed = self._consumed + self._taken
+                self._taken = 0
+                self._local = iter(())
+                if consumed >= self._replenish_at and not self._closed:
+                    # Whole multiples of the threshold: the rest counts towards the next.
+                    request = consumed - consumed % self._replenish_at
+                    consumed -= request
+                    self._requested = add_demand(self._requested, request)
+                    self._room += request
+                    self._pending = add_demand(self._pending, request)
+                self._consumed = consumed
+                buffer = self._buffer
+                if buffer:
+                    if len(buffer) <= self._chunk:
+                        batch, self._buffer = buffer, []
+                    else:
+                        batch = buffer[: self._chunk]
+                        del buffer[: self._chunk]
+                    self._taken = len(batch)
+                    self._local = iter(batch)
+                elif self._closed:
+                    return False
+                elif self._error is not None:
+                    error = self._error
+                    self._closed = True
+                elif self._completed:
+                    self._closed = True
+                    return False
+                elif not request:
+                    waiter = self._waiter
+                    if waiter is None or waiter.done():
+                        assert self._loop is not None  # set by _ensure_subscribed
+                        waiter = self._waiter = self._loop.create_future()
+            if request:
+                self._refilling = True
+                try:
+                    self._lane.schedule()  # replenish (Rule 2.1) outside the lock
+                finally:
+                    self._refilling = False
+            if self._taken:
+                return True
+            if error is not None:
+                raise error
+            if waiter is not None:
+                await waiter
+
+    def _close(self) -> None:
+        with self._lock:
+            already = self._closed and self._cancel_upstream
+            self._closed = True
+            self._cancel_upstream = True
+            self._buffer = []
+            self._publisher = None
+            waiter, self._waiter = self._waiter, None
+        self._local = iter(())
+        if not already:
+            self._lane.schedule()
+        if waiter is not None:
+            self._wake(waiter)
+
+    # -- the upstream lane (the executor, or the caller's thread) -------------------------
+
+    def _forward(self) -> bool:
+        """One lane pass: make every pending upstream call, then release the flush waiters."""
+        while True:
+            with self._lock:
+                publisher, self._to_subscribe = self._to_subscribe, None
+                upstream = self._upstream
+                cancel = request = False
+                pending = 0
+                if upstream is not None and not self._upstream_done and not self._terminated:
+                    if self._cancel_upstream:
+                        cancel = True
+                        self._upstream_done = True
+                    elif self._pending and not self._completed and self._error is None:
+                        pending, self._pending = self._pending, 0
+                        request = True
+                if publisher is None and not cancel and not request:
+                    flushed, self._flush = self._flush, []
+                    break
+            if publisher is not None:
+                try:
+                    publisher.subscribe(self)
+                except Exception as exc:
+                    self._upstream_failed("1.9", "subscribe", publisher, exc)
+                continue
+            assert upstream is not None  # cancel or request
+            try:
+                if cancel:
+                    upstream.cancel()
+                elif self._refilling and _get_ident() == self._loop_thread:
+                    self._inline_thread = self._loop_thread
+                    try:
+                        upstream.request(pending)
+                    finally:
+                        self._inline_thread = 0
+                else:
+                    upstream.request(pending)
+            except Exception as exc:
+                self._upstream_failed(
+                    "3.15" if cancel else "3.16", "cancel" if cancel else "request", upstream, exc
+                )
+        for waiter in flushed:
+            self._wake(waiter)
+        return False
+
+    async def _flushed(self) -> None:
+        """Wait (at most ``_LANE_WAIT`` seconds) until the lane made the calls queued so far.
+
+        ``async with`` uses it so that the publisher has been subscribed when the block
+        starts, and ``aclose`` so that upstream has been cancelled when it returns. The
+        wait is bounded: an upstream call that never returns cannot hang the consumer.
+        """
+        assert self._loop is not None
+        waiter = self._loop.create_future()
+        with self._lock:
+            if self._lane_dead:
+                return
+            self._flush.append(waiter)
+        self._lane.schedule()
+        await asyncio.wait({waiter}, timeout=_LANE_WAIT)
+
+    def _upstream_failed(self, rule: str, method: str, culprit: object, exc: Exception) -> None:
+        """An upstream call raised: cancel upstream, end the stream with that error, once."""
+        violation = ProtocolViolationError(
+            f"Rule {rule}: {type(culprit).__qualname__}.{method} raised {exc!r}", rule=rule
+        )
+        violation.__cause__ = exc
+        with self._lock:
+            upstream = None if self._upstream_done else self._upstream
+            self._upstream_done = True
+            if self._closed or self._completed or self._error is not None:
+                deliver = False
+            else:
+                self._error = violation
+                deliver = True
+            waiter, self._waiter = self._waiter, None
+        if upstream is not None and method != "cancel":
+            try:
+                upstream.cancel()
+            except Exception as cancel_exc:
+                report_undeliverable(cancel_exc)
+        if not deliver:
+            report_undeliverable(violation)
+        if waiter is not None:
+            self._wake(waiter)
+
+    def _rejected(self, error: ExecutorRejectedError) -> None:
+        with self._lock:
+            self._upstream_done = self._lane_dead = True
+            upstream = self._upstream
+            if self._error is None and not self._completed:
+                self._error = error
+            waiters, self._flush = self._flush, []
+            if self._waiter is not None:
+                waiters.append(self._waiter)
+                self._waiter = None
+        if upstream is not None:  # the executor is gone: cancel here, it must not block
+            try:
+                upstream.cancel()
+            except Exception as exc:
+                report_undeliverable(exc)
+        for waiter in waiters:
+            self._wake(waiter)
 
     # -- the Subscriber interface (any thread) --------------------------------------------
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        """Store the subscription and request ``prefetch`` elements (Rules 2.5, 3.10)."""
+        """Keep the subscription and request ``prefetch`` elements through the lane.
+
+        A second subscription is cancelled (Rule 2.5); the request is made by the lane,
+        after ``on_subscribe`` returned (Rules 2.7, 3.10).
+        """
         if subscription is None:
             raise TypeError("Rule 2.13: on_subscribe(subscription) must not be None")
         with self._lock:
-            reject = self._subscription is not None or self._closed
+            reject = self._upstream is not None
             if not reject:
-                self._subscription = SerializedSubscription(subscription)
-                self._requested += self._prefetch
-            serialized = self._subscription
+                self._upstream = subscription
+                if not self._closed:
+                    self._requested = add_demand(self._requested, self._prefetch)
+                    self._room += self._prefetch
+                    self._pending = add_demand(self._pending, self._prefetch)
         if reject:
             subscription.cancel()  # Rule 2.5
-        elif serialized is not None:
-            serialized.request(self._prefetch)
+        else:
+            self._lane.schedule()
 
     def on_next(self, element: T) -> None:
-        """Buffer ``element`` and wake the consumer."""
+        """Buffer ``element`` and wake the consumer if it waits.
+
+        An element beyond the requested demand ends the stream with a Rule 1.1
+        ``ProtocolViolationError`` and cancels upstream.
+        """
+        if _get_ident() == self._inline_thread and element is not None:
+            room = self._room  # the fast path: see _inline_thread; no other thread writes
+            if room > 0:
+                self._room = room - 1
+                self._buffer.append(element)
+                return
         if element is None:
             raise TypeError("Rule 2.13: on_next(element) must not be None")
-        with self._lock:
-            if self._closed:
-                return  # Rule 2.8: late elements after cancel are dropped
-            self._received += 1
-            if len(self._buffer) >= self._prefetch:  # the publisher broke Rule 1.1
-                self._error = ProtocolViolationError(
-                    f"Rule 1.1: publisher sent more than the {self._prefetch} elements requested",
-                    rule="1.1",
-                )
-                subscription = self._subscription
-            else:
-                self._buffer.append(element)
-                subscription = None
-        if subscription is not None:
-            subscription.cancel()
-        self._wake()
+        lock = self._lock
+        lock.acquire()
+        if self._closed:
+            lock.release()
+            return  # Rule 2.8: late elements after cancel are dropped
+        room = self._room
+        if room > 0:
+            self._room = room - 1
+            self._buffer.append(element)
+            waiter = self._waiter
+            if waiter is None:
+                lock.release()
+                return
+            self._waiter = None
+            lock.release()
+            self._wake(waiter)
+            return
+        # The publisher broke Rule 1.1.
+        if self._error is None and not self._completed:
+            self._error = ProtocolViolationError(
+                f"Rule 1.1: publisher sent more than the {self._requested} elements requested",
+                rule="1.1",
+            )
+        self._cancel_upstream = True
+        waiter, self._waiter = self._waiter, None
+        lock.release()
+        self._lane.schedule()
+        if waiter is not None:
+            self._wake(waiter)
 
     def on_error(self, error: Exception) -> None:
-        """Keep ``error`` for ``__anext__`` to raise after the buffered elements."""
+        """Keep ``error`` for the consumer to raise after the buffered elements."""
         if error is None:
             raise TypeError("Rule 2.13: on_error(error) must not be None")
         with self._lock:
-            if self._error is None:
+            self._terminated = True
+            if self._error is None and not self._completed:
                 self._error = error
-        self._wake()
+            waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            self._wake(waiter)
 
     def on_complete(self) -> None:
-        """Mark the end; ``__anext__`` raises ``StopAsyncIteration`` after the buffer."""
+        """Mark the end; the consumer stops after the buffered elements."""
         with self._lock:
-            self._completed = True
-        self._wake()
-
-    def _wake(self) -> None:
-        with self._lock:
+            self._terminated = True
+            if self._error is None:
+                self._completed = True
             waiter, self._waiter = self._waiter, None
-        if waiter is None:
+        if waiter is not None:
+            self._wake(waiter)
+
+    def _wake(self, waiter: asyncio.Future[None]) -> None:
+        if threading.get_ident() == self._loop_thread:
+            _resolve(waiter)  # a synchronous publisher signalling inside the lane's call
             return
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody is waiting any more
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
             waiter.get_loop().call_soon_threadsafe(_resolve, waiter)
 
 
@@ -204,26 +491,48 @@ def _resolve(waiter: asyncio.Future[None]) -> None:
 
 
 def to_async_iterator(
-    publisher: Publisher[T], *, prefetch: int = 256
+    publisher: Publisher[T],
+    *,
+    prefetch: int = 256,
+    executor: Executor | None = None,
+    non_blocking: bool = False,
 ) -> AsyncIteratorSubscriber[T]:
     """Consume ``publisher`` with ``async for``, buffering at most ``prefetch`` elements.
+
+    Upstream work stays off the event loop: ``publisher.subscribe`` and the subscription's
+    ``request`` and ``cancel`` run on ``executor`` (by default ``default_executor()``, one
+    shared thread pool), one call at a time. A synchronous publisher emits inside
+    ``request``, so its work (and that of the operators after it, ``map(f)`` say) happens
+    on that thread while the loop keeps running other tasks. Demand is requested in
+    batches of three quarters of ``prefetch``, so there is one hop per batch.
 
     Args:
         publisher: any publisher; it may signal from any thread.
         prefetch: the demand requested up front, and the bound of the buffer, in elements
-            (``>= 1``). Demand is replenished each time three quarters were consumed.
+            (``>= 1``). Demand is replenished each time three quarters were handed out.
+        executor: where ``subscribe``, ``request`` and ``cancel`` run; a
+            ``concurrent.futures.Executor``. ``None``: the shared ``default_executor()``.
+        non_blocking: ``True`` promises that the publisher's ``subscribe`` and
+            ``request`` return at once (a publisher that emits from its own thread or
+            loop, or one that only emits a few cheap elements): they then run on the
+            calling thread, the loop thread included, with no executor hop. A publisher
+            that breaks the promise blocks the loop.
 
     Returns:
-        An async iterator that is also an async context manager. Leaving the ``async with``
-        block (or calling ``aclose()``) cancels the subscription.
+        An async iterator that is also an async context manager. Leaving the
+        ``async with`` block, calling ``aclose()``, or leaving an ``async for`` over it
+        early (``break``, an exception, the consuming task cancelled) cancels the
+        subscription.
 
     Raises:
-        ValueError: if ``prefetch < 1``.
-        TypeError: if ``publisher`` is ``None``.
+        ValueError: if ``prefetch < 1``, or both ``executor`` and ``non_blocking`` are given.
+        TypeError: if ``publisher`` is ``None`` or ``executor`` is not an ``Executor``.
 
-    From ``__anext__``: the stream's ``on_error`` exception, after the elements that came
-    before it; ``ProtocolViolationError`` (Rule 1.1) if the publisher sends more than was
-    requested.
+    From ``__anext__`` and ``async for``: the stream's ``on_error`` exception, after the
+    elements that came before it; ``ProtocolViolationError`` for a publisher that sends
+    more than was requested (Rule 1.1) or whose ``subscribe``, ``request`` or ``cancel``
+    raises (Rules 1.9, 3.16, 3.15), upstream then being cancelled;
+    ``ExecutorRejectedError`` if the executor refuses the lane's task.
 
     Example:
         >>> import asyncio
@@ -234,4 +543,6 @@ def to_async_iterator(
         >>> asyncio.run(main())
         [0, 1, 2, 3, 4]
     """
-    return AsyncIteratorSubscriber(publisher, prefetch=prefetch)
+    return AsyncIteratorSubscriber(
+        publisher, prefetch=prefetch, executor=executor, non_blocking=non_blocking
+    )

@@ -14,7 +14,8 @@ from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterable, AsyncIterator, Callable
+    from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine
+    from typing import Any
 
 __all__ = ["AsyncIterablePublisher", "from_async_iterable"]
 
@@ -113,11 +114,15 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
         self._pumping = False
         self._awaiting_source = False  # the pump is inside `await anext(iterator)`
         self._task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # every task started, until done
 
     # -- any thread ----------------------------------------------------------------------------
 
     def start(self) -> None:
+        if self._private is None:
+            _LOOP_WATCH.add(self)  # a loop we do not own may be closed under the stream
         if not self._hop(self._begin):
+            _LOOP_WATCH.remove(self)
             # The loop is closed: nothing can ever run there. Tell the subscriber here.
             subscriber, self._subscriber = self._subscriber, None
             self._terminated = self._cancelled = True
@@ -144,8 +149,8 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
             start = self._started and not self._pumping
             if start:
                 self._pumping = True
-        if start:
-            self._hop(self._start_pump)
+        if self._loop.is_closed() or (start and not self._hop(self._start_pump)):
+            self.abandon()
 
     def cancel(self) -> None:
         """Stop pulling, close the async iterator (``aclose``) and drop the subscriber."""
@@ -154,7 +159,8 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
                 return  # Rule 3.7
             self._cancelled = True
         self._subscriber = None  # Rule 3.13
-        self._hop(self._on_cancel)
+        if not self._hop(self._on_cancel):
+            _LOOP_WATCH.remove(self)
 
     def statistics(self) -> StreamStatistics:
         """Requested and delivered counts; ``buffered`` is always 0 (no read-ahead)."""
@@ -166,6 +172,11 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
                 cancelled=self._cancelled,
                 terminated=self._terminated,
             )
+
+    @property
+    def loop_closed(self) -> bool:
+        """Whether the stream's event loop is closed."""
+        return self._loop.is_closed()
 
     def _hop(self, callback: Callable[[], None]) -> bool:
         try:
@@ -198,7 +209,14 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
             self._start_pump()
 
     def _start_pump(self) -> None:
-        self._task = self._loop.create_task(self._pump())
+        self._task = self._spawn(self._pump())
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Start a task on the loop and keep it referenced until done (asyncio keeps weak ones)."""
+        task = self._loop.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     async def _pump(self) -> None:
         iterator = self._iterator
@@ -262,7 +280,7 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
             return  # otherwise the pump sees the cancel at its next step and closes
         if self._pumping:
             return  # a pump start is queued behind us: it sees the cancel and closes
-        self._loop.create_task(self._close_and_finish())
+        self._spawn(self._close_and_finish())
 
     async def _close_and_finish(self) -> None:
         await self._close_iterator()
@@ -289,12 +307,77 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
                 signal_on_complete(subscriber)
             else:
                 signal_on_error(subscriber, error)
-        self._loop.create_task(self._close_and_finish())
+        self._spawn(self._close_and_finish())
+
+    def abandon(self) -> None:
+        """The loop was closed before the stream ended: end it here (any thread).
+
+        Nothing can run on a closed loop any more, so no signal from the loop can overlap
+        this one (Rule 1.3). Unless cancelled, the subscriber gets
+        ``on_error(SourceCancelledError)``: the stream never ends without a terminal signal.
+        """
+        _LOOP_WATCH.remove(self)
+        with self._lock:
+            already = self._cancelled
+            self._cancelled = self._terminated = True
+        subscriber, self._subscriber = self._subscriber, None
+        if not already and subscriber is not None:
+            signal_on_error(
+                subscriber,
+                SourceCancelledError(
+                    "the event loop running from_async_iterable was closed before the stream ended"
+                ),
+            )
 
     def _finished(self) -> None:
+        _LOOP_WATCH.remove(self)
         if self._private is not None:
             private, self._private = self._private, None
             private.stop()
+
+
+class _LoopWatch:
+    """A liveness check for streams on event loops this module does not own.
+
+    ``loop.close()`` without cancelling the tasks first leaves a pump task suspended
+    forever, and nothing runs on a closed loop to tell the subscriber. While such streams
+    are open, one daemon thread looks at their loops every ``period`` seconds and ends the
+    streams of a closed loop with ``SourceCancelledError``. It exits when no stream is left.
+    """
+
+    def __init__(self, period: float) -> None:
+        self._period = period
+        self._lock = threading.Lock()
+        self._streams: set[_AsyncIterableSubscription[Any]] = set()
+        self._thread: threading.Thread | None = None
+
+    def add(self, stream: _AsyncIterableSubscription[Any]) -> None:
+        with self._lock:
+            self._streams.add(stream)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="reactive-streams-loop-watch", daemon=True
+                )
+                self._thread.start()
+
+    def remove(self, stream: _AsyncIterableSubscription[Any]) -> None:
+        with self._lock:
+            self._streams.discard(stream)
+
+    def _run(self) -> None:
+        idle = threading.Event()
+        while True:
+            idle.wait(self._period)
+            with self._lock:
+                if not self._streams:
+                    self._thread = None
+                    return
+                closed = [stream for stream in self._streams if stream.loop_closed]
+            for stream in closed:
+                stream.abandon()
+
+
+_LOOP_WATCH = _LoopWatch(period=0.25)
 
 
 def from_async_iterable(
@@ -322,8 +405,11 @@ def from_async_iterable(
     Signals:
         ``on_error`` with the iterator's exception (Rule 1.4); ``on_error(TypeError)`` for a
         ``None`` item (Rule 2.13); ``on_error(SourceCancelledError)`` when the pulling task
-        is cancelled by anyone but the subscriber (a loop shutting down, say), and when the
-        loop is already closed at subscribe time. Cancel closes the iterator with
+        is cancelled by anyone but the subscriber (a loop shutting down, say), when the
+        loop is already closed at subscribe time, and when the loop is closed while the
+        stream is open without its tasks being cancelled (seen by the next ``request``, or
+        within about a quarter of a second by a watchdog thread that runs while such
+        streams exist). Cancel closes the iterator with
         ``aclose()``, so an async generator's ``finally`` blocks run.
 
     Raises:

@@ -46,7 +46,7 @@ from ._zip import ZipOperator
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import AsyncIterable, Callable, Iterable, Iterator
+    from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
     from concurrent.futures import Executor
 
 __all__ = ["Flow"]
@@ -578,16 +578,31 @@ class Flow(Publisher[T], Generic[T]):
         finally:
             iterator.close()
 
-    def aiter(self, *, prefetch: int = 256) -> AsyncIteratorSubscriber[T]:
+    def aiter(
+        self,
+        *,
+        prefetch: int = 256,
+        executor: Executor | None = None,
+        non_blocking: bool = False,
+    ) -> AsyncIteratorSubscriber[T]:
         """An async iterator (and async context manager) holding at most ``prefetch``.
 
-        Delegates to ``reactive_streams.adapters.asyncio.to_async_iterator``; it subscribes
-        on first use, from inside the running event loop. Leaving ``async with`` cancels.
+        Delegates to ``reactive_streams.adapters.asyncio.to_async_iterator``: it subscribes
+        on first use, from inside the running event loop; upstream ``subscribe`` and
+        ``request`` run on ``executor`` (a shared thread pool by default), or on the
+        caller's thread with ``non_blocking=True``. Leaving ``async with`` cancels.
         """
-        return to_async_iterator(self, prefetch=prefetch)
+        return to_async_iterator(
+            self, prefetch=prefetch, executor=executor, non_blocking=non_blocking
+        )
 
-    def __aiter__(self) -> AsyncIteratorSubscriber[T]:
-        return self.aiter()
+    def __aiter__(self) -> AsyncIterator[T]:
+        """``async for x in flow``: ``aiter()``, cancelled as soon as the loop is left.
+
+        Leaving the loop early (``break``, ``return``, an exception, the consuming task
+        cancelled) closes the iterator, which cancels the subscription, as ``for`` does.
+        """
+        return self.aiter().__aiter__()
 
     # ------------------------------------------------------------------ introspection
     def metrics(self) -> dict[str, StageStatistics]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import functools
 import os
+import re
 import sys
 import threading
 import time
@@ -238,6 +239,32 @@ def _message(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+_RULE = re.compile(r"^Rule (\d+\.\d+):")
+
+
+def _first_rule_broken(earlier: list[BaseException], error: BaseException) -> BaseException | None:
+    """The rule violation recorded before ``error``, when it names another rule.
+
+    A test fails on the symptom it checks (an element where the completion should be, a
+    wrong count), but the cause may have been recorded earlier on another thread: a signal
+    before ``on_subscribe`` (Rule 1.9), an element beyond demand (Rule 1.1). The report
+    leads with the first violation in time, so that users fix the cause, not the symptom.
+    When that violation cites the same rule as ``error``, ``error`` (the more specific
+    message) is kept and ``None`` returned.
+    """
+    for candidate in earlier:
+        if candidate is error:
+            return None  # the error is itself the first violation recorded
+        found = _RULE.match(_message(candidate))
+        if found is None:
+            continue  # an unexpected on_error, say: a symptom, not a rule of its own
+        own = _RULE.match(_message(error))
+        if own is not None and own.group(1) == found.group(1):
+            return None
+        return candidate
+    return None
+
+
 def run_case(verification: Verification, case: TckCase) -> CaseResult:
     """Run one TCK case on ``verification`` and judge it.
 
@@ -266,12 +293,14 @@ def run_case(verification: Verification, case: TckCase) -> CaseResult:
         return done(Outcome.SKIPPED, skip)
 
     box: list[BaseException] = []
+    earlier: list[BaseException] = []  # failures recorded before the body's own failure
 
     def target() -> None:
         try:
             case.body(verification)
             env.verify_no_async_errors_no_delay()
         except BaseException as exc:  # report everything, including RecursionError
+            earlier.extend(env.async_errors)
             box.append(exc)
 
     worker = threading.Thread(target=target, name=f"tck:{case.name}", daemon=True)
@@ -298,7 +327,10 @@ def run_case(verification: Verification, case: TckCase) -> CaseResult:
     if error is None:
         return done(Outcome.PASSED, "")
     message = _message(error)
-    others = [other for other in env.async_errors if other is not error]
+    cause = _first_rule_broken(earlier, error)
+    if cause is not None:
+        message = f"{_message(cause)} (the first rule broken; then: {message})"
+    others = [other for other in env.async_errors if other is not error and other is not cause]
     if others:
         message += f" (and {len(others)} more: {_message(others[0])})"
     if case.kind is Kind.OPTIONAL and case.failure_is_skip:

@@ -368,10 +368,20 @@ class PublisherVerification(VerificationBase, ABC):
 
     @tck_test("1.9", Kind.REQUIRED)
     def test_required_spec109_must_issue_on_subscribe_for_non_none_subscriber(self) -> None:
-        """on_subscribe comes first, exactly once."""
+        """on_subscribe comes first, exactly once, before the stream's first element too.
+
+        Every ``ManualSubscriber`` flops a signal that arrives before ``on_subscribe`` as a
+        Rule 1.9 violation; this test makes sure one element is asked for, so that a
+        publisher that sends its first ``on_next`` early fails here, on this rule.
+        """
         sub = self._subscribe(self._active(0, completion=False))
         self.env.verify_no_async_errors()
         sub.drain()
+        if self.max_elements_from_publisher >= 1:
+            sub = self._subscribe(self._active(1, completion=False))
+            sub.request(1)
+            sub.next_element("Rule 1.9: after on_subscribe and request(1), one element")
+            self.env.verify_no_async_errors()
 
     @tck_test("1.9", Kind.REQUIRED)
     def test_required_spec109_may_reject_calls_to_subscribe_if_publisher_is_unable_or_unwilling_to_serve_them_rejection_must_trigger_on_error_after_on_subscribe(  # noqa: E501
@@ -786,7 +796,12 @@ class PublisherVerification(VerificationBase, ABC):
     def test_required_spec316_request_must_return_normally_even_with_bad_arguments(
         self,
     ) -> None:
-        """Beyond the JVM TCK: request never raises, whatever its argument or state."""
+        """Beyond the JVM TCK: request never raises, whatever its argument or state.
+
+        Only the return is checked here. Each bad ``n`` owes an ``on_error`` (Rule 3.9, the
+        spec309 tests check it); an asynchronous publisher may deliver it late, so the test
+        waits for a terminal signal (up to ``timeout``) before it cancels and takes it.
+        """
         for bad in (0, -1, 1.5, "3", None, True, object()):
             sub = self._subscribe(self._active(3, completion=False))
             subscription = sub.subscription
@@ -798,6 +813,7 @@ class PublisherVerification(VerificationBase, ABC):
                     f"Rule 3.16: request({bad!r}) raised {type(exc).__name__}: {exc}; it must "
                     f"return normally and signal on_error"
                 ) from exc
+            sub.wait_for_terminal()  # the owed Rule 3.9 error, however late it comes
             sub.cancel()
             sub.drain()
         sub = self._subscribe(

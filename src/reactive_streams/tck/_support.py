@@ -221,6 +221,7 @@ class ManualSubscriber(Subscriber[Any]):
         try:
             with self._cond:
                 problem = self._check_order_locked(describe(_NEXT, element))
+                subscribed = self._subscription is not None
                 self._delivered += 1
                 delivered, requested = self._delivered, self._requested
                 self._inbox.append((_NEXT, element if self._record else True))
@@ -232,7 +233,8 @@ class ManualSubscriber(Subscriber[Any]):
                     f"Rule 1.1: the publisher signalled on_next #{delivered} ({element!r}) "
                     f"but only {requested} element(s) were requested"
                 )
-            self.when_next(element)
+            if subscribed:  # before on_subscribe (Rule 1.9) the hooks have no subscription
+                self.when_next(element)
         finally:
             self._serial.exit()
 
@@ -338,6 +340,16 @@ class ManualSubscriber(Subscriber[Any]):
         """
         with self._cond:
             return self._cond.wait_for(predicate, self.env.timeout if timeout is None else timeout)
+
+    def wait_for_terminal(self, timeout: float | None = None) -> bool:
+        """Wait until ``on_complete`` or ``on_error`` arrived; ``False`` after ``timeout``.
+
+        For a signal that is owed but may come late from an asynchronous publisher (the
+        Rule 3.9 error of a bad request, say): waiting for it, rather than cancelling at
+        once, keeps a test from racing against asynchronous delivery. A ``False`` is not a
+        failure by itself; the caller decides what the rules require.
+        """
+        return self.wait_for(lambda: self._terminal is not None, timeout)
 
     # -- actions, called by the test ----------------------------------------------------
 

@@ -444,3 +444,18 @@ class PropagatesSubscriberErrorPublisher(RangePublisher):
     """Rule 2.13: an exception from on_next escapes from request()."""
 
     subscription_class = _Propagates
+
+
+class OnNextBeforeOnSubscribePublisher(RangePublisher):
+    """Rule 1.9: the first element arrives before on_subscribe (then the stream goes on)."""
+
+    def subscribe(self, subscriber: Subscriber[int]) -> None:
+        if subscriber is None:
+            raise TypeError("Rule 1.9: subscribe(None)")
+        subscription = self.subscription_class(self, subscriber, self.elements)
+        if self.elements:
+            subscription.index = 1
+            subscriber.on_next(0)  # Rule 1.9 broken: on_subscribe must come first
+        subscriber.on_subscribe(subscription)
+        if self.elements == 0:
+            subscription.request(MAX_DEMAND)

@@ -128,8 +128,11 @@ CASES = [
     pytest.param(
         broken.NotReentrantPublisher,
         "test_required_spec302_must_allow_synchronous_request_calls_from_on_next_and_on_subscribe",
-        r"^Rule 3\.2: with request\(1\) x3 from on_subscribe and request\(1\) from each "
-        r"on_next, 6 elements must arrive; got [0-5]",
+        # The cause comes first: the re-entrant request raised (Rule 3.16), and so the
+        # elements Rule 3.2 asks for never came.
+        r"^Rule 3\.16: request\(1\) raised RuntimeError: request\(\) is not re-entrant; .*"
+        r"\(the first rule broken; then: Rule 3\.2: with request\(1\) x3 from on_subscribe "
+        r"and request\(1\) from each on_next, 6 elements must arrive; got [0-5]",
         id="request-not-reentrant",
     ),
     pytest.param(
@@ -148,7 +151,11 @@ CASES = [
     pytest.param(
         broken.UncheckedRequestPublisher,
         "test_required_spec316_request_must_return_normally_even_with_bad_arguments",
-        r"^Rule 3\.16: request\('3'\) raised TypeError: .*; it must return normally",
+        # It also takes request(1.5) as demand, which comes first: an element nobody
+        # requested (Rule 1.1), then request("3") raises.
+        r"^Rule 1\.1: the publisher signalled on_next #1 \(0\) but only 0 element\(s\) were "
+        r"requested \(the first rule broken; then: Rule 3\.16: request\('3'\) raised "
+        r"TypeError: .*; it must return normally",
         id="request-raises-on-bad-argument",
     ),
     pytest.param(
@@ -233,3 +240,17 @@ def test_unbounded_recursion_is_reported_not_crashing() -> None:
     assert result.outcome is Outcome.FAILED
     assert "Rule 3.3" in result.message
     assert "recursion" in result.message
+
+
+def test_an_element_before_on_subscribe_is_named_rule_1_9_by_every_failing_test() -> None:
+    """Issue 14 item 5: the report names the cause (Rule 1.9), not the symptoms after it."""
+    verification = verification_for(broken.OnNextBeforeOnSubscribePublisher, broken.FailedPublisher)
+    report = run_verification(verification, env=FAST)
+    failed = [result for result in report.results if result.outcome is Outcome.FAILED]
+    assert len(failed) >= 17
+    for result in failed:
+        assert result.message.startswith(
+            "Rule 1.9: the publisher signalled on_next(0) before on_subscribe"
+        ), (result.case.name, result.message)
+    spec109 = report["test_required_spec109_must_issue_on_subscribe_for_non_none_subscriber"]
+    assert spec109.outcome is Outcome.FAILED
