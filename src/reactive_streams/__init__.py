@@ -21,6 +21,7 @@ from ._exceptions import (
     ProtocolViolationError,
     ReactiveStreamsError,
     SourceCancelledError,
+    StreamInterruptedError,
 )
 from ._hooks import UndeliverableHook, report_undeliverable, set_undeliverable_hook
 from ._serialized import SerializedSubscription
@@ -50,6 +51,7 @@ __all__ = [
     "ReactiveStreamsError",
     "SerializedSubscription",
     "SourceCancelledError",
+    "StreamInterruptedError",
     "StreamStatistics",
     "Subscriber",
     "Subscription",
