@@ -134,7 +134,15 @@ STAGES: dict[str, tuple[Callable[[ThreadPoolExecutor], Flow[Any]], bool]] = {
         True,
     ),
     "share": (lambda ex: Flow.range(0, N).publish_on(ex, prefetch=8).share(prefetch=8), True),
+    "publish": (lambda ex: Flow.range(0, N).publish_on(ex, prefetch=8).publish(prefetch=8), True),
 }
+
+
+def _start(flow: Flow[Any], checker: _Checker) -> None:
+    flow.subscribe(checker)
+    connect = getattr(flow, "connect", None)
+    if connect is not None:  # publish(): connect once the subscriber is in
+        connect()
 
 
 def _hammer(checker: _Checker, cancel_at: int | None) -> None:
@@ -167,7 +175,7 @@ def _hammer(checker: _Checker, cancel_at: int | None) -> None:
 def test_eight_threads_requesting(stage: str, executor: ThreadPoolExecutor) -> None:
     build, lossless = STAGES[stage]
     checker = _Checker()
-    build(executor).subscribe(checker)
+    _start(build(executor), checker)
     _hammer(checker, None)
     if lossless:
         assert checker.done.wait(TIMEOUT), f"{stage}: no terminal signal"
@@ -189,7 +197,7 @@ def test_eight_threads_requesting_and_one_cancelling(
 ) -> None:
     build, _ = STAGES[stage]
     checker = _Checker()
-    build(executor).subscribe(checker)
+    _start(build(executor), checker)
     _hammer(checker, cancel_at=50)
     with checker.lock:
         assert checker.violations == []
