@@ -66,6 +66,8 @@ class _QueueStage(BufferedStage):
                 if finished:
                     self._terminate_locked()
                 if not count and not finished:
+                    if self._guard.release_locked():
+                        continue
                     return
             self._deliver(downstream, batch)
             if finished:

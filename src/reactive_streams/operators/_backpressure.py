@@ -184,6 +184,8 @@ class _OnBackpressure(BufferedStage):
                         self._terminate_locked()
                         buffer.clear()
                     if not count and not finished:
+                        if self._guard.release_locked():
+                            continue  # work arrived meanwhile
                         return
             if cancel_only:
                 if upstream is not None:

@@ -179,6 +179,8 @@ class _Buffer(BufferedStage):
                         self._terminate_locked()
                         self._timer = None
                     if not count and not finished:
+                        if self._guard.release_locked():
+                            continue  # work arrived meanwhile
                         return
             if (cancel_only or finished) and timer is not None:
                 timer.cancel()

@@ -267,6 +267,8 @@ class _Coordinator(UpstreamStage):
                         self._terminate_locked()
                     outer = self._upstream
                     if not count and not refills and not more_outer and not complete:
+                        if self._guard.release_locked():
+                            continue  # work arrived meanwhile
                         return
             if stop:
                 for subscription in subscriptions:

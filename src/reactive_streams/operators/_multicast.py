@@ -210,7 +210,12 @@ class _Hub(Subscriber[Any]):
         self.finished = False  # terminal delivered to everyone (or disconnected)
         self._urgent = False  # our own error (Rules 1.1, 3.16): signalled before the buffer
         self._guard = WorkGuard(self._lock)
-        self._loop = DrainLoop(self._drain, guard=self._guard, on_failure=self._terminate_due_to)
+        self._loop = DrainLoop(
+            self._drain,
+            guard=self._guard,
+            on_failure=self._terminate_due_to,
+            self_releasing=True,
+        )
 
     def statistics(self) -> StageStatistics:
         with self._lock:
@@ -443,6 +448,8 @@ class _Hub(Subscriber[Any]):
                     self.finished = True
                 error = self._error
                 if not deliveries and not failures and not refill and not disconnect:
+                    if self._guard.release_locked():
+                        continue  # work arrived meanwhile
                     finished = self.finished
                     break
             for subscriber, failure in failures:

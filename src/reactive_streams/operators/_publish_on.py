@@ -218,6 +218,7 @@ class PublishOn(Processor[T, T], Subscription):
             on_rejected=self._rejected,
             guard=self._guard,
             on_failure=self._terminate_due_to,
+            self_releasing=True,
         )
         # The drain's thread while it is inside ``upstream.request``, else 0. Only that
         # thread writes it, and only that thread can read back its own identity.
@@ -315,8 +316,13 @@ class PublishOn(Processor[T, T], Subscription):
             buffer.append(element)
             if len(buffer) > self._prefetch:
                 self._overflow(buffer)
-            if not self._guard.acquire_locked():
+            # ``self._guard.acquire_locked()``, inlined on this per-element path. No
+            # "missed" mark is needed: the drain gives ownership up only in a critical
+            # section of this same lock in which it found the buffer idle.
+            guard = self._guard
+            if guard._owned:
                 return
+            guard._owned = True
         finally:
             lock.release()
         self._loop.start_owned()
@@ -424,6 +430,8 @@ class PublishOn(Processor[T, T], Subscription):
                 if self._terminated:
                     return False
                 if not self._ready:
+                    if self._guard.release_locked():
+                        continue  # work arrived meanwhile
                     return False
                 downstream = self._downstream
                 upstream = self._upstream
@@ -454,8 +462,10 @@ class PublishOn(Processor[T, T], Subscription):
                         self._demand = demand - count
                     finished = self._done and count == size
                     error = self._error
-                    if count == 0 and not finished:
-                        return False  # nothing to do: the loop releases (or passes again)
+                    if count == 0 and not finished:  # nothing to do, seen under the lock
+                        if self._guard.release_locked():
+                            continue  # work arrived meanwhile
+                        return False
             if stop:
                 if upstream is not None:
                     cancel_quietly(upstream)  # Rules 3.12, 3.13: stop upstream, drop all

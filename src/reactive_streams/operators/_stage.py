@@ -70,10 +70,12 @@ class DownstreamStage(Subscription):
     (the drain loop's ``WorkGuard``, on the same lock: recording work and claiming the
     loop is one critical section) and ``_high_water`` (the most elements ever buffered).
 
-    Subclasses implement ``_drain`` (the single owner's pass: it returns when it finds
-    nothing to do; the ``DrainLoop`` then gives ownership up, or runs another pass when
-    work arrived meanwhile), ``_buffered_now`` (called with ``_lock`` held) and, when they
-    hold more subscriptions than ``_upstream``, ``_abandon_locked``. A pass that raises
+    Subclasses implement ``_drain`` (the single owner's pass: in the critical section in
+    which it finds nothing to do it calls ``self._guard.release_locked()``, passes again
+    if that returns ``True`` (work arrived meanwhile) and returns otherwise; every other
+    return follows ``_terminate_locked``, which retires the guard), ``_buffered_now``
+    (called with ``_lock`` held) and, when they hold more subscriptions than
+    ``_upstream``, ``_abandon_locked``. A pass that raises
     (an upstream that broke Rule 3.16, a bug of ours) ends the stage through
     ``_terminate_due_to``: every upstream cancelled, one ``on_error`` downstream.
 
@@ -108,7 +110,12 @@ class DownstreamStage(Subscription):
         self._cancelled = False
         self._terminated = False
         self._guard = WorkGuard(self._lock)
-        self._loop = DrainLoop(self._drain, guard=self._guard, on_failure=self._terminate_due_to)
+        self._loop = DrainLoop(
+            self._drain,
+            guard=self._guard,
+            on_failure=self._terminate_due_to,
+            self_releasing=True,
+        )
 
     def statistics(self) -> StageStatistics:
         """Return a frozen snapshot of the stage's counters."""
@@ -206,7 +213,7 @@ class DownstreamStage(Subscription):
 
     @abstractmethod
     def _drain(self) -> None:
-        """One serial pass of the single owner: deliver everything it can, then return."""
+        """The single owner's passes: deliver everything it can, give ownership up, return."""
 
     def _terminate_locked(self) -> Subscriber[Any] | None:
         """Mark the stage terminated, retire the loop, return the downstream (lock held)."""

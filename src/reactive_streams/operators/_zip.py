@@ -149,6 +149,8 @@ class _Zip(DownstreamStage):
                             refills.append((lane, lane.consumed))
                             lane.consumed = 0
                     if not count:
+                        if self._guard.release_locked():
+                            continue  # work arrived meanwhile
                         return
             if stop or exhausted:
                 for subscription in subscriptions:
