@@ -17,11 +17,14 @@ from reactive_streams import (
     NonPositiveDemandError,
     ProtocolViolationError,
     SerializedSubscription,
+    StreamInterruptedError,
     Subscription,
     WorkGuard,
     add_demand,
+    set_undeliverable_hook,
     validate_request,
 )
+from reactive_streams._demand import check_positive, replenish_threshold
 
 
 class _Index:
@@ -187,6 +190,98 @@ def test_drain_loop_reports_a_rejecting_executor() -> None:
     assert len(rejected) == 1
     assert "refused" in str(rejected[0])
     assert isinstance(rejected[0].__cause__, RuntimeError)
+
+
+def test_drain_loop_ends_the_stream_once_when_a_pass_raises() -> None:
+    failures: list[Exception] = []
+    passes = [0]
+
+    def drain() -> None:
+        passes[0] += 1
+        raise RuntimeError("upstream.request broke Rule 3.16")
+
+    loop = DrainLoop(drain, on_failure=failures.append)
+    loop.schedule()
+    loop.schedule()  # the guard is retired: no pass runs again, no second failure
+    assert passes == [1]
+    assert [str(error) for error in failures] == ["upstream.request broke Rule 3.16"]
+    assert loop.guard.retired
+
+
+def test_drain_loop_signals_and_re_raises_a_keyboard_interrupt() -> None:
+    failures: list[Exception] = []
+    reported: list[BaseException] = []
+    previous = set_undeliverable_hook(reported.append)
+
+    def drain() -> None:
+        raise KeyboardInterrupt
+
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            DrainLoop(drain, on_failure=failures.append).schedule()
+    finally:
+        set_undeliverable_hook(previous)
+    assert len(failures) == 1
+    assert isinstance(failures[0], StreamInterruptedError)
+    assert isinstance(failures[0].__cause__, KeyboardInterrupt)
+    assert any(isinstance(error, KeyboardInterrupt) for error in reported)
+
+
+def test_drain_loop_without_on_failure_reports_and_stops() -> None:
+    reported: list[BaseException] = []
+    previous = set_undeliverable_hook(reported.append)
+    try:
+
+        def drain() -> None:
+            raise ZeroDivisionError("a bug in the pass")
+
+        loop = DrainLoop(drain)
+        loop.schedule()
+        loop.schedule()
+    finally:
+        set_undeliverable_hook(previous)
+    assert len(reported) == 1
+    assert isinstance(reported[0], ZeroDivisionError)
+
+
+def test_a_self_releasing_pass_gives_ownership_up_under_the_shared_lock() -> None:
+    lock = threading.Lock()
+    guard = WorkGuard(lock)
+    work = [3]
+    passes: list[int] = []
+
+    def drain() -> None:
+        while True:
+            with lock:
+                if not work[0]:
+                    if guard.release_locked():
+                        continue
+                    return
+                work[0] -= 1
+            passes.append(work[0])
+            if work[0] == 1:
+                loop.schedule()  # re-entrant: marks missed, no recursion
+
+    loop = DrainLoop(drain, guard=guard, self_releasing=True)
+    loop.schedule()
+    assert passes == [2, 1, 0]
+    assert not guard.owned
+    with lock:
+        assert guard.acquire_locked()  # free again
+
+
+def test_replenish_threshold_is_three_quarters_and_at_least_one() -> None:
+    assert [replenish_threshold(n) for n in (1, 2, 4, 256)] == [1, 2, 3, 192]
+
+
+def test_check_positive_raises_type_then_value_errors() -> None:
+    assert check_positive("prefetch", 3) == 3
+    with pytest.raises(TypeError, match=r"^prefetch must be an int, got bool$"):
+        check_positive("prefetch", True)
+    with pytest.raises(TypeError, match=r"^prefetch must be an int, got float$"):
+        check_positive("prefetch", 2.0)
+    with pytest.raises(ValueError, match=r"^prefetch must be positive, got 0$"):
+        check_positive("prefetch", 0)
 
 
 class _RecordingUpstream(Subscription):

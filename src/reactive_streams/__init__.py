@@ -19,6 +19,7 @@ from ._exceptions import (
     ProtocolViolationError,
     ReactiveStreamsError,
     SourceCancelledError,
+    StreamInterruptedError,
 )
 from ._hooks import UndeliverableHook, report_undeliverable, set_undeliverable_hook
 from ._serialized import SerializedSubscription
@@ -48,6 +49,7 @@ __all__ = [
     "ReactiveStreamsError",
     "SerializedSubscription",
     "SourceCancelledError",
+    "StreamInterruptedError",
     "StreamStatistics",
     "Subscriber",
     "Subscription",

@@ -31,6 +31,7 @@ from ._exceptions import (
     ExecutorRejectedError,
     NonPositiveDemandError,
     ProtocolViolationError,
+    StreamInterruptedError,
 )
 from ._hooks import report_undeliverable
 
@@ -44,6 +45,8 @@ __all__ = [
     "EmitterElection",
     "WorkGuard",
     "add_demand",
+    "check_positive",
+    "replenish_threshold",
     "validate_request",
 ]
 
@@ -98,13 +101,19 @@ class WorkGuard:
     owner sees the mark in ``release()`` and makes another pass. No call ever waits for the
     owner, and the owner never holds the lock while it works.
 
-    Concurrency: every method may be called from any thread.
+    Args:
+        lock: the lock that guards the guard's three flags; by default a new one. A stage
+            passes its own state lock, so that recording new work and claiming the loop
+            cost one critical section (``acquire_locked`` with that lock held).
+
+    Concurrency: every method may be called from any thread; the ``*_locked`` methods only
+    with ``lock`` held.
     """
 
     __slots__ = ("_lock", "_missed", "_owned", "_retired")
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
+    def __init__(self, lock: threading.Lock | None = None) -> None:
+        self._lock = threading.Lock() if lock is None else lock
         self._owned = False
         self._missed = False
         self._retired = False
@@ -114,12 +123,15 @@ class WorkGuard:
         with self._lock:
             return self._acquire_locked()
 
-    def _acquire_locked(self) -> bool:
+    def acquire_locked(self) -> bool:
+        """``acquire`` for a caller that already holds the guard's lock."""
         if self._owned:
             self._missed = True
             return False
         self._owned = True
         return True
+
+    _acquire_locked = acquire_locked
 
     def release(self) -> bool:
         """Called by the owner after a pass: ``True`` means work was missed, pass again.
@@ -127,13 +139,21 @@ class WorkGuard:
         A retired guard stays owned: ``release`` returns ``False`` and nobody can acquire it.
         """
         with self._lock:
-            if self._retired:
-                return False
-            if self._missed:
-                self._missed = False
-                return True
-            self._owned = False
+            return self.release_locked()
+
+    def release_locked(self) -> bool:
+        """``release`` for an owner that already holds the guard's lock.
+
+        A pass that shares its stage's lock gives ownership up in the very critical section
+        in which it found nothing to do: one lock round trip fewer per pass.
+        """
+        if self._retired:
             return False
+        if self._missed:
+            self._missed = False
+            return True
+        self._owned = False
+        return False
 
     def retire(self) -> None:
         """Owner only: keep ownership for good, so no pass ever runs again.
@@ -142,12 +162,26 @@ class WorkGuard:
         callers find the guard owned and return at once, which makes them no-ops.
         """
         with self._lock:
-            self._retired = True
+            self.retire_locked()
+
+    def retire_locked(self) -> None:
+        """``retire`` for a caller that already holds the guard's lock.
+
+        Also valid for a caller that does not own the guard: it takes ownership for good,
+        so a pass that is running stops at its next ``release``.
+        """
+        self._owned = True
+        self._retired = True
 
     @property
     def owned(self) -> bool:
         """Whether some caller currently owns the work (a snapshot, for statistics)."""
         return self._owned
+
+    @property
+    def retired(self) -> bool:
+        """Whether the work is over for good (a terminal signal was sent, or is owed)."""
+        return self._retired
 
 
 class EmitterElection(WorkGuard):
@@ -276,6 +310,10 @@ class EmitterElection(WorkGuard):
 class DrainLoop:
     """Runs ``drain`` serially: one pass at a time, one more pass for every missed call.
 
+    This is the package's one serialisation primitive (Reactor's work-in-progress loop):
+    every stage that delivers from more than one thread, or from a buffer, runs its
+    deliveries here.
+
     ``schedule()`` may be called from any thread whenever there is new work (an element
     arrived on one of several inputs, demand arrived, a cancel). Only the caller that finds
     the loop idle runs ``drain``, on its own thread or, with an ``executor``, as one task;
@@ -284,21 +322,37 @@ class DrainLoop:
     that yields the executor after a batch); the loop then calls it again, resubmitting
     the task when an executor is used.
 
+    Every exit path is accounted for: a pass that finds nothing to do gives ownership up
+    (``release``), a pass that yields resubmits while keeping it, and a pass that raises
+    retires the guard (no pass runs again) and hands the exception to ``on_failure``, which
+    cancels upstream and signals ``on_error`` once: Reactor's rule, and the JVM examples'
+    ``terminateDueTo``.
+
     Args:
-        drain: the pass; it must not raise (an exception is reported through the
-            undeliverable hook and the loop stops for good).
+        drain: the pass.
         executor: run passes there instead of on the caller's thread.
         on_rejected: called on the scheduling thread with an ``ExecutorRejectedError`` when
             the executor refuses a task; the loop stays owned, so no pass runs again and
             the callback is free to send the stream's terminal signal.
         guard: the ``WorkGuard`` to use, for a loop that shares ownership with an
-            ``EmitterElection``; a new one by default.
+            ``EmitterElection`` or a stage's lock; a new one by default.
+        self_releasing: ``drain`` gives ownership up itself: a pass that returns a false
+            value has already called ``guard.release_locked()`` (and got ``False``) or
+            retired the guard, in its last critical section, so the loop just returns.
+        on_failure: called once, without any lock held, with the ``Exception`` a pass
+            raised (an upstream that broke Rule 3.16, a bug of ours), after the guard was
+            retired: it must cancel upstream and signal ``on_error`` downstream. A
+            ``BaseException`` that is not an ``Exception`` (``KeyboardInterrupt``,
+            ``SystemExit``) is passed as a ``StreamInterruptedError`` whose ``__cause__``
+            it is, reported through the undeliverable hook, and then re-raised: it is
+            never swallowed. Without ``on_failure`` the error goes to the undeliverable
+            hook.
 
     Concurrency: ``schedule`` is thread-safe; ``drain`` runs serially with a happens-before
     edge between passes (the guard's lock), which is what Rules 1.3 and 2.7 require.
     """
 
-    __slots__ = ("_drain", "_executor", "_guard", "_on_rejected")
+    __slots__ = ("_drain", "_executor", "_guard", "_on_failure", "_on_rejected", "_self_releasing")
 
     def __init__(
         self,
@@ -307,10 +361,14 @@ class DrainLoop:
         executor: Executor | None = None,
         on_rejected: Callable[[ExecutorRejectedError], None] | None = None,
         guard: WorkGuard | None = None,
+        on_failure: Callable[[Exception], None] | None = None,
+        self_releasing: bool = False,
     ) -> None:
         self._drain = drain
+        self._self_releasing = self_releasing
         self._executor = executor
         self._on_rejected = on_rejected
+        self._on_failure = on_failure
         self._guard = WorkGuard() if guard is None else guard
 
     @property
@@ -334,21 +392,70 @@ class DrainLoop:
             rejected = ExecutorRejectedError(f"the executor refused the stream's task: {exc!r}")
             rejected.__cause__ = exc
             if self._on_rejected is None:
-                report_undeliverable(rejected)
+                self.fail(rejected)
             else:
                 self._on_rejected(rejected)
 
+    def fail(self, error: Exception) -> None:
+        """Owner only: retire the guard and end the stream with ``error`` (``on_failure``)."""
+        self._guard.retire()
+        on_failure = self._on_failure
+        if on_failure is None:
+            report_undeliverable(error)
+            return
+        try:
+            on_failure(error)
+        except Exception as exc:  # the failure path itself broke: never lose it
+            exc.__context__ = error
+            report_undeliverable(exc)
+
     def _run(self) -> None:
-        while True:
-            try:
-                more = self._drain()
-            except Exception as exc:  # a bug in the drain function: never lose it
-                report_undeliverable(exc)
-                return
-            if more:
-                if self._executor is not None:
-                    self.start_owned()  # yield the executor, keep ownership
+        drain = self._drain
+        guard = self._guard
+        try:
+            while True:
+                if drain():
+                    if self._executor is not None:
+                        self.start_owned()  # yield the executor, keep ownership
+                        return
+                    continue
+                if self._self_releasing or not guard.release():
                     return
-                continue
-            if not self._guard.release():
-                return
+        except Exception as exc:  # upstream broke Rule 3.16, or a bug of ours
+            self.fail(exc)
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: signal, then re-raise
+            interrupted = StreamInterruptedError(
+                f"the stream's task was interrupted by {type(exc).__name__}"
+            )
+            interrupted.__cause__ = exc
+            report_undeliverable(exc)
+            self.fail(interrupted)
+            raise
+
+
+def replenish_threshold(prefetch: int) -> int:
+    """Elements consumed after which to request more: 75% of ``prefetch``, at least 1.
+
+    Requesting again at three quarters (Reactor's ``limitRate``) keeps a quarter of the
+    batch in flight while the refill travels upstream, and sends one ``request`` per
+    three quarters of a batch instead of one per element.
+    """
+    return max(1, prefetch - (prefetch >> 2))
+
+
+def check_positive(what: str, value: object) -> int:
+    """Check a size argument (``prefetch``, ``batch_size``, ``max_*``) and return it.
+
+    Args:
+        what: the argument's name, for the message.
+        value: the argument; an ``int`` (not a ``bool``) ``>= 1``.
+
+    Raises:
+        TypeError: ``value`` is not an ``int``, or is a ``bool``.
+        ValueError: ``value <= 0``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, got {type(value).__qualname__}")
+    if value <= 0:
+        raise ValueError(f"{what} must be positive, got {value}")
+    return value

@@ -27,6 +27,7 @@ __all__ = [
     "ProtocolViolationError",
     "ReactiveStreamsError",
     "SourceCancelledError",
+    "StreamInterruptedError",
 ]
 
 
@@ -76,3 +77,12 @@ class ExecutorRejectedError(ReactiveStreamsError):
 
 class SourceCancelledError(ReactiveStreamsError):
     """The task or thread that fed a stream was cancelled by someone other than its subscriber."""
+
+
+class StreamInterruptedError(SourceCancelledError):
+    """A ``KeyboardInterrupt`` or ``SystemExit`` stopped the task that ran the stream.
+
+    The subscriber gets this error (its ``__cause__`` is the interrupting exception) so the
+    stream ends; the interrupting exception itself is re-raised on the task's thread and
+    reported through the undeliverable hook, never swallowed.
+    """

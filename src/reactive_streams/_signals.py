@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .api import Subscriber, Subscription
 
 __all__ = [
+    "cancel_quietly",
     "report_violation",
     "signal_on_complete",
     "signal_on_error",
@@ -74,3 +75,17 @@ def signal_on_complete(subscriber: Subscriber[T]) -> None:
         subscriber.on_complete()
     except Exception as exc:
         report_violation(subscriber, "on_complete", exc)
+
+
+def cancel_quietly(subscription: Subscription) -> None:
+    """Call ``cancel``; a raise breaks Rule 3.15 and is reported, never propagated."""
+    try:
+        subscription.cancel()
+    except Exception as exc:
+        violation = ProtocolViolationError(
+            f"Rule 3.15: {type(subscription).__qualname__}.cancel raised "
+            f"{type(exc).__name__}: {exc}; the subscription is treated as cancelled",
+            rule="3.15",
+        )
+        violation.__cause__ = exc
+        report_undeliverable(violation)

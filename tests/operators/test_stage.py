@@ -53,8 +53,7 @@ class _QueueStage(BufferedStage):
                 downstream = self._downstream
                 upstream = self._upstream
                 if self._cancelled or downstream is None:
-                    self._terminated = True
-                    self._downstream = None
+                    self._terminate_locked()
                     if upstream is not None:
                         upstream.cancel()
                     return
@@ -65,10 +64,10 @@ class _QueueStage(BufferedStage):
                 error, urgent = self._error, self._urgent
                 finished = self._done and (not self.queue or urgent)
                 if finished:
-                    self._terminated = True
-                    self._downstream = None
+                    self._terminate_locked()
                 if not count and not finished:
-                    self._wip = False
+                    if self._guard.release_locked():
+                        continue
                     return
             self._deliver(downstream, batch)
             if finished:

@@ -365,7 +365,9 @@ def test_statistics_snapshot(make_publisher: PublisherFactory) -> None:
 def test_constructor_errors(executor: ThreadPoolExecutor) -> None:
     with pytest.raises(TypeError, match="start must be an int"):
         RangePublisher(0.5, 3)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
+    with pytest.raises(ValueError, match=r"^batch_size must be positive, got 0$"):
         ExecutorIterablePublisher(range(3), executor, batch_size=0)
+    with pytest.raises(TypeError, match=r"^batch_size must be an int, got str$"):
+        ExecutorIterablePublisher(range(3), executor, batch_size="8")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"executor must be a concurrent\.futures\.Executor"):
         ExecutorIterablePublisher(range(3), object())  # type: ignore[arg-type]

@@ -228,5 +228,7 @@ def test_executor_subscriber_reports_a_rejecting_executor() -> None:
 
 
 def test_batch_size_is_validated() -> None:
-    with pytest.raises(ValueError, match="batch_size must be an int >= 1"):
+    with pytest.raises(ValueError, match=r"^batch_size must be positive, got 0$"):
         _Collect(batch_size=0)
+    with pytest.raises(TypeError, match=r"^batch_size must be an int, got float$"):
+        _Collect(batch_size=2.0)  # type: ignore[arg-type]

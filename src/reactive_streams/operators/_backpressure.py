@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from .._demand import MAX_DEMAND
 from .._exceptions import MissingBackpressureError
 from .._hooks import report_undeliverable
+from .._signals import cancel_quietly
 from ._base import StageOperator
 from ._stage import BufferedStage
 
@@ -65,8 +66,10 @@ class OnBackpressureOperator(StageOperator[T]):
         label: str,
     ) -> None:
         super().__init__(upstream)
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
-            raise ValueError(f"capacity must be an int >= 0, got {capacity!r}")
+        if isinstance(capacity, bool) or not isinstance(capacity, int):
+            raise TypeError(f"capacity must be an int, got {type(capacity).__qualname__}")
+        if capacity < 0:
+            raise ValueError(f"capacity must be >= 0, got {capacity}")
         if overflow not in ("error", "drop_oldest", "drop_latest"):
             raise ValueError(
                 f"overflow must be 'error', 'drop_oldest' or 'drop_latest', got {overflow!r}"
@@ -116,7 +119,7 @@ class _OnBackpressure(BufferedStage):
 
     def on_subscribe(self, subscription: Subscription) -> None:
         if self._accept_upstream(subscription):
-            subscription.request(MAX_DEMAND)
+            self.request_upstream(subscription, MAX_DEMAND)
 
     def on_next(self, element: Any) -> None:
         if element is None:
@@ -143,15 +146,18 @@ class _OnBackpressure(BufferedStage):
                     f"on_backpressure_buffer: the buffer of {self._capacity} elements is "
                     "full and the overflow strategy is 'error'"
                 )
-            start = not self._wip
-            self._wip = True
+            start = self._guard.acquire_locked()
         if dropped is not None and self._on_drop is not None:
             try:
                 self._on_drop(dropped)
             except Exception as exc:
                 report_undeliverable(exc)
         if start:
-            self._drain()
+            self._loop.start_owned()
+
+    def _abandon_locked(self) -> list[Subscription]:
+        self._buffer.clear()
+        return super()._abandon_locked()
 
     def _drain(self) -> None:
         while True:
@@ -161,9 +167,8 @@ class _OnBackpressure(BufferedStage):
                 downstream = self._downstream
                 upstream = self._upstream
                 if self._cancelled or downstream is None:
-                    self._terminated = True
+                    self._terminate_locked()
                     self._buffer.clear()
-                    self._downstream = None
                     cancel_only = True
                 else:
                     cancel_only = False
@@ -176,15 +181,15 @@ class _OnBackpressure(BufferedStage):
                     urgent = self._urgent
                     finished = self._done and (not buffer or urgent)
                     if finished:
-                        self._terminated = True
-                        self._downstream = None
+                        self._terminate_locked()
                         buffer.clear()
                     if not count and not finished:
-                        self._wip = False
+                        if self._guard.release_locked():
+                            continue  # work arrived meanwhile
                         return
             if cancel_only:
                 if upstream is not None:
-                    upstream.cancel()
+                    cancel_quietly(upstream)
                 return
             assert downstream is not None
             self._deliver(downstream, batch)

@@ -6,7 +6,8 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND
+from .._demand import MAX_DEMAND, check_positive
+from .._signals import cancel_quietly
 from ._base import StageOperator
 from ._stage import BufferedStage
 
@@ -43,8 +44,7 @@ class BufferOperator(StageOperator[list[T]]):
 
     def __init__(self, upstream: Publisher[T], size: int, timeout: float | None) -> None:
         super().__init__(upstream)
-        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
-            raise ValueError(f"buffer size must be a positive int, got {size!r}")
+        check_positive("buffer size", size)
         if timeout is not None and timeout <= 0:
             raise ValueError(f"buffer timeout must be positive seconds, got {timeout!r}")
         self._size = size
@@ -103,15 +103,13 @@ class _Buffer(BufferedStage):
             self._high_water = max(
                 self._high_water, len(self._current) + self._size * len(self._ready)
             )
-            start = not self._wip and bool(self._ready)
-            if start:
-                self._wip = True
+            start = bool(self._ready) and self._guard.acquire_locked()
         if timer is not None:
             timer.cancel()
         if start_timer:
             self._arm_timer()
         if start:
-            self._drain()
+            self._loop.start_owned()
 
     def _arm_timer(self) -> None:
         assert self._timeout is not None
@@ -142,7 +140,17 @@ class _Buffer(BufferedStage):
     def _demand_added(self, count: int) -> None:
         upstream = self._upstream
         if upstream is not None:
-            upstream.request(count * self._size if count < MAX_DEMAND else MAX_DEMAND)
+            self.request_upstream(
+                upstream, count * self._size if count < MAX_DEMAND else MAX_DEMAND
+            )
+
+    def _abandon_locked(self) -> list[Subscription]:
+        self._ready.clear()
+        self._current = []
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+        return super()._abandon_locked()
 
     def _drain(self) -> None:
         while True:
@@ -153,8 +161,7 @@ class _Buffer(BufferedStage):
                 upstream = self._upstream
                 timer = self._timer
                 if self._cancelled or downstream is None:
-                    self._terminated = True
-                    self._downstream = None
+                    self._terminate_locked()
                     self._ready.clear()
                     self._current = []
                     self._timer = None
@@ -169,17 +176,17 @@ class _Buffer(BufferedStage):
                     urgent = self._urgent
                     finished = self._done and (not self._ready or urgent or error is not None)
                     if finished:
-                        self._terminated = True
-                        self._downstream = None
+                        self._terminate_locked()
                         self._timer = None
                     if not count and not finished:
-                        self._wip = False
+                        if self._guard.release_locked():
+                            continue  # work arrived meanwhile
                         return
             if (cancel_only or finished) and timer is not None:
                 timer.cancel()
             if cancel_only:
                 if upstream is not None:
-                    upstream.cancel()
+                    cancel_quietly(upstream)
                 return
             assert downstream is not None
             self._deliver(downstream, batch)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND
+from .._demand import MAX_DEMAND, check_positive, replenish_threshold
 from .._exceptions import ProtocolViolationError
-from .._signals import report_violation, signal_on_complete, signal_on_error
+from .._signals import cancel_quietly, report_violation, signal_on_complete, signal_on_error
 from ..api import Publisher, Subscriber, Subscription
 from ._base import StageOperator
 from ._pull import PullPublisher
@@ -66,10 +66,8 @@ class FlatMapOperator(StageOperator[R]):
         label: str = "flat_map",
     ) -> None:
         super().__init__(upstream)
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency <= 0:
-            raise ValueError(f"concurrency must be a positive int, got {concurrency!r}")
-        if prefetch <= 0:
-            raise ValueError(f"prefetch must be positive, got {prefetch}")
+        check_positive("concurrency", concurrency)
+        check_positive("prefetch", prefetch)
         self._fn = fn
         self._concurrency = concurrency
         self._prefetch = prefetch
@@ -90,9 +88,9 @@ class _Inner(InnerSubscriber["_Coordinator"]):
         if subscription is None:
             raise TypeError("Rule 2.13: on_subscribe(None)")
         if not self.owner.inner_subscribed(self, subscription):
-            subscription.cancel()
+            cancel_quietly(subscription)
             return
-        subscription.request(self.owner.prefetch)
+        self.request(self.owner.prefetch)
 
     def on_next(self, element: Any) -> None:
         if element is None:
@@ -110,6 +108,7 @@ class _Coordinator(UpstreamStage):
         "_buffered",
         "_concurrency",
         "_fn",
+        "_limit",
         "_outer_done",
         "_outer_position",
         "_pending_outer",
@@ -127,6 +126,7 @@ class _Coordinator(UpstreamStage):
         self._fn = fn
         self._concurrency = concurrency
         self.prefetch = prefetch
+        self._limit = replenish_threshold(prefetch)
         self._outer_done = False
         self._outer_position = 0
         self._active: list[_Inner] = []
@@ -139,7 +139,7 @@ class _Coordinator(UpstreamStage):
     # ---------------------------------------------------------------- outer side
     def on_subscribe(self, subscription: Subscription) -> None:
         if self._accept_upstream(subscription):
-            subscription.request(self._concurrency)
+            self.request_upstream(subscription, self._concurrency)
 
     def on_next(self, element: Any) -> None:
         if element is None:
@@ -169,7 +169,10 @@ class _Coordinator(UpstreamStage):
             if self._cancelled or self._terminated:
                 return
             self._active.append(subscriber)
-        inner.subscribe(subscriber)
+        try:
+            inner.subscribe(subscriber)
+        except Exception as exc:  # the inner publisher broke Rule 1.9
+            self.fail(exc)
 
     def on_error(self, error: Exception) -> None:
         if error is None:
@@ -203,10 +206,9 @@ class _Coordinator(UpstreamStage):
                 inner.queue.append(element)
                 self._buffered += 1
                 self._high_water = max(self._high_water, self._buffered)
-            if self._wip:
-                return
-            self._wip = True
-        self._drain()
+            start = self._guard.acquire_locked()
+        if start:
+            self._loop.start_owned()
 
     def inner_complete(self, inner: _Inner) -> None:
         with self._lock:
@@ -215,12 +217,15 @@ class _Coordinator(UpstreamStage):
 
     # ---------------------------------------------------------------- the drain
     # request, cancel and fail (the first error wins) are DownstreamStage's.
-    def _drain(self) -> None:
-        """Serial passes of the single owner.
+    def _abandon_locked(self) -> list[Subscription]:
+        subscriptions = [inner.subscription for inner in self._active]
+        self._active = []
+        self._buffered = 0
+        outer, self._upstream = self._upstream, None
+        return [s for s in (*subscriptions, outer) if s is not None]
 
-        The owner gives ``_wip`` up in the critical section that finds nothing to do, so
-        no signal is missed.
-        """
+    def _drain(self) -> None:
+        """Serial passes of the single owner; returns when it finds nothing to do."""
         while True:
             with self._lock:
                 if self._terminated:
@@ -228,18 +233,13 @@ class _Coordinator(UpstreamStage):
                 downstream = self._downstream
                 if self._cancelled or self._error is not None or downstream is None:
                     error = None if self._cancelled else self._error
-                    self._terminated = True
-                    self._downstream = None
-                    subscriptions = [inner.subscription for inner in self._active]
-                    self._active = []
-                    self._buffered = 0
-                    outer = self._upstream
-                    self._upstream = None
+                    self._terminate_locked()
+                    subscriptions = self._abandon_locked()
                     stop = True
                 else:
                     stop = False
                     batch: list[Any] = []
-                    refills: list[tuple[Subscription, int]] = []
+                    refills: list[tuple[_Inner, int]] = []
                     demand = self._demand
                     for inner in self._active:
                         queue = inner.queue
@@ -248,12 +248,8 @@ class _Coordinator(UpstreamStage):
                             continue
                         batch.extend(queue.popleft() for _ in range(take))
                         inner.consumed += take
-                        if (
-                            inner.consumed >= self.prefetch - (self.prefetch >> 2)
-                            and not inner.done
-                            and inner.subscription is not None
-                        ):
-                            refills.append((inner.subscription, inner.consumed))
+                        if inner.consumed >= self._limit and not inner.done:
+                            refills.append((inner, inner.consumed))
                             inner.consumed = 0
                     finished = [inner for inner in self._active if inner.done and not inner.queue]
                     if finished:
@@ -268,18 +264,15 @@ class _Coordinator(UpstreamStage):
                         self._demand = demand - count
                     complete = self._outer_done and not self._active
                     if complete:
-                        self._terminated = True
-                        self._downstream = None
+                        self._terminate_locked()
                     outer = self._upstream
                     if not count and not refills and not more_outer and not complete:
-                        self._wip = False
+                        if self._guard.release_locked():
+                            continue  # work arrived meanwhile
                         return
             if stop:
                 for subscription in subscriptions:
-                    if subscription is not None:
-                        subscription.cancel()
-                if outer is not None:
-                    outer.cancel()
+                    cancel_quietly(subscription)
                 if error is not None and downstream is not None:
                     signal_on_error(downstream, error)
                 return
@@ -296,10 +289,10 @@ class _Coordinator(UpstreamStage):
             else:
                 with self._lock:
                     self._delivered += count
-            for subscription, amount in refills:
-                subscription.request(amount)
+            for inner, amount in refills:
+                inner.request(amount)
             if more_outer and outer is not None:
-                outer.request(more_outer)
+                self.request_upstream(outer, more_outer)
             if complete:
                 signal_on_complete(downstream)
                 return

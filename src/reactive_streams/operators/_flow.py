@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from .._demand import check_positive
 from ..adapters.asyncio import AsyncIteratorSubscriber, from_async_iterable, to_async_iterator
 from ..api import Processor, Publisher, Subscriber
 from ._backpressure import OnBackpressureOperator, Overflow
@@ -445,10 +446,20 @@ class Flow(Publisher[T], Generic[T]):
                 ``statistics().dropped``.
 
         Backpressure: requests unbounded demand upstream.
+
+        Raises:
+            TypeError: ``capacity`` is not an int.
+            ValueError: ``capacity <= 0``: a buffer of no element is ``on_backpressure_drop``
+                (or, with ``overflow="error"``, a stream that fails at its first
+                undemanded element), so it is refused rather than guessed.
         """
         return Flow(
             OnBackpressureOperator(
-                self._node, capacity, overflow, on_drop, "on_backpressure_buffer"
+                self._node,
+                check_positive("capacity", capacity),
+                overflow,
+                on_drop,
+                "on_backpressure_buffer",
             )
         )
 

@@ -42,6 +42,11 @@ class IntervalPublisher(Operator[int]):
         super().__init__()
         if period <= 0:
             raise ValueError(f"interval period must be positive seconds, got {period!r}")
+        if count is not None:
+            if isinstance(count, bool) or not isinstance(count, int):
+                raise TypeError(f"interval count must be an int, got {type(count).__qualname__}")
+            if count < 0:
+                raise ValueError(f"interval count must be >= 0, got {count}")
         self._period = period
         self._count = count
 
@@ -123,6 +128,15 @@ class _Ticker(Subscription):
         self._wake.set()
 
     def _run(self) -> None:
+        if self._count == 0:  # "count ticks at most": none at all, complete at once
+            with self._lock:
+                cancelled = self._cancelled
+                self._terminated = not cancelled
+                self._cancelled = True
+            subscriber, self._subscriber = self._subscriber, None
+            if subscriber is not None and not cancelled:
+                signal_on_complete(subscriber)
+            return
         deadline = time.monotonic() + self._period
         tick = 0
         while True:

@@ -11,9 +11,24 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, add_demand, validate_request
-from .._exceptions import ProtocolViolationError
-from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from .._demand import (
+    MAX_DEMAND,
+    DrainLoop,
+    WorkGuard,
+    add_demand,
+    check_positive,
+    replenish_threshold,
+    validate_request,
+)
+from .._exceptions import MissingBackpressureError, ProtocolViolationError
+from .._hooks import report_undeliverable
+from .._signals import (
+    cancel_quietly,
+    report_violation,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+)
 from ..api import Publisher, Subscriber, Subscription
 from ._base import SingleUpstreamOperator, StageStatistics, check_subscriber
 
@@ -46,6 +61,11 @@ class MulticastOperator(SingleUpstreamOperator[T]):
     Backpressure:
         Upstream gets at most ``prefetch`` outstanding demand beyond what the slowest
         subscriber has taken, so every subscriber is served at the slowest one's pace.
+        Nothing more is requested while no subscriber is attached (``publish()`` after
+        its subscribers cancelled). An upstream that sends more than requested breaks
+        Rule 1.1: it is cancelled and every subscriber gets ``MissingBackpressureError``.
+        An upstream whose ``request`` raises (Rule 3.16 broken) is cancelled and every
+        subscriber gets that error.
 
     Concurrency:
         Subscribers may request and cancel from any thread; one drain loop under one lock
@@ -64,8 +84,7 @@ class MulticastOperator(SingleUpstreamOperator[T]):
         label: str,
     ) -> None:
         super().__init__(upstream)
-        if prefetch <= 0:
-            raise ValueError(f"prefetch must be positive, got {prefetch}")
+        check_positive("prefetch", prefetch)
         if replay < 0:
             raise ValueError(f"replay must be >= 0, got {replay}")
         self._prefetch = prefetch
@@ -97,15 +116,29 @@ class MulticastOperator(SingleUpstreamOperator[T]):
         """Subscribe upstream now (``publish()``); a no-op if already connected."""
         hub, _ = self._current_hub()
         if hub.claim_connection():
+            self._connect(hub)
+
+    def _connect(self, hub: _Hub) -> None:
+        try:
             self._upstream.subscribe(hub)
+        except Exception as exc:  # the upstream broke Rule 1.9: every subscriber gets it
+            hub.fail(exc)
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
-        """Add ``subscriber`` to the shared stream (Rule 1.9)."""
+        """Add ``subscriber`` to the shared stream (Rule 1.9).
+
+        A hub that a ``share()`` is disconnecting (its last subscriber just left) refuses
+        the newcomer atomically with that decision, and the newcomer joins a fresh hub:
+        a late subscriber is never left without signals.
+        """
         check_subscriber(subscriber)
-        hub, _ = self._current_hub()
-        hub.add(subscriber, ref_count=self._ref_count)
+        while True:
+            hub, _ = self._current_hub()
+            if hub.add(subscriber, ref_count=self._ref_count):
+                break
+            self._forget(hub)  # disconnected meanwhile: the next round makes a new hub
         if self._ref_count and hub.claim_connection():
-            self._upstream.subscribe(hub)
+            self._connect(hub)
 
 
 class _Member(Subscription):
@@ -137,10 +170,12 @@ class _Hub(Subscriber[Any]):
         "_delivered",
         "_error",
         "_forget",
+        "_guard",
         "_had_members",
         "_high_water",
         "_limit",
         "_lock",
+        "_loop",
         "_members",
         "_outstanding",
         "_prefetch",
@@ -148,14 +183,14 @@ class _Hub(Subscriber[Any]):
         "_replay",
         "_upstream",
         "_upstream_cancelled",
-        "_wip",
+        "_urgent",
         "done",
         "finished",
     )
 
     def __init__(self, prefetch: int, replay: int, forget: Callable[[_Hub], None]) -> None:
         self._prefetch = prefetch
-        self._limit = max(1, prefetch - (prefetch >> 2))
+        self._limit = replenish_threshold(prefetch)
         self._replay = replay
         self._forget = forget
         self._lock = threading.Lock()
@@ -173,7 +208,14 @@ class _Hub(Subscriber[Any]):
         self._had_members = False
         self.done = False  # upstream terminated
         self.finished = False  # terminal delivered to everyone (or disconnected)
-        self._wip = False
+        self._urgent = False  # our own error (Rules 1.1, 3.16): signalled before the buffer
+        self._guard = WorkGuard(self._lock)
+        self._loop = DrainLoop(
+            self._drain,
+            guard=self._guard,
+            on_failure=self._terminate_due_to,
+            self_releasing=True,
+        )
 
     def statistics(self) -> StageStatistics:
         with self._lock:
@@ -195,8 +237,11 @@ class _Hub(Subscriber[Any]):
             self._connected = True
             return True
 
-    def add(self, subscriber: Subscriber[Any], *, ref_count: bool) -> None:
+    def add(self, subscriber: Subscriber[Any], *, ref_count: bool) -> bool:
+        """Attach ``subscriber``; ``False`` if this hub was disconnected (use a new one)."""
         with self._lock:
+            if self._upstream_cancelled:
+                return False
             self._ref_count = ref_count
             tail = self._base + len(self._buffer)
             if self._replay:
@@ -210,8 +255,9 @@ class _Hub(Subscriber[Any]):
             self._had_members = True
         if not signal_on_subscribe(subscriber, member):
             member.cancel()
-            return
+            return True
         self._schedule()
+        return True
 
     # -------------------------------------------------------------- upstream side
     def on_subscribe(self, subscription: Subscription) -> None:
@@ -223,9 +269,25 @@ class _Hub(Subscriber[Any]):
                 self._upstream = subscription
                 self._outstanding = self._prefetch
         if duplicate:
-            subscription.cancel()
+            cancel_quietly(subscription)
             return
-        subscription.request(self._prefetch)
+        try:
+            subscription.request(self._prefetch)
+        except Exception as exc:  # the upstream broke Rule 3.16
+            self.fail(exc)
+
+    def fail(self, error: Exception) -> None:
+        """Our own error: cancel upstream, signal ``error`` to everyone before the buffer."""
+        with self._lock:
+            if self.done:
+                late = True
+            else:
+                late = False
+                self.done = self._urgent = True
+                self._error = error
+        if late:
+            report_undeliverable(error)
+        self._schedule()
 
     def on_next(self, element: Any) -> None:
         if element is None:
@@ -233,24 +295,40 @@ class _Hub(Subscriber[Any]):
         with self._lock:
             if self.done:
                 return
-            self._buffer.append(element)
-            if self._outstanding != MAX_DEMAND:
-                self._outstanding -= 1
+            if self._outstanding == 0:  # Rule 1.1 broken: more than requested
+                overflow = True
+            else:
+                overflow = False
+                self._buffer.append(element)
+                if self._outstanding != MAX_DEMAND:
+                    self._outstanding -= 1
             tail = self._base + len(self._buffer)
             slowest = min((member.index for member in self._members), default=self._base)
             self._high_water = max(self._high_water, tail - slowest)
+        if overflow:
+            self.fail(
+                MissingBackpressureError(
+                    f"Rule 1.1: upstream sent more than the {self._prefetch} elements "
+                    "the multicast requested"
+                )
+            )
+            return
         self._schedule()
 
     def on_error(self, error: Exception) -> None:
         if error is None:
             raise TypeError("Rule 2.13: on_error(None)")
         with self._lock:
+            if self.done:
+                return
             self.done = True
             self._error = error
         self._schedule()
 
     def on_complete(self) -> None:
         with self._lock:
+            if self.done:
+                return
             self.done = True
         self._schedule()
 
@@ -279,11 +357,29 @@ class _Hub(Subscriber[Any]):
 
     # -------------------------------------------------------------- the drain
     def _schedule(self) -> None:
+        if self._guard.acquire():
+            self._loop.start_owned()
+
+    def _terminate_due_to(self, error: Exception) -> None:
+        """A drain pass raised: cancel upstream, signal ``error`` to every subscriber."""
         with self._lock:
-            if self._wip:
-                return
-            self._wip = True
-        self._drain()
+            members, self._members = self._members, []
+            subscribers = [m.subscriber for m in members if not m.done]
+            for member in members:
+                member.done = True
+                member.subscriber = None
+            self.done = self.finished = self._upstream_cancelled = True
+            upstream = self._upstream
+        if upstream is not None:
+            cancel_quietly(upstream)
+        delivered = False
+        for subscriber in subscribers:
+            if subscriber is not None:
+                delivered = True
+                signal_on_error(subscriber, error)
+        if not delivered:
+            report_undeliverable(error)
+        self._forget(self)
 
     def _drain(self) -> None:
         while True:
@@ -303,13 +399,13 @@ class _Hub(Subscriber[Any]):
                         self._members.remove(member)
                         failures.append((subscriber, member.error))
                         continue
-                    count = min(member.demand, tail - member.index)
+                    count = 0 if self._urgent else min(member.demand, tail - member.index)
                     batch = buffer[member.index - base : member.index - base + count]
                     member.index += count
                     if count and member.demand != MAX_DEMAND:
                         member.demand -= count
                     member.delivered += count
-                    ending = self.done and member.index == tail
+                    ending = self.done and (member.index == tail or self._urgent)
                     if ending:
                         member.done = True
                         member.subscriber = None
@@ -326,7 +422,12 @@ class _Hub(Subscriber[Any]):
                     self._base = keep_from
                 refill = 0
                 upstream = self._upstream
-                if not self.done and upstream is not None and self._outstanding != MAX_DEMAND:
+                if (
+                    not self.done
+                    and upstream is not None
+                    and self._outstanding != MAX_DEMAND
+                    and self._members  # nobody to serve: request nothing (publish())
+                ):
                     room = self._prefetch - (tail - slowest) - self._outstanding
                     if room >= self._limit or (room > 0 and self._outstanding == 0):
                         refill = room
@@ -338,6 +439,8 @@ class _Hub(Subscriber[Any]):
                     and self._had_members
                     and not self._upstream_cancelled
                 )
+                if self._urgent and not self._upstream_cancelled:
+                    disconnect = True  # our own error: the upstream is still running
                 if disconnect:
                     self._upstream_cancelled = True
                     self.finished = True
@@ -345,7 +448,8 @@ class _Hub(Subscriber[Any]):
                     self.finished = True
                 error = self._error
                 if not deliveries and not failures and not refill and not disconnect:
-                    self._wip = False
+                    if self._guard.release_locked():
+                        continue  # work arrived meanwhile
                     finished = self.finished
                     break
             for subscriber, failure in failures:
@@ -369,9 +473,9 @@ class _Hub(Subscriber[Any]):
                         signal_on_error(subscriber, error)
                     else:
                         signal_on_complete(subscriber)
-            if refill and upstream is not None:
-                upstream.request(refill)
             if disconnect and upstream is not None:
-                upstream.cancel()
+                cancel_quietly(upstream)
+            elif refill and upstream is not None:
+                upstream.request(refill)  # a raise ends every member (_terminate_due_to)
         if finished and not self._replay:
             self._forget(self)

@@ -9,14 +9,22 @@ from itertools import islice
 from operator import length_hint
 from typing import TYPE_CHECKING, TypeVar
 
-from .._demand import MAX_DEMAND, add_demand, validate_request
+from .._demand import (
+    MAX_DEMAND,
+    DrainLoop,
+    WorkGuard,
+    add_demand,
+    check_positive,
+    replenish_threshold,
+    validate_request,
+)
 from .._exceptions import (
-    ExecutorRejectedError,
     MissingBackpressureError,
     ProtocolViolationError,
 )
 from .._hooks import report_undeliverable
 from .._signals import (
+    cancel_quietly,
     report_violation,
     signal_on_complete,
     signal_on_error,
@@ -100,11 +108,7 @@ class _Delegate:  # also used by subscribe_on
 
 
 def _check_prefetch(prefetch: int) -> int:
-    if isinstance(prefetch, bool) or not isinstance(prefetch, int):
-        raise TypeError(f"prefetch must be an int, got {type(prefetch).__qualname__}")
-    if prefetch <= 0:
-        raise ValueError(f"prefetch must be positive, got {prefetch}")
-    return prefetch
+    return check_positive("prefetch", prefetch)
 
 
 class PublishOn(Processor[T, T], Subscription):
@@ -128,14 +132,18 @@ class PublishOn(Processor[T, T], Subscription):
         signals ``MissingBackpressureError``.
 
     Concurrency:
-        One lock guards the buffer, the counters and the work-in-progress flag together,
-        so an upstream ``on_next`` costs one lock round trip: append, and submit a drain
-        task only if none is running. The drain task (one at a time, so downstream
-        signals are serial, Rule 1.3) takes the whole buffer in one critical section
-        (or splits it there with two C-level copies when demand is smaller) and hands it
-        downstream without the lock; it gives up ownership in the same critical section
-        in which it finds nothing to do, so no wake-up is lost. Calls to the upstream
-        subscription after the first request come only from the drain (Rule 2.7).
+        The drain is the package's ``DrainLoop`` on the executor; its ``WorkGuard`` shares
+        the stage's lock, which guards the buffer and the counters too, so an upstream
+        ``on_next`` costs one lock round trip: append, and submit a drain task only if
+        none is running. The drain task (one at a time, so downstream signals are serial,
+        Rule 1.3) takes the whole buffer in one critical section (or splits it there with
+        two C-level copies when demand is smaller) and hands it downstream without the
+        lock; work that arrives meanwhile marks the guard, so the loop passes again
+        before it gives ownership up and no wake-up is lost. Calls to the upstream
+        subscription after the first request come only from the drain (Rule 2.7). An
+        upstream whose ``request`` raises (Rule 3.16 broken) is cancelled and the error
+        is signalled at once; so is a ``KeyboardInterrupt``/``SystemExit`` raised on the
+        executor (as ``StreamInterruptedError``), which is then re-raised there.
 
         A synchronous upstream emits inside the drain's refill ``request`` (Rule 3.10),
         on the drain's thread, while the drain is blocked in that call: such an
@@ -163,10 +171,12 @@ class PublishOn(Processor[T, T], Subscription):
         "_downstream",
         "_error",
         "_executor",
+        "_guard",
         "_high_water",
         "_inline_thread",
         "_limit",
         "_lock",
+        "_loop",
         "_overflowed",
         "_pending_error",
         "_prefetch",
@@ -175,14 +185,13 @@ class PublishOn(Processor[T, T], Subscription):
         "_started",
         "_terminated",
         "_upstream",
-        "_wip",
     )
 
     def __init__(
         self, executor: Executor | asyncio.AbstractEventLoop, *, prefetch: int = 256
     ) -> None:
         self._prefetch = _check_prefetch(prefetch)
-        self._limit = max(1, prefetch - (prefetch >> 2))
+        self._limit = replenish_threshold(prefetch)
         self._executor = as_executor(executor)
         self._lock = threading.Lock()
         self._buffer: deque[T] = deque()
@@ -192,7 +201,7 @@ class PublishOn(Processor[T, T], Subscription):
         self._ready = False
         self._done = False
         self._error: Exception | None = None
-        self._pending_error: ProtocolViolationError | None = None
+        self._pending_error: Exception | None = None  # signalled at once, upstream cancelled
         self._demand = 0
         self._requested = 0
         self._delivered = 0
@@ -202,7 +211,15 @@ class PublishOn(Processor[T, T], Subscription):
         self._overflowed = False  # the upstream broke Rule 1.1: cancel it at the end
         self._terminated = False
         self._high_water = 0
-        self._wip = False
+        self._guard = WorkGuard(self._lock)
+        self._loop = DrainLoop(
+            self._drain,
+            executor=self._executor,
+            on_rejected=self._rejected,
+            guard=self._guard,
+            on_failure=self._terminate_due_to,
+            self_releasing=True,
+        )
         # The drain's thread while it is inside ``upstream.request``, else 0. Only that
         # thread writes it, and only that thread can read back its own identity.
         self._inline_thread = 0
@@ -259,16 +276,20 @@ class PublishOn(Processor[T, T], Subscription):
                 return
             self._started = True
             upstream, downstream = self._upstream, self._downstream
-        upstream.request(self._prefetch)
+        try:
+            upstream.request(self._prefetch)
+        except Exception as exc:  # the upstream broke Rule 3.16: end with its error
+            with self._lock:
+                if self._pending_error is None:
+                    self._pending_error = exc
         if not signal_on_subscribe(downstream, self):
             with self._lock:
                 self._cancelled = self._closed = True
         with self._lock:
             self._ready = True
-            start = not self._wip
-            self._wip = True
+            start = self._guard.acquire_locked()
         if start:
-            self._submit()
+            self._loop.start_owned()
 
     def on_next(self, element: T) -> None:
         """Buffer ``element``; submit a drain task if none is running."""
@@ -295,12 +316,16 @@ class PublishOn(Processor[T, T], Subscription):
             buffer.append(element)
             if len(buffer) > self._prefetch:
                 self._overflow(buffer)
-            if self._wip:
+            # ``self._guard.acquire_locked()``, inlined on this per-element path. No
+            # "missed" mark is needed: the drain gives ownership up only in a critical
+            # section of this same lock in which it found the buffer idle.
+            guard = self._guard
+            if guard._owned:
                 return
-            self._wip = True
+            guard._owned = True
         finally:
             lock.release()
-        self._submit()
+        self._loop.start_owned()
 
     def _overflow(self, buffer: deque[T]) -> None:
         """Rule 1.1 broken: drop the extra element and end with an error (lock held)."""
@@ -319,10 +344,9 @@ class PublishOn(Processor[T, T], Subscription):
                 return
             self._done = self._closed = True
             self._error = error
-            start = not self._wip
-            self._wip = True
+            start = self._guard.acquire_locked()
         if start:
-            self._submit()
+            self._loop.start_owned()
 
     def on_complete(self) -> None:
         """Deliver completion after the buffered elements."""
@@ -330,10 +354,9 @@ class PublishOn(Processor[T, T], Subscription):
             if self._done:
                 return
             self._done = self._closed = True
-            start = not self._wip
-            self._wip = True
+            start = self._guard.acquire_locked()
         if start:
-            self._submit()
+            self._loop.start_owned()
 
     # ------------------------------------------------------------ Subscription side
     def request(self, n: int) -> None:
@@ -346,18 +369,16 @@ class PublishOn(Processor[T, T], Subscription):
                     return
                 if self._pending_error is None:
                     self._pending_error = error
-                start = not self._wip
-                self._wip = True
+                start = self._guard.acquire_locked()
         else:
             with self._lock:
                 if self._cancelled:
                     return
                 self._demand = add_demand(self._demand, count)
                 self._requested = add_demand(self._requested, count)
-                start = not self._wip
-                self._wip = True
+                start = self._guard.acquire_locked()
         if start:
-            self._submit()
+            self._loop.start_owned()
 
     def cancel(self) -> None:
         """Stop delivering; the drain cancels upstream and drops the buffer (Rule 3.13)."""
@@ -365,44 +386,36 @@ class PublishOn(Processor[T, T], Subscription):
             if self._cancelled:
                 return
             self._cancelled = self._closed = True
-            start = not self._wip
-            self._wip = True
+            start = self._guard.acquire_locked()
         if start:
-            self._submit()
+            self._loop.start_owned()
 
     # ------------------------------------------------------------ the drain
-    def _submit(self) -> None:
-        """Run a drain task on the executor; the caller owns ``_wip``."""
-        try:
-            self._executor.submit(self._run)
-        except Exception as exc:  # shut down, a closed loop, a full bounded executor
-            rejected = ExecutorRejectedError(f"the executor refused the stream's task: {exc!r}")
-            rejected.__cause__ = exc
-            self._rejected(rejected)
+    def _rejected(self, error: Exception) -> None:
+        self._terminate_due_to(error)
 
-    def _rejected(self, error: ExecutorRejectedError) -> None:
-        # ``_wip`` stays set: no drain will ever run, so this is the stream's last signal.
+    def _terminate_due_to(self, error: Exception) -> None:
+        """End the stream with ``error``: no drain runs again, upstream is cancelled.
+
+        Used when the executor refuses a task and when a drain pass raised (an upstream
+        ``request`` that broke Rule 3.16, a ``KeyboardInterrupt`` on the executor).
+        """
         with self._lock:
+            self._guard.retire_locked()
             self._cancelled = self._closed = True
-            self._terminated = True
             self._buffer.clear()
-            downstream, self._downstream = self._downstream, None
+            if self._terminated:
+                downstream = None
+            else:
+                self._terminated = True
+                downstream, self._downstream = self._downstream, None
             upstream = self._upstream
         if upstream is not None:
-            upstream.cancel()
+            cancel_quietly(upstream)
         if downstream is not None:
             signal_on_error(downstream, error)
         else:
             report_undeliverable(error)
-
-    def _run(self) -> None:
-        try:
-            more = self._drain()
-        except Exception as exc:  # a bug here must never be lost
-            report_undeliverable(exc)
-            return
-        if more:
-            self._submit()  # yield the executor to other tasks, keep ownership
 
     def _drain(self) -> bool:
         """Serial passes: hand batches downstream while there is demand and data.
@@ -417,7 +430,8 @@ class PublishOn(Processor[T, T], Subscription):
                 if self._terminated:
                     return False
                 if not self._ready:
-                    self._wip = False
+                    if self._guard.release_locked():
+                        continue  # work arrived meanwhile
                     return False
                 downstream = self._downstream
                 upstream = self._upstream
@@ -427,6 +441,7 @@ class PublishOn(Processor[T, T], Subscription):
                 if stop:
                     self._cancelled = self._closed = True
                     self._terminated = True
+                    self._guard.retire_locked()
                     self._buffer.clear()
                     self._downstream = None
                 else:
@@ -447,12 +462,13 @@ class PublishOn(Processor[T, T], Subscription):
                         self._demand = demand - count
                     finished = self._done and count == size
                     error = self._error
-                    if count == 0 and not finished:
-                        self._wip = False  # nothing to do, seen under the lock
+                    if count == 0 and not finished:  # nothing to do, seen under the lock
+                        if self._guard.release_locked():
+                            continue  # work arrived meanwhile
                         return False
             if stop:
                 if upstream is not None:
-                    upstream.cancel()  # Rules 3.12, 3.13: stop upstream, drop everything
+                    cancel_quietly(upstream)  # Rules 3.12, 3.13: stop upstream, drop all
                 if pending is not None and not cancelled and downstream is not None:
                     signal_on_error(downstream, pending)  # Rule 3.9
                 return False
@@ -487,10 +503,11 @@ class PublishOn(Processor[T, T], Subscription):
             if finished:
                 with self._lock:
                     self._terminated = True
+                    self._guard.retire_locked()
                     self._downstream = None
                     overflowed = self._overflowed
                 if overflowed and upstream is not None:
-                    upstream.cancel()  # Rule 1.1 broken: stop the upstream that broke it
+                    cancel_quietly(upstream)  # Rule 1.1 broken: stop the upstream
                 if error is not None:
                     signal_on_error(downstream, error)
                 else:

@@ -12,8 +12,7 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, EmitterElection
-from .._exceptions import ExecutorRejectedError
+from .._demand import MAX_DEMAND, DrainLoop, EmitterElection
 from .._hooks import report_undeliverable
 from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
 from ..api import Subscriber, Subscription
@@ -23,6 +22,8 @@ from ._fusion import FusedOp, cancellable, compile_pull
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from concurrent.futures import Executor
+
+    from .._exceptions import ExecutorRejectedError
 
 __all__ = ["PullPublisher"]
 
@@ -118,6 +119,7 @@ class PullSubscription(Subscription):
         "_election",
         "_executor",
         "_iterator",
+        "_loop",
         "_publisher",
         "_raw",
         "_subscriber",
@@ -135,6 +137,16 @@ class PullSubscription(Subscription):
         self._election = EmitterElection()
         self._iterator: Iterator[Any] | None = None
         self._raw: Iterator[Any] | None = None
+        # The package's one drain loop, on the election: it resubmits a pass that yields
+        # the executor, and ends the stream if a pass raises (a KeyboardInterrupt in a
+        # user function on the executor: StreamInterruptedError downstream, re-raised).
+        self._loop = DrainLoop(
+            self._emit,
+            executor=executor,
+            on_rejected=self._rejected,
+            guard=self._election,
+            on_failure=self._failed,
+        )
 
     def statistics(self) -> StageStatistics:
         """Requested and delivered counts; this stage never buffers."""
@@ -168,20 +180,18 @@ class PullSubscription(Subscription):
 
     def _start(self) -> None:
         """Run the emit loop here, or as a task on the executor (the caller owns it)."""
-        executor = self._executor
-        if executor is None:
-            self._emit()
-            return
-        try:
-            executor.submit(self._emit)
-        except Exception as exc:  # shut down, closed loop: the stream ends with the error
-            rejected = ExecutorRejectedError(f"the executor refused the stream's task: {exc!r}")
-            rejected.__cause__ = exc
-            subscriber = self._subscriber
-            if subscriber is None:
-                report_undeliverable(rejected)
-            else:
-                self._fail(subscriber, rejected)
+        self._loop.start_owned()
+
+    def _rejected(self, rejected: ExecutorRejectedError) -> None:
+        # Shut down, closed loop: the stream ends with the error (we own the election).
+        self._failed(rejected)
+
+    def _failed(self, error: Exception) -> None:
+        subscriber = self._subscriber
+        if subscriber is None:
+            report_undeliverable(error)
+        else:
+            self._fail(subscriber, error)
 
     def _release_resources(self) -> None:
         raw = self._raw
@@ -201,62 +211,63 @@ class PullSubscription(Subscription):
         self._release_resources()
         signal_on_error(subscriber, error)
 
-    def _emit(self) -> None:
+    def _emit(self) -> bool:
+        """One pass of the elected emitter; ``True`` to yield the executor with demand left."""
         election = self._election
-        while True:
-            subscriber = self._subscriber
-            if subscriber is None:
-                return
-            error = election.take_error()
-            if error is not None:  # Rule 3.9
-                self._fail(subscriber, error)
-                return
-            if election.cancelled:  # Rules 3.6, 3.13: keep ownership, drop references
-                self._release_resources()
-                return
-            iterator = self._iterator
-            if iterator is None:
-                publisher = self._publisher
-                assert publisher is not None
-                try:
-                    iterator, self._raw = publisher.open(lambda: election.cancelled)
-                except Exception as exc:  # iter() of the user's iterable failed (Rule 1.4)
-                    self._fail(subscriber, exc)
-                    return
-                self._iterator = iterator
-            demand = election.demand
-            if self._executor is not None and demand > _PASS_LIMIT:
-                demand = _PASS_LIMIT  # yield the executor regularly (an event loop, say)
-            batch = iterator if demand == MAX_DEMAND else itertools.islice(iterator, demand)
-            on_next = subscriber.on_next
-            emitted = 0
+        subscriber = self._subscriber
+        if subscriber is None:
+            election.retire()
+            return False
+        error = election.take_error()
+        if error is not None:  # Rule 3.9
+            self._fail(subscriber, error)
+            return False
+        if election.cancelled:  # Rules 3.6, 3.13: keep ownership, drop references
+            election.retire()
+            self._release_resources()
+            return False
+        iterator = self._iterator
+        if iterator is None:
+            publisher = self._publisher
+            assert publisher is not None
             try:
-                for element in batch:
-                    if element is None:
-                        raise NoneResultError("the source", election.delivered + emitted)
-                    try:
-                        on_next(element)
-                    except Exception as exc:  # Rule 2.13: treat as cancelled, report
-                        election.produced(emitted + 1)
-                        election.cancel()
-                        self._release_resources()
-                        report_violation(subscriber, "on_next", exc)
-                        return
-                    emitted += 1
-                    if election._cancelled:
-                        break
-            except Exception as exc:  # a user function or the source raised (Rule 1.4)
-                election.produced(emitted)
+                iterator, self._raw = publisher.open(lambda: election.cancelled)
+            except Exception as exc:  # iter() of the user's iterable failed (Rule 1.4)
                 self._fail(subscriber, exc)
-                return
-            remaining = election.produced(emitted)
-            if emitted < demand and not election.cancelled:  # exhausted (Rules 1.2, 1.5)
-                election.terminate()
-                self._release_resources()
-                signal_on_complete(subscriber)
-                return
-            if self._executor is not None and remaining and emitted == _PASS_LIMIT:
-                self._start()  # more demand: continue in a new task, keeping ownership
-                return
-            if not election.release():
-                return
+                return False
+            self._iterator = iterator
+        demand = election.demand
+        if self._executor is not None and demand > _PASS_LIMIT:
+            demand = _PASS_LIMIT  # yield the executor regularly (an event loop, say)
+        batch = iterator if demand == MAX_DEMAND else itertools.islice(iterator, demand)
+        on_next = subscriber.on_next
+        emitted = 0
+        try:
+            for element in batch:
+                if element is None:
+                    raise NoneResultError("the source", election.delivered + emitted)
+                try:
+                    on_next(element)
+                except Exception as exc:  # Rule 2.13: treat as cancelled, report
+                    election.produced(emitted + 1)
+                    election.cancel()
+                    election.retire()
+                    self._release_resources()
+                    report_violation(subscriber, "on_next", exc)
+                    return False
+                emitted += 1
+                if election._cancelled:
+                    break
+        except Exception as exc:  # a user function or the source raised (Rule 1.4)
+            election.produced(emitted)
+            self._fail(subscriber, exc)
+            return False
+        remaining = election.produced(emitted)
+        if emitted < demand and not election.cancelled:  # exhausted (Rules 1.2, 1.5)
+            election.terminate()
+            self._release_resources()
+            signal_on_complete(subscriber)
+            return False
+        # With demand left after a full batch on an executor, the loop continues in a new
+        # task, still owning; otherwise it releases the election (or passes again if missed).
+        return self._executor is not None and bool(remaining) and emitted == _PASS_LIMIT

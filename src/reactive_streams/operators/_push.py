@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._demand import MAX_DEMAND, add_demand
 from .._signals import (
+    cancel_quietly,
     report_violation,
     signal_on_complete,
     signal_on_error,
@@ -142,15 +143,28 @@ class FusedSubscriber(PassThroughStage[Any]):
         elif not self._control.done and not self._unbounded:
             upstream = self._upstream
             if upstream is not None:
-                upstream.request(1)  # replace the dropped element
+                self._request_upstream(upstream, 1)  # replace the dropped element
         if self._control.done:
             self._finish(None)
+
+    def _request_upstream(self, upstream: Subscription, n: int) -> None:
+        """Request ``n``; an upstream that raises (Rule 3.16 broken) ends the stage.
+
+        The error is signalled at once, after upstream is cancelled: a stage without a
+        buffer has no drain to defer it to. The caller of ``request`` runs downstream's
+        code (it is downstream's own ``request``, or our ``on_next``), so the signal is
+        nested in it, never concurrent with an ``on_next`` of ours on the same thread.
+        """
+        try:
+            upstream.request(n)
+        except Exception as exc:
+            self._finish(exc)
 
     def _finish(self, error: Exception | None) -> None:
         downstream = self._end()
         upstream = self._upstream
         if upstream is not None:
-            upstream.cancel()
+            cancel_quietly(upstream)
         if downstream is None:
             return
         if error is None:
@@ -169,7 +183,7 @@ class FusedSubscriber(PassThroughStage[Any]):
                 self._unbounded = self._requested == MAX_DEMAND
         upstream = self._upstream
         if upstream is not None:
-            upstream.request(n)
+            self._request_upstream(upstream, n)
 
     def cancel(self) -> None:
         """Cancel upstream and drop the downstream reference (Rules 3.7, 3.13)."""

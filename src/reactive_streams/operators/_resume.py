@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import threading
+from collections import deque
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, add_demand, validate_request
+from .._demand import MAX_DEMAND, DrainLoop, WorkGuard, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
-from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from .._hooks import report_undeliverable
+from .._signals import (
+    cancel_quietly,
+    report_violation,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+)
 from ..api import Publisher, Subscriber, Subscription
 from ._base import SingleUpstreamOperator, StageStatistics, check_subscriber
 
@@ -38,7 +46,11 @@ class ResumeOperator(SingleUpstreamOperator[T]):
 
     Concurrency:
         The switch happens on the thread that delivered ``on_error``. Downstream
-        ``request``/``cancel`` go to whichever subscription is current.
+        ``request``/``cancel`` go to whichever subscription is current. Every downstream
+        signal goes through one ``DrainLoop``: elements queue (within demand) and the
+        terminal signal follows them, so a Rule 3.9 error found by a ``request`` on
+        another thread never overlaps an ``on_next`` (Rule 1.3) nor precedes one
+        (Rule 1.7).
     """
 
     __slots__ = ("_fallback", "_label", "_times")
@@ -108,9 +120,13 @@ class _Resume(Subscription):
         "_done",
         "_downstream",
         "_fallback",
+        "_guard",
         "_lock",
+        "_loop",
         "_outstanding",
+        "_queue",
         "_requested",
+        "_terminal",
         "_times",
         "_upstream",
     )
@@ -134,6 +150,10 @@ class _Resume(Subscription):
         self._requested = 0
         self._delivered = 0
         self._done = False
+        self._queue: deque[Any] = deque()  # elements for the drain, within demand
+        self._terminal: tuple[Exception | None] | None = None  # (error or None,) once ended
+        self._guard = WorkGuard(self._lock)
+        self._loop = DrainLoop(self._drain, guard=self._guard, on_failure=self._drain_failed)
 
     def statistics(self) -> StageStatistics:
         return StageStatistics(
@@ -168,21 +188,68 @@ class _Resume(Subscription):
             subscription.cancel()
             return
         if outstanding:
-            subscription.request(outstanding)
+            try:
+                subscription.request(outstanding)
+            except Exception as exc:  # the upstream broke Rule 3.16
+                cancel_quietly(subscription)
+                self._finish(exc)
 
     def attempt_next(self, attempt: _Attempt, element: Any) -> None:
-        downstream = self._downstream
-        if attempt is not self._attempt or downstream is None or self._done:
-            return
         with self._lock:
+            if attempt is not self._attempt or self._done:
+                return
             if self._outstanding != MAX_DEMAND:
                 self._outstanding -= 1
-            self._delivered += 1
-        try:
-            downstream.on_next(element)
-        except Exception as exc:  # Rule 2.13
-            report_violation(downstream, "on_next", exc)
-            self.cancel()
+            self._queue.append(element)
+            start = self._guard.acquire_locked()
+        if start:
+            self._loop.start_owned()
+
+    def _drain(self) -> None:
+        """The single owner's pass: queued elements in order, then the terminal signal."""
+        while True:
+            with self._lock:
+                downstream = self._downstream
+                if downstream is None:  # cancelled (Rule 3.13)
+                    self._queue.clear()
+                    return
+                batch = list(self._queue)
+                self._queue.clear()
+                terminal = self._terminal
+                if not batch and terminal is None:
+                    return
+                if not batch:  # the terminal signal, after every element (Rule 1.7)
+                    self._downstream = None
+                    self._guard.retire_locked()
+            if not batch:
+                assert terminal is not None
+                error = terminal[0]
+                if error is None:
+                    signal_on_complete(downstream)
+                else:
+                    signal_on_error(downstream, error)
+                return
+            for element in batch:
+                try:
+                    downstream.on_next(element)
+                except Exception as exc:  # Rule 2.13
+                    report_violation(downstream, "on_next", exc)
+                    self.cancel()
+                    return
+                with self._lock:
+                    self._delivered += 1
+
+    def _drain_failed(self, error: Exception) -> None:
+        with self._lock:
+            current, self._current = self._current, None
+            downstream, self._downstream = self._downstream, None
+            self._done = True
+        if current is not None:
+            cancel_quietly(current)
+        if downstream is None:
+            report_undeliverable(error)
+        else:
+            signal_on_error(downstream, error)
 
     def attempt_error(self, attempt: _Attempt, error: Exception) -> None:
         if attempt is not self._attempt or self._done:
@@ -214,19 +281,16 @@ class _Resume(Subscription):
         self._finish(None)
 
     def _finish(self, error: Exception | None) -> None:
+        """End the stream: the drain signals ``error`` (or completion) after the queue."""
         with self._lock:
             if self._done:
                 return
             self._done = True
-            current, self._current = self._current, None
-        downstream, self._downstream = self._downstream, None
-        del current  # a failed or completed subscription is already over (Rule 1.6)
-        if downstream is None:
-            return
-        if error is None:
-            signal_on_complete(downstream)
-        else:
-            signal_on_error(downstream, error)
+            self._current = None  # a failed or completed subscription is over (Rule 1.6)
+            self._terminal = (error,)
+            start = self._guard.acquire_locked()
+        if start:
+            self._loop.start_owned()
 
     def request(self, n: int) -> None:
         try:
@@ -235,8 +299,8 @@ class _Resume(Subscription):
             with self._lock:
                 current = self._current
             if current is not None:
-                current.cancel()
-            self._finish(error)
+                cancel_quietly(current)
+            self._finish(error)  # Rule 3.9, signalled by the drain (Rule 1.3)
             return
         with self._lock:
             if self._done:
@@ -245,14 +309,19 @@ class _Resume(Subscription):
             self._requested = add_demand(self._requested, count)
             current = self._current
         if current is not None:
-            current.request(count)
+            try:
+                current.request(count)
+            except Exception as exc:  # the upstream broke Rule 3.16
+                cancel_quietly(current)
+                self._finish(exc)
 
     def cancel(self) -> None:
         with self._lock:
-            if self._done:
+            if self._done and self._downstream is None:
                 return
             self._done = True
             current, self._current = self._current, None
-        self._downstream = None
+            self._downstream = None  # Rule 3.13; a running drain stops at its next look
+            self._queue.clear()
         if current is not None:
-            current.cancel()
+            cancel_quietly(current)

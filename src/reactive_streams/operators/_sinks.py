@@ -11,7 +11,7 @@ from collections import deque
 from operator import length_hint
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .._demand import MAX_DEMAND
+from .._demand import MAX_DEMAND, check_positive, replenish_threshold
 from .._hooks import report_undeliverable
 from ..api import Publisher, Subscriber, Subscription
 
@@ -22,11 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["BlockingIterator", "CallbackSubscriber", "collect_list", "first", "for_each"]
 
 T = TypeVar("T")
-
-
-def _replenish_limit(prefetch: int) -> int:
-    """Consumed elements after which to request more: 75% of ``prefetch`` (at least 1)."""
-    return max(1, prefetch - (prefetch >> 2))
 
 
 class CallbackSubscriber(Subscriber[T]):
@@ -66,13 +61,12 @@ class CallbackSubscriber(Subscriber[T]):
         *,
         prefetch: int = 256,
     ) -> None:
-        if prefetch <= 0:
-            raise ValueError(f"prefetch must be positive, got {prefetch}")
+        check_positive("prefetch", prefetch)
         self._on_next = on_next
         self._on_error = on_error
         self._on_complete = on_complete
         self._prefetch = prefetch
-        self._limit = MAX_DEMAND if prefetch == MAX_DEMAND else _replenish_limit(prefetch)
+        self._limit = MAX_DEMAND if prefetch == MAX_DEMAND else replenish_threshold(prefetch)
         self._consumed = 0
         self._subscription: Subscription | None = None
         self._done = False
@@ -339,10 +333,9 @@ class BlockingIterator(Subscriber[T]):
     )
 
     def __init__(self, prefetch: int = 256, timeout: float | None = None) -> None:
-        if prefetch <= 0:
-            raise ValueError(f"prefetch must be positive, got {prefetch}")
+        check_positive("prefetch", prefetch)
         self._prefetch = prefetch
-        self._limit = _replenish_limit(prefetch)
+        self._limit = replenish_threshold(prefetch)
         self._timeout = timeout
         self._buffer: deque[T] = deque()
         self._condition = threading.Condition(threading.Lock())

@@ -6,10 +6,11 @@ other half, the stage object a subscriber gets as its ``Subscription``. Several 
 asks for them and deliver them from a drain loop. They share:
 
 - ``DownstreamStage``: downstream demand (Rule 3.9 validation, capped addition with
-  ``add_demand``), cancel once (Rule 3.7), the drain-loop entry ``_schedule`` (single owner,
-  the ``_wip`` flag under the lock), the delivery of a run of elements within demand
-  (Rule 2.13 on a raising ``on_next``), the first-error-wins ``fail`` and the
-  ``statistics()`` snapshot.
+  ``add_demand``), cancel once (Rule 3.7), the drain loop (the package's one ``DrainLoop``,
+  whose ``WorkGuard`` shares the stage's lock, entered with ``_schedule``), the delivery of
+  a run of elements within demand (Rule 2.13 on a raising ``on_next``), the
+  first-error-wins ``fail``, ``request_upstream`` (an upstream whose ``request`` raises,
+  breaking Rule 3.16, fails the stage) and the ``statistics()`` snapshot.
 - ``UpstreamStage``: a ``DownstreamStage`` that is also the ``Subscriber`` of one upstream,
   with the ``on_subscribe`` prologue (Rules 2.5 and 2.13).
 - ``BufferedStage``: an ``UpstreamStage`` whose upstream terminal signal waits in the
@@ -31,10 +32,16 @@ from abc import abstractmethod
 from collections import deque
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .._demand import add_demand, validate_request
+from .._demand import DrainLoop, WorkGuard, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
 from .._hooks import report_undeliverable
-from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from .._signals import (
+    cancel_quietly,
+    report_violation,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+)
 from ..api import Subscriber, Subscription
 from ._base import StageStatistics
 
@@ -59,12 +66,18 @@ class DownstreamStage(Subscription):
     State, all guarded by ``_lock``: ``_demand`` (outstanding downstream demand, capped at
     ``MAX_DEMAND``), ``_requested`` and ``_delivered`` (totals for ``statistics()``),
     ``_error`` (the error to signal), ``_cancelled``, ``_terminated`` (the stage has sent
-    or given up its terminal signal and dropped ``_downstream``, Rule 3.13), ``_wip`` (a
-    drain pass owns the stage) and ``_high_water`` (the most elements ever buffered).
+    or given up its terminal signal and dropped ``_downstream``, Rule 3.13), ``_guard``
+    (the drain loop's ``WorkGuard``, on the same lock: recording work and claiming the
+    loop is one critical section) and ``_high_water`` (the most elements ever buffered).
 
-    Subclasses implement ``_drain`` (the single owner's loop: it gives ``_wip`` up in the
-    critical section that finds nothing to do, so no signal is missed) and
-    ``_buffered_now`` (called with ``_lock`` held).
+    Subclasses implement ``_drain`` (the single owner's pass: in the critical section in
+    which it finds nothing to do it calls ``self._guard.release_locked()``, passes again
+    if that returns ``True`` (work arrived meanwhile) and returns otherwise; every other
+    return follows ``_terminate_locked``, which retires the guard), ``_buffered_now``
+    (called with ``_lock`` held) and, when they hold more subscriptions than
+    ``_upstream``, ``_abandon_locked``. A pass that raises
+    (an upstream that broke Rule 3.16, a bug of ours) ends the stage through
+    ``_terminate_due_to``: every upstream cancelled, one ``on_error`` downstream.
 
     Concurrency:
         ``request`` and ``cancel`` may be called from any thread (Rule 2.7 is the
@@ -78,11 +91,12 @@ class DownstreamStage(Subscription):
         "_demand",
         "_downstream",
         "_error",
+        "_guard",
         "_high_water",
         "_lock",
+        "_loop",
         "_requested",
         "_terminated",
-        "_wip",
     )
 
     def __init__(self, downstream: Subscriber[Any]) -> None:
@@ -95,7 +109,13 @@ class DownstreamStage(Subscription):
         self._error: Exception | None = None
         self._cancelled = False
         self._terminated = False
-        self._wip = False
+        self._guard = WorkGuard(self._lock)
+        self._loop = DrainLoop(
+            self._drain,
+            guard=self._guard,
+            on_failure=self._terminate_due_to,
+            self_releasing=True,
+        )
 
     def statistics(self) -> StageStatistics:
         """Return a frozen snapshot of the stage's counters."""
@@ -162,23 +182,62 @@ class DownstreamStage(Subscription):
 
     def _keep_error(self, error: Exception) -> None:
         with self._lock:
-            if self._error is None:
+            first = self._error is None and not self._terminated
+            if first:
                 self._error = error
-            else:
-                report_undeliverable(error)
+        if not first:
+            report_undeliverable(error)  # never under the lock
+
+    def _upstream_failed(self, error: Exception) -> None:
+        """An upstream ``request`` raised (Rule 3.16 broken): fail the stage with it."""
+        self._keep_error(error)
+
+    def request_upstream(self, subscription: Subscription, n: int) -> None:
+        """Call ``subscription.request(n)``; if it raises, the stage fails with the error.
+
+        The error is signalled by the drain loop (after every upstream is cancelled), so
+        it never escapes into our caller: not our own ``request`` (Rule 3.16), not the
+        ``on_subscribe`` or ``on_next`` of an upstream (Rule 2.13).
+        """
+        try:
+            subscription.request(n)
+        except Exception as exc:  # the upstream broke Rule 3.16
+            self._upstream_failed(exc)
+            self._schedule()
 
     # ---------------------------------------------------------------- the drain
     def _schedule(self) -> None:
         """Run the drain loop unless a pass already owns it (that pass sees our change)."""
-        with self._lock:
-            if self._wip:
-                return
-            self._wip = True
-        self._drain()
+        if self._guard.acquire():
+            self._loop.start_owned()
 
     @abstractmethod
     def _drain(self) -> None:
-        """Serial passes of the single owner; give ``_wip`` up under the lock when idle."""
+        """The single owner's passes: deliver everything it can, give ownership up, return."""
+
+    def _terminate_locked(self) -> Subscriber[Any] | None:
+        """Mark the stage terminated, retire the loop, return the downstream (lock held)."""
+        self._terminated = True
+        self._guard.retire_locked()
+        downstream, self._downstream = self._downstream, None
+        return downstream
+
+    def _abandon_locked(self) -> list[Subscription]:
+        """Drop everything buffered; return the subscriptions to cancel (lock held)."""
+        return []
+
+    def _terminate_due_to(self, error: Exception) -> None:
+        """The drain raised: cancel every upstream and signal ``error`` once (Reactor's rule)."""
+        with self._lock:
+            downstream = None if self._terminated else self._terminate_locked()
+            self._cancelled = True
+            subscriptions = self._abandon_locked()
+        for subscription in subscriptions:
+            cancel_quietly(subscription)
+        if downstream is None:
+            report_undeliverable(error)
+        else:
+            signal_on_error(downstream, error)
 
     def _deliver(self, downstream: Subscriber[Any], batch: Iterable[Any]) -> None:
         """Signal ``on_next`` for each element of ``batch`` in order, counting deliveries.
@@ -209,6 +268,9 @@ class UpstreamStage(DownstreamStage, Subscriber[Any]):
     def __init__(self, downstream: Subscriber[Any]) -> None:
         super().__init__(downstream)
         self._upstream: Subscription | None = None
+
+    def _abandon_locked(self) -> list[Subscription]:
+        return [] if self._upstream is None else [self._upstream]
 
     def _accept_upstream(self, subscription: Subscription) -> bool:
         """The ``on_subscribe`` prologue: keep the first subscription, hand ourselves on.
@@ -255,6 +317,12 @@ class InnerSubscriber(Subscriber[Any], Generic[OwnerT]):
             raise TypeError("Rule 2.13: on_error(None)")
         self.owner.fail(error)
 
+    def request(self, n: int) -> None:
+        """Request ``n`` from the inner source; a raise fails the owner (Rule 3.16)."""
+        subscription = self.subscription
+        if subscription is not None:
+            self.owner.request_upstream(subscription, n)
+
 
 class BufferedStage(UpstreamStage):
     """An ``UpstreamStage`` whose upstream terminal signal waits behind its buffer.
@@ -300,6 +368,13 @@ class BufferedStage(UpstreamStage):
         """Hook run under the lock by the first ``on_complete`` (e.g. flush a partial)."""
 
     def _reject_request(self, error: ProtocolViolationError) -> None:
+        self._fail_urgently(error)
+
+    def _upstream_failed(self, error: Exception) -> None:
+        self._fail_urgently(error)
+
+    def _fail_urgently(self, error: Exception) -> None:
+        """Our own error: signalled before the buffer, with upstream cancelled."""
         with self._lock:
             if not self._terminated:  # even after upstream completed (Rule 3.9)
                 self._error = error
@@ -316,7 +391,7 @@ class BufferedStage(UpstreamStage):
         """Send the terminal signal; cancel upstream first for an urgent error."""
         if error is not None:
             if urgent and upstream is not None:
-                upstream.cancel()  # our own error: upstream is still running
+                cancel_quietly(upstream)  # our own error: upstream is still running
             signal_on_error(downstream, error)
         else:
             signal_on_complete(downstream)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeVar
 
 from .._demand import DrainLoop, add_demand
-from .._exceptions import ExecutorRejectedError
+from .._exceptions import ExecutorRejectedError, StreamInterruptedError
+from .._hooks import report_undeliverable
 from .._signals import (
+    cancel_quietly,
     report_violation,
     signal_on_error,
     signal_on_subscribe,
@@ -52,6 +54,10 @@ class SubscribeOnOperator(SingleUpstreamOperator[T]):
         Calls to the upstream subscription are serialised by a ``DrainLoop`` on the
         executor (Rule 2.7); ``request``/``cancel`` return at once (Rules 3.4, 3.5). If
         the executor refuses a task the subscriber gets ``on_error(ExecutorRejectedError)``.
+        An upstream whose ``subscribe`` or ``request`` raises (Rules 1.9, 3.16 broken) is
+        cancelled and its error signalled; a ``KeyboardInterrupt``/``SystemExit`` raised
+        there ends the stream with ``StreamInterruptedError`` and is re-raised on the
+        executor, never swallowed.
     """
 
     __slots__ = ("_executor",)
@@ -80,7 +86,7 @@ class SubscribeOnOperator(SingleUpstreamOperator[T]):
         stage: _SubscribeOn[T] = _SubscribeOn(subscriber, self._executor)
         self._track(stage)
         try:
-            self._executor.submit(self._upstream.subscribe, stage)
+            self._executor.submit(stage.subscribe_to, self._upstream)
         except Exception as exc:
             rejected = ExecutorRejectedError(f"the executor refused the subscribe task: {exc!r}")
             rejected.__cause__ = exc
@@ -103,7 +109,24 @@ class _SubscribeOn(PassThroughStage[T]):
         self._bad: list[object] = []
         self._cancelled = False
         self._forwarded_cancel = False
-        self._loop = DrainLoop(self._forward, executor=executor, on_rejected=self._rejected)
+        self._loop = DrainLoop(
+            self._forward, executor=executor, on_rejected=self._rejected, on_failure=self._failed
+        )
+
+    def subscribe_to(self, upstream: Publisher[T]) -> None:
+        """The subscribe task, on the executor: ``upstream.subscribe(self)``, guarded."""
+        try:
+            upstream.subscribe(self)
+        except Exception as exc:  # the upstream broke Rule 1.9
+            self._failed(exc)
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: end the stream, re-raise
+            interrupted = StreamInterruptedError(
+                f"the stream's task was interrupted by {type(exc).__name__}"
+            )
+            interrupted.__cause__ = exc
+            report_undeliverable(exc)
+            self._failed(interrupted)
+            raise
 
     def statistics(self) -> StageStatistics:
         return StageStatistics(
@@ -183,9 +206,16 @@ class _SubscribeOn(PassThroughStage[T]):
         return False
 
     def _rejected(self, error: ExecutorRejectedError) -> None:
+        self._failed(error)
+
+    def _failed(self, error: Exception) -> None:
+        """End the stream with ``error``: cancel upstream, one ``on_error`` downstream."""
+        self._loop.guard.retire()
         upstream = self._upstream
         if upstream is not None:
-            upstream.cancel()
+            cancel_quietly(upstream)
         downstream = self._end()
         if downstream is not None:
             signal_on_error(downstream, error)
+        else:
+            report_undeliverable(error)

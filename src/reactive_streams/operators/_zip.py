@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._demand import MAX_DEMAND
+from .._demand import MAX_DEMAND, check_positive, replenish_threshold
 from .._exceptions import ProtocolViolationError
-from .._signals import signal_on_complete, signal_on_error, signal_on_subscribe
+from .._signals import cancel_quietly, signal_on_complete, signal_on_error, signal_on_subscribe
 from ._base import Operator, check_subscriber
 from ._stage import DownstreamStage, InnerSubscriber
 
@@ -43,7 +43,7 @@ class ZipOperator(Operator[tuple[Any, ...]]):
         if not sources:
             raise ValueError("zip() needs at least one publisher")
         self._sources = sources
-        self._prefetch = prefetch
+        self._prefetch = check_positive("prefetch", prefetch)
 
     @property
     def name(self) -> str:
@@ -61,7 +61,10 @@ class ZipOperator(Operator[tuple[Any, ...]]):
         if not signal_on_subscribe(subscriber, stage):
             stage.cancel()
         for source, lane in zip(self._sources, stage.lanes, strict=True):
-            source.subscribe(lane)
+            try:
+                source.subscribe(lane)
+            except Exception as exc:  # the source broke Rule 1.9: the zip fails with it
+                stage.fail(exc)
 
 
 class _Lane(InnerSubscriber["_Zip"]):
@@ -76,9 +79,9 @@ class _Lane(InnerSubscriber["_Zip"]):
             if not duplicate:
                 self.subscription = subscription
         if duplicate or dead:
-            subscription.cancel()
+            cancel_quietly(subscription)
             return
-        subscription.request(self.owner.prefetch)
+        self.request(self.owner.prefetch)
 
     def on_next(self, element: Any) -> None:
         if element is None:
@@ -114,8 +117,13 @@ class _Zip(DownstreamStage):
     def _buffered_now(self) -> int:
         return sum(len(lane.queue) for lane in self.lanes)
 
+    def _abandon_locked(self) -> list[Subscription]:
+        for lane in self.lanes:
+            lane.queue.clear()
+        return [lane.subscription for lane in self.lanes if lane.subscription is not None]
+
     def _drain(self) -> None:
-        limit = max(1, self.prefetch - (self.prefetch >> 2))
+        limit = replenish_threshold(self.prefetch)
         while True:
             with self._lock:
                 if self._terminated:
@@ -126,30 +134,27 @@ class _Zip(DownstreamStage):
                 stop = self._cancelled or self._error is not None or downstream is None
                 if stop or exhausted:
                     error = None if self._cancelled else self._error
-                    self._terminated = True
-                    self._downstream = None
-                    subscriptions = [lane.subscription for lane in lanes]
-                    for lane in lanes:
-                        lane.queue.clear()
+                    self._terminate_locked()
+                    subscriptions = self._abandon_locked()
                 else:
                     ready = min(len(lane.queue) for lane in lanes)
                     count = min(ready, self._demand)
                     batch = [tuple(lane.queue.popleft() for lane in lanes) for _ in range(count)]
                     if count and self._demand != MAX_DEMAND:
                         self._demand -= count
-                    refills: list[tuple[Subscription, int]] = []
+                    refills: list[tuple[_Lane, int]] = []
                     for lane in lanes:
                         lane.consumed += count
                         if lane.consumed >= limit and lane.subscription is not None:
-                            refills.append((lane.subscription, lane.consumed))
+                            refills.append((lane, lane.consumed))
                             lane.consumed = 0
                     if not count:
-                        self._wip = False
+                        if self._guard.release_locked():
+                            continue  # work arrived meanwhile
                         return
             if stop or exhausted:
                 for subscription in subscriptions:
-                    if subscription is not None:
-                        subscription.cancel()
+                    cancel_quietly(subscription)
                 if downstream is not None:
                     if error is not None:
                         signal_on_error(downstream, error)
@@ -158,5 +163,5 @@ class _Zip(DownstreamStage):
                 return
             assert downstream is not None
             self._deliver(downstream, batch)
-            for subscription, amount in refills:
-                subscription.request(amount)
+            for lane, amount in refills:
+                lane.request(amount)

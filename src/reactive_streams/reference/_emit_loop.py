@@ -32,7 +32,6 @@ from ..api import Subscriber, Subscription
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-    from .._exceptions import ExecutorRejectedError
 
 __all__ = ["EmitLoopSubscription"]
 
@@ -65,6 +64,7 @@ class EmitLoopSubscription(Subscription, Generic[T]):
             executor=executor,
             on_rejected=self._on_rejected,
             guard=self._election,
+            on_failure=self._on_rejected,  # a pass raised: the same end, with that error
         )
 
     # -- the Subscription interface -------------------------------------------------------
@@ -157,8 +157,9 @@ class EmitLoopSubscription(Subscription, Generic[T]):
         self._election.retire()
         self._close()
 
-    def _on_rejected(self, error: ExecutorRejectedError) -> None:
-        # The executor refused the loop's task; we still own the election, so we may signal.
+    def _on_rejected(self, error: Exception) -> None:
+        # The executor refused the loop's task, or a pass raised (the source broke, or a
+        # KeyboardInterrupt on the executor): we still own the election, so we may signal.
         subscriber = self._subscriber
         if subscriber is None:
             return

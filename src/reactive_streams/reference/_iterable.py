@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
-from .._demand import MAX_DEMAND
+from .._demand import MAX_DEMAND, check_positive
 from .._hooks import report_undeliverable
 from ..api import Publisher, Subscriber
 from ._emit_loop import EmitLoopSubscription
@@ -111,8 +111,7 @@ class ExecutorIterablePublisher(_IterablePublisherBase[T]):
     def __init__(
         self, iterable: Iterable[T], executor: Executor, *, batch_size: int = 1024
     ) -> None:
-        if type(batch_size) is not int or batch_size < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        check_positive("batch_size", batch_size)
         if not callable(getattr(executor, "submit", None)):
             raise TypeError(f"executor must be a concurrent.futures.Executor, got {executor!r}")
         super().__init__(iterable, executor, batch_size)

@@ -25,7 +25,7 @@ from abc import ABC, abstractmethod
 from collections import deque
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._demand import DrainLoop
+from .._demand import DrainLoop, check_positive, replenish_threshold
 from .._hooks import report_undeliverable
 from .._serialized import SerializedSubscription
 from .._statistics import StreamStatistics
@@ -45,11 +45,9 @@ class _SubscriberCore(Generic[T]):
     """The signal handling shared by both base classes; its ``_handle_*`` run serially."""
 
     def __init__(self, batch_size: int) -> None:
-        if type(batch_size) is not int or batch_size < 1:
-            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        self._batch_size = batch_size
+        self._batch_size = check_positive("batch_size", batch_size)
         # Replenish when three quarters of a batch were consumed (at least 1 element).
-        self._replenish_at = max(1, batch_size - batch_size // 4)
+        self._replenish_at = replenish_threshold(batch_size)
         self._lock = threading.Lock()
         self._subscription: SerializedSubscription | None = None
         self._done = False  # cancelled, or a terminal signal arrived
