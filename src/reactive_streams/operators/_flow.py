@@ -42,6 +42,15 @@ from ._sources import DeferPublisher, ErrorPublisher, WrappedPublisher
 from ._subscribe_on import SubscribeOnOperator
 from ._take import TakeOp
 from ._take_while import TakeWhileOp
+from ._time import (
+    DebounceOperator,
+    DelayOperator,
+    SampleOperator,
+    ScheduledIntervalPublisher,
+    ThrottleFirstOperator,
+    TimeoutOperator,
+    WindowOperator,
+)
 from ._via import ViaOperator
 from ._zip import ZipOperator
 
@@ -49,6 +58,8 @@ if TYPE_CHECKING:
     import asyncio
     from collections.abc import AsyncIterable, Callable, Iterable, Iterator
     from concurrent.futures import Executor
+
+    from ..schedulers import Scheduler
 
 __all__ = ["Flow"]
 
@@ -207,12 +218,18 @@ class Flow(Publisher[T], Generic[T]):
         return Flow(DeferPublisher(factory))
 
     @staticmethod
-    def interval(period: float, *, count: int | None = None) -> Flow[int]:
+    def interval(
+        period: float, *, count: int | None = None, scheduler: Scheduler | None = None
+    ) -> Flow[int]:
         """A hot timer: ``0, 1, 2, ...`` every ``period`` seconds (``count`` ticks at most).
 
         A tick without demand fails the flow with ``MissingBackpressureError``: follow it
-        with an ``on_backpressure_*`` operator to choose what to do instead.
+        with an ``on_backpressure_*`` operator to choose what to do instead. Without
+        ``scheduler`` each subscriber gets a timer thread; with one (a
+        ``VirtualTimeScheduler`` in tests) the ticks run there.
         """
+        if scheduler is not None:
+            return Flow(ScheduledIntervalPublisher(period, count, scheduler))
         return Flow(IntervalPublisher(period, count))
 
     @staticmethod
@@ -614,6 +631,109 @@ class Flow(Publisher[T], Generic[T]):
             if stats is not None:
                 result[f"{index}:{operator.name}"] = stats
         return result
+
+    # ------------------------------------------------------------------ time (issue 12)
+    def sample(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
+        """Every ``period`` seconds, the latest element if a new one arrived (see ``_time``).
+
+        Marble (``period=2``)::
+
+            source:  -a-b---c-----d|
+            result:  --b-----c-----d|
+
+        The element waiting at completion is emitted before ``on_complete``.
+
+        Backpressure: unbounded upstream demand; an element due without downstream demand
+        ends the flow with ``MissingBackpressureError``.
+
+        Concurrency: ticks on ``scheduler`` (the shared timer thread by default).
+        """
+        return Flow(SampleOperator(self._node, period, scheduler))
+
+    def throttle_first(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
+        """Emit an element, then drop the elements of the next ``period`` seconds.
+
+        Marble (``period=3``)::
+
+            source:  -a-b-c---d-e|
+            result:  -a-------d--|
+
+        Backpressure: unbounded upstream demand; drops are counted in ``statistics()``;
+        an element to emit without downstream demand is a ``MissingBackpressureError``.
+
+        Concurrency: reads ``scheduler.now()`` on the upstream's thread.
+        """
+        return Flow(ThrottleFirstOperator(self._node, period, scheduler))
+
+    def debounce(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
+        """Emit an element once ``period`` seconds pass without a newer one.
+
+        Marble (``period=2``)::
+
+            source:  -a-b------c-d-|
+            result:  -----b--------d|
+
+        The waiting element is emitted at completion (Reactor's semantics).
+
+        Backpressure: unbounded upstream demand; an element due without downstream demand
+        ends the flow with ``MissingBackpressureError``.
+
+        Concurrency: the wait runs on ``scheduler``; delivery is serial.
+        """
+        return Flow(DebounceOperator(self._node, period, scheduler))
+
+    def timeout(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
+        """Fail with ``TimeoutError`` (upstream cancelled) after ``period`` seconds of silence.
+
+        Marble (``period=3``)::
+
+            source:  -a-b-------c|
+            result:  -a-b---X(TimeoutError)
+
+        Backpressure: demand passes through; the clock runs even without demand.
+
+        Concurrency: the timer runs on ``scheduler``; signals stay serial.
+        """
+        return Flow(TimeoutOperator(self._node, period, scheduler))
+
+    def delay(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
+        """Shift every element, the completion and the error ``period`` seconds later.
+
+        Marble (``period=2``)::
+
+            source:  -a-b---c|
+            result:  ---a-b---c|
+
+        Backpressure: demand passes up, with at most 256 elements requested and not yet
+        delivered (the elements in flight are bounded).
+
+        Concurrency: signals move to ``scheduler``; delivery is serial.
+        """
+        return Flow(DelayOperator(self._node, period, scheduler))
+
+    def window(
+        self,
+        count: int | None = None,
+        timespan: float | None = None,
+        *,
+        scheduler: Scheduler | None = None,
+    ) -> Flow[Flow[T]]:
+        """Windows of ``count`` elements and/or ``timespan`` seconds, each a cold ``Flow``.
+
+        >>> [w.to_list() for w in Flow.range(0, 5).window(2).to_list()]
+        [[0, 1], [2, 3], [4]]
+
+        A window is emitted when it closes (full, at a ``timespan`` tick, or at
+        completion); empty windows are skipped.
+
+        Backpressure: with ``count``, ``request(n)`` becomes ``request(n * count)``; with
+        ``timespan`` only, unbounded upstream demand and ``MissingBackpressureError`` for a
+        window closed without downstream demand.
+
+        Raises:
+            ValueError: neither ``count`` nor ``timespan``, or a non-positive one.
+        """
+        return Flow(WindowOperator(self._node, count, timespan, scheduler))
 
 
 class ConnectableFlow(Flow[T]):
