@@ -26,6 +26,7 @@ from ._multicast import MulticastOperator
 from ._publish_on import PublishOnOperator
 from ._pull import PullPublisher
 from ._push import PushPublisher
+from ._rebatch import RebatchOperator
 from ._reduce import ReduceOp, ReducePublisher
 from ._resume import ResumeOperator
 from ._scan import ScanOp
@@ -734,6 +735,25 @@ class Flow(Publisher[T], Generic[T]):
             ValueError: neither ``count`` nor ``timespan``, or a non-positive one.
         """
         return Flow(WindowOperator(self._node, count, timespan, scheduler))
+
+    def rebatch(self, *, max_rows: int | None = None, max_bytes: int | None = None) -> Flow[T]:
+        """Re-cut ``pyarrow.RecordBatch`` or ``bytes`` elements to at most the bounds.
+
+        >>> Flow.just(b"abcde", b"f", b"gh").rebatch(max_bytes=3).to_list()
+        [b'abc', b'def', b'gh']
+
+        Larger inputs are sliced (``RecordBatch.slice``, no copy), smaller ones joined up
+        to the bound, rows in order. ``max_bytes`` bounds ``RecordBatch.nbytes`` (``len``
+        for bytes); for bytes a row is a byte. pyarrow is imported only for batches.
+
+        Backpressure: one input is requested at a time, only when fewer outputs are ready
+        than requested, so demand bounds memory in bytes.
+
+        Raises:
+            ValueError: neither bound given, or one ``<= 0``. A single row larger than
+                ``max_bytes`` is signalled with ``on_error(ValueError)``.
+        """
+        return Flow(RebatchOperator(self._node, max_rows, max_bytes))
 
 
 class ConnectableFlow(Flow[T]):
