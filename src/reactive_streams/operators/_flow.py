@@ -61,12 +61,14 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from ..schedulers import Scheduler
+    from ._group_by import GroupedFlow
 
 __all__ = ["Flow"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 A = TypeVar("A")
+K = TypeVar("K")
 
 
 def _check_count(what: str, count: int) -> int:
@@ -754,6 +756,28 @@ class Flow(Publisher[T], Generic[T]):
                 ``max_bytes`` is signalled with ``on_error(ValueError)``.
         """
         return Flow(RebatchOperator(self._node, max_rows, max_bytes))
+
+    def group_by(
+        self, key: Callable[[T], K], *, max_groups: int = 256, prefetch: int = 256
+    ) -> Flow[GroupedFlow[K, T]]:
+        """One ``GroupedFlow`` (a ``Flow`` with ``.key``) per distinct key.
+
+        >>> groups = Flow.range(0, 6).group_by(lambda x: x % 2)
+        >>> sorted(groups.flat_map(lambda g: g.map(lambda x: (g.key, x))).to_list())
+        [(0, 0), (0, 2), (0, 4), (1, 1), (1, 3), (1, 5)]
+
+        A group that is cancelled is forgotten: its key, if it comes back, opens a new
+        group. More than ``max_groups`` live groups is a ``TooManyGroupsError`` naming the
+        limit.
+
+        Backpressure: ``prefetch`` elements upstream, replenished only as the groups'
+        subscribers take elements. A group nobody consumes therefore stalls every group
+        once its elements fill ``prefetch`` (Reactor's caveat): consume or cancel every
+        group, or put ``timeout(...)`` on the consumers to turn a stall into an error.
+        """
+        from ._group_by import GroupByOperator  # noqa: PLC0415 - it subclasses Flow
+
+        return Flow(GroupByOperator(self._node, key, max_groups, prefetch))
 
 
 class ConnectableFlow(Flow[T]):
