@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -104,6 +105,27 @@ def test_an_unconsumed_group_stalls_every_group_and_timeout_reports_it() -> None
     clock.advance(5)
     assert isinstance(odd.error, TimeoutError)
     assert str(odd.error) == "timeout: no element within 5 seconds"
+
+
+def test_cancelling_main_drops_unemitted_groups_and_cancels_upstream() -> None:
+    closed: list[bool] = []
+
+    def source() -> Iterator[int]:
+        try:
+            yield from range(100)
+        finally:
+            closed.append(True)  # from_iterable closes the generator on cancel
+
+    main = RecordingSubscriber[GroupedFlow[int, int]](initial_request=1)
+    flow = Flow.from_iterable(source()).group_by(lambda x: x % 3, prefetch=8)
+    flow.subscribe(main)
+    first = RecordingSubscriber[int](initial_request=100)
+    main.elements[0].subscribe(first)
+    main.cancel()  # groups 1 and 2 were never emitted: dropped, counted
+    first.cancel()
+    assert closed == [True]
+    stats = flow.metrics()["1:group_by"]
+    assert stats.dropped > 0
 
 
 def test_group_accepts_one_subscriber() -> None:

@@ -335,6 +335,14 @@ class _GroupBy(Subscriber[Any], Subscription):
                 self._downstream = None
                 error = None if self._cancelled else self._main_error
                 self._cancelled = True
+                for group in self._new:  # never emitted: nobody can consume them now
+                    self._live.remove(group)
+                    if self._groups.get(group.key) is group:
+                        del self._groups[group.key]
+                    self._dropped += len(group.queue)
+                    self._consumed += len(group.queue)
+                    group.queue.clear()
+                    group.finished = True
                 self._new.clear()
                 batch: list[_Group] = []
                 finished = False
