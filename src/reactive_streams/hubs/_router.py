@@ -72,6 +72,8 @@ class Router(HubBase, Generic[T]):
         Producers and consumers may signal from any threads; one drain loop routes, so
         each consumer's signals are serial (Rule 1.3). Predicates run in the drain loop,
         without the hub's lock; a predicate that raises ends its consumer with that error.
+        A predicate is asked again each time a waiting element is looked at (consumers may
+        have come or gone meanwhile), so it must be a pure function of the element.
 
     Completion:
         The consumers complete after ``close()`` once every producer has completed and
