@@ -11,6 +11,8 @@ from ._base import NoneResultError as NoneResultError
 from ._base import StageStatistics as StageStatistics
 from ._flow import ConnectableFlow as ConnectableFlow
 from ._flow import Flow as Flow
+from ._group_by import GroupedFlow as GroupedFlow
+from ._group_by import TooManyGroupsError as TooManyGroupsError
 from ._sinks import BlockingIterator as BlockingIterator
 from ._sinks import CallbackSubscriber as CallbackSubscriber
 
@@ -19,8 +21,10 @@ __all__ = [
     "CallbackSubscriber",
     "ConnectableFlow",
     "Flow",
+    "GroupedFlow",
     "NoneResultError",
     "StageStatistics",
+    "TooManyGroupsError",
 ]
 
 for _obj in (
@@ -28,8 +32,10 @@ for _obj in (
     CallbackSubscriber,
     ConnectableFlow,
     Flow,
+    GroupedFlow,
     NoneResultError,
     StageStatistics,
+    TooManyGroupsError,
 ):
     _obj.__module__ = __name__
 del _obj

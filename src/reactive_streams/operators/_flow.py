@@ -26,6 +26,7 @@ from ._multicast import MulticastOperator
 from ._publish_on import PublishOnOperator
 from ._pull import PullPublisher
 from ._push import PushPublisher
+from ._rebatch import RebatchOperator
 from ._reduce import ReduceOp, ReducePublisher
 from ._resume import ResumeOperator
 from ._scan import ScanOp
@@ -42,6 +43,15 @@ from ._sources import DeferPublisher, ErrorPublisher, WrappedPublisher
 from ._subscribe_on import SubscribeOnOperator
 from ._take import TakeOp
 from ._take_while import TakeWhileOp
+from ._time import (
+    DebounceOperator,
+    DelayOperator,
+    SampleOperator,
+    ScheduledIntervalPublisher,
+    ThrottleFirstOperator,
+    TimeoutOperator,
+    WindowOperator,
+)
 from ._via import ViaOperator
 from ._zip import ZipOperator
 
@@ -50,11 +60,15 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
     from concurrent.futures import Executor
 
+    from ..schedulers import Scheduler
+    from ._group_by import GroupedFlow
+
 __all__ = ["Flow"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 A = TypeVar("A")
+K = TypeVar("K")
 
 
 def _check_count(what: str, count: int) -> int:
@@ -207,12 +221,18 @@ class Flow(Publisher[T], Generic[T]):
         return Flow(DeferPublisher(factory))
 
     @staticmethod
-    def interval(period: float, *, count: int | None = None) -> Flow[int]:
+    def interval(
+        period: float, *, count: int | None = None, scheduler: Scheduler | None = None
+    ) -> Flow[int]:
         """A hot timer: ``0, 1, 2, ...`` every ``period`` seconds (``count`` ticks at most).
 
         A tick without demand fails the flow with ``MissingBackpressureError``: follow it
-        with an ``on_backpressure_*`` operator to choose what to do instead.
+        with an ``on_backpressure_*`` operator to choose what to do instead. Without
+        ``scheduler`` each subscriber gets a timer thread; with one (a
+        ``VirtualTimeScheduler`` in tests) the ticks run there.
         """
+        if scheduler is not None:
+            return Flow(ScheduledIntervalPublisher(period, count, scheduler))
         return Flow(IntervalPublisher(period, count))
 
     @staticmethod
@@ -629,6 +649,150 @@ class Flow(Publisher[T], Generic[T]):
             if stats is not None:
                 result[f"{index}:{operator.name}"] = stats
         return result
+
+    # ------------------------------------------------------------------ time (issue 12)
+    def sample(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
+        """Every ``period`` seconds, the latest element if a new one arrived (see ``_time``).
+
+        Marble (``period=2``)::
+
+            source:  -a-b---c-----d|
+            result:  --b-----c-----d|
+
+        The element waiting at completion is emitted before ``on_complete``.
+
+        Backpressure: unbounded upstream demand; an element due without downstream demand
+        ends the flow with ``MissingBackpressureError``.
+
+        Concurrency: ticks on ``scheduler`` (the shared timer thread by default).
+        """
+        return Flow(SampleOperator(self._node, period, scheduler))
+
+    def throttle_first(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
+        """Emit an element, then drop the elements of the next ``period`` seconds.
+
+        Marble (``period=3``)::
+
+            source:  -a-b-c---d-e|
+            result:  -a-------d--|
+
+        Backpressure: unbounded upstream demand; drops are counted in ``statistics()``;
+        an element to emit without downstream demand is a ``MissingBackpressureError``.
+
+        Concurrency: reads ``scheduler.now()`` on the upstream's thread.
+        """
+        return Flow(ThrottleFirstOperator(self._node, period, scheduler))
+
+    def debounce(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
+        """Emit an element once ``period`` seconds pass without a newer one.
+
+        Marble (``period=2``)::
+
+            source:  -a-b------c-d-|
+            result:  -----b--------d|
+
+        The waiting element is emitted at completion (Reactor's semantics).
+
+        Backpressure: unbounded upstream demand; an element due without downstream demand
+        ends the flow with ``MissingBackpressureError``.
+
+        Concurrency: the wait runs on ``scheduler``; delivery is serial.
+        """
+        return Flow(DebounceOperator(self._node, period, scheduler))
+
+    def timeout(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
+        """Fail with ``TimeoutError`` (upstream cancelled) after ``period`` seconds of silence.
+
+        Marble (``period=3``)::
+
+            source:  -a-b-------c|
+            result:  -a-b---X(TimeoutError)
+
+        Backpressure: demand passes through; the clock runs even without demand.
+
+        Concurrency: the timer runs on ``scheduler``; signals stay serial.
+        """
+        return Flow(TimeoutOperator(self._node, period, scheduler))
+
+    def delay(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
+        """Shift every element, the completion and the error ``period`` seconds later.
+
+        Marble (``period=2``)::
+
+            source:  -a-b---c|
+            result:  ---a-b---c|
+
+        Backpressure: demand passes up, with at most 256 elements requested and not yet
+        delivered (the elements in flight are bounded).
+
+        Concurrency: signals move to ``scheduler``; delivery is serial.
+        """
+        return Flow(DelayOperator(self._node, period, scheduler))
+
+    def window(
+        self,
+        count: int | None = None,
+        timespan: float | None = None,
+        *,
+        scheduler: Scheduler | None = None,
+    ) -> Flow[Flow[T]]:
+        """Windows of ``count`` elements and/or ``timespan`` seconds, each a cold ``Flow``.
+
+        >>> [w.to_list() for w in Flow.range(0, 5).window(2).to_list()]
+        [[0, 1], [2, 3], [4]]
+
+        A window is emitted when it closes (full, at a ``timespan`` tick, or at
+        completion); empty windows are skipped.
+
+        Backpressure: with ``count``, ``request(n)`` becomes ``request(n * count)``; with
+        ``timespan`` only, unbounded upstream demand and ``MissingBackpressureError`` for a
+        window closed without downstream demand.
+
+        Raises:
+            ValueError: neither ``count`` nor ``timespan``, or a non-positive one.
+        """
+        return Flow(WindowOperator(self._node, count, timespan, scheduler))
+
+    def rebatch(self, *, max_rows: int | None = None, max_bytes: int | None = None) -> Flow[T]:
+        """Re-cut ``pyarrow.RecordBatch`` or ``bytes`` elements to at most the bounds.
+
+        >>> Flow.just(b"abcde", b"f", b"gh").rebatch(max_bytes=3).to_list()
+        [b'abc', b'def', b'gh']
+
+        Larger inputs are sliced (``RecordBatch.slice``, no copy), smaller ones joined up
+        to the bound, rows in order. ``max_bytes`` bounds ``RecordBatch.nbytes`` (``len``
+        for bytes); for bytes a row is a byte. pyarrow is imported only for batches.
+
+        Backpressure: one input is requested at a time, only when fewer outputs are ready
+        than requested, so demand bounds memory in bytes.
+
+        Raises:
+            ValueError: neither bound given, or one ``<= 0``. A single row larger than
+                ``max_bytes`` is signalled with ``on_error(ValueError)``.
+        """
+        return Flow(RebatchOperator(self._node, max_rows, max_bytes))
+
+    def group_by(
+        self, key: Callable[[T], K], *, max_groups: int = 256, prefetch: int = 256
+    ) -> Flow[GroupedFlow[K, T]]:
+        """One ``GroupedFlow`` (a ``Flow`` with ``.key``) per distinct key.
+
+        >>> groups = Flow.range(0, 6).group_by(lambda x: x % 2)
+        >>> sorted(groups.flat_map(lambda g: g.map(lambda x: (g.key, x))).to_list())
+        [(0, 0), (0, 2), (0, 4), (1, 1), (1, 3), (1, 5)]
+
+        A group that is cancelled is forgotten: its key, if it comes back, opens a new
+        group. More than ``max_groups`` live groups is a ``TooManyGroupsError`` naming the
+        limit.
+
+        Backpressure: ``prefetch`` elements upstream, replenished only as the groups'
+        subscribers take elements. A group nobody consumes therefore stalls every group
+        once its elements fill ``prefetch`` (Reactor's caveat): consume or cancel every
+        group, or put ``timeout(...)`` on the consumers to turn a stall into an error.
+        """
+        from ._group_by import GroupByOperator  # noqa: PLC0415 - it subclasses Flow
+
+        return Flow(GroupByOperator(self._node, key, max_groups, prefetch))
 
 
 class ConnectableFlow(Flow[T]):

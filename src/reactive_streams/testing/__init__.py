@@ -4,13 +4,16 @@
   protocol violations it can see (overlapping signals, signals after a terminal one, more
   elements than requested).
 * ``collect(publisher)``: subscribe, request everything, wait, return the elements.
+* ``VirtualTimeScheduler``: a scheduler whose clock moves only in ``advance(seconds)``,
+  for exact time-operator tests that take no wall time.
 """
 
 from __future__ import annotations
 
 from ._recording import RecordingSubscriber, collect
+from ._virtual_time import VirtualTimeScheduler
 
-__all__ = ["RecordingSubscriber", "collect"]
+__all__ = ["RecordingSubscriber", "VirtualTimeScheduler", "collect"]
 
 for _name in __all__:
     globals()[_name].__module__ = __name__

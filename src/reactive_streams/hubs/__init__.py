@@ -1,0 +1,23 @@
+"""Hubs: producers and consumers that attach and leave while the stream runs.
+
+* ``MergeHub(buffer_size)``: n producers (``sink()`` each) into one ``source``.
+* ``BroadcastHub(source, buffer_size, slow_consumer=...)``: one source to every consumer
+  attached at the time, with bounded drift.
+* ``Router(buffer_size)``: n producers (``sink()``) to m consumers with a selective
+  interest (``subscribe_where(predicate)``): n + m streams instead of n x m.
+
+Each hub has ``statistics() -> HubStatistics`` (producers, consumers, buffered elements,
+drops, failures) and is fully demand-driven: every buffer is bounded by ``buffer_size``.
+"""
+
+from __future__ import annotations
+
+from ._broadcast import BroadcastHub, SlowConsumer
+from ._core import HubStatistics
+from ._router import MergeHub, Router
+
+__all__ = ["BroadcastHub", "HubStatistics", "MergeHub", "Router", "SlowConsumer"]
+
+for _name in ("BroadcastHub", "HubStatistics", "MergeHub", "Router"):
+    globals()[_name].__module__ = __name__
+del _name

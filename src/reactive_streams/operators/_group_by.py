@@ -1,0 +1,469 @@
+"""``group_by``: split a stream into one ``GroupedFlow`` per key, demand-bounded."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .._demand import (
+    MAX_DEMAND,
+    DrainLoop,
+    WorkGuard,
+    add_demand,
+    check_positive,
+    replenish_threshold,
+    validate_request,
+)
+from .._exceptions import ProtocolViolationError
+from .._hooks import report_undeliverable
+from .._signals import (
+    cancel_quietly,
+    report_violation,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+)
+from ..api import Publisher, Subscriber, Subscription
+from ._base import StageOperator, StageStatistics, signal_error_only
+from ._flow import Flow
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["GroupByOperator", "GroupedFlow", "TooManyGroupsError"]
+
+K = TypeVar("K")
+T = TypeVar("T")
+
+
+class TooManyGroupsError(RuntimeError):
+    """``group_by`` met a new key while ``max_groups`` groups were live."""
+
+
+class GroupedFlow(Flow[T], Generic[K, T]):
+    """One group of ``group_by``: a ``Flow`` of the elements whose key is ``key``.
+
+    It accepts one subscriber (a second one gets ``on_error(RuntimeError)``); the elements
+    that arrived before it subscribed wait for it, within the operator's ``prefetch``.
+    """
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: K, node: Publisher[T]) -> None:
+        super().__init__(node)
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"GroupedFlow(key={self.key!r})"
+
+
+class GroupByOperator(StageOperator[Any]):
+    """Emit one ``GroupedFlow`` per distinct key, each with the elements of its key.
+
+    Marble (``key=lambda x: x % 2``)::
+
+        source:   -1-2-3-4-|
+        result:   -G1-G0-----|
+        G1 (odd):  1---3---|
+        G0 (even):   2---4-|
+
+    Backpressure:
+        ``prefetch`` elements are requested upstream and replenished (at 75%) only as the
+        groups' subscribers take elements: upstream demand is bounded by the groups'
+        demand. New groups wait for the main subscriber's demand. Consequence (Reactor's
+        caveat): a group that is never consumed keeps its elements, and once they fill
+        ``prefetch`` every group stalls. Consume or cancel every group (``flat_map`` with
+        ``concurrency >= max_groups``), or put ``timeout`` on the consumers to turn a stall
+        into an error.
+
+    Errors:
+        ``key`` raising, or a new key while ``max_groups`` groups are live
+        (``TooManyGroupsError`` naming the limit), cancel upstream and signal
+        ``on_error`` to the main subscriber and to every group. An error (ours or
+        upstream's) overtakes the elements still queued in groups, as in Reactor.
+
+    Concurrency:
+        One drain loop delivers to the main subscriber and every group, serially for each.
+    """
+
+    __slots__ = ("_key", "_max_groups", "_prefetch")
+
+    def __init__(
+        self,
+        upstream: Publisher[Any],
+        key: Callable[[Any], Any],
+        max_groups: int,
+        prefetch: int,
+    ) -> None:
+        super().__init__(upstream)
+        self._key = key
+        self._max_groups = check_positive("max_groups", max_groups)
+        self._prefetch = check_positive("prefetch", prefetch)
+
+    @property
+    def name(self) -> str:
+        return "group_by"
+
+    def _new_stage(self, subscriber: Subscriber[Any]) -> Subscriber[Any]:
+        return _GroupBy(subscriber, self._key, self._max_groups, self._prefetch)
+
+
+class _Group(Publisher[Any], Subscription):
+    """A group's state (guarded by the owner's lock), its publisher and its subscription."""
+
+    def __init__(self, owner: _GroupBy, key: Any) -> None:
+        self.owner = owner
+        self.key = key
+        self.queue: deque[Any] = deque()
+        self.subscriber: Subscriber[Any] | None = None
+        self.subscribed = False
+        self.demand = 0
+        self.cancelled = False
+        self.finished = False
+        self.error: Exception | None = None
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        if subscriber is None:
+            raise TypeError("Rule 1.9: subscribe() requires a Subscriber, got None")
+        with self.owner._lock:
+            taken = self.subscribed
+            self.subscribed = True
+        if taken:
+            signal_error_only(
+                subscriber, RuntimeError(f"group {self.key!r} already has a subscriber")
+            )
+            return
+        self.subscriber = subscriber
+        if not signal_on_subscribe(subscriber, self):
+            self.cancel()
+            return
+        self.owner._schedule()
+
+    def request(self, n: int) -> None:
+        try:
+            count = validate_request(n)
+        except ProtocolViolationError as error:
+            with self.owner._lock:
+                if self.error is None:
+                    self.error = error
+            self.owner._schedule()
+            return
+        with self.owner._lock:
+            self.demand = add_demand(self.demand, count)
+        self.owner._schedule()
+
+    def cancel(self) -> None:
+        with self.owner._lock:
+            if self.cancelled:
+                return
+            self.cancelled = True
+        self.owner._schedule()
+
+
+class _GroupBy(Subscriber[Any], Subscription):
+    """The coordinator: upstream subscriber, main subscription, the groups' drain loop."""
+
+    def __init__(
+        self, downstream: Subscriber[Any], key: Callable[[Any], Any], max_groups: int, prefetch: int
+    ) -> None:
+        self._lock = threading.Lock()
+        self._guard = WorkGuard(self._lock)
+        self._loop = DrainLoop(self._drain, guard=self._guard, on_failure=self._fail_now)
+        self._downstream: Subscriber[Any] | None = downstream
+        self._key = key
+        self._max_groups = max_groups
+        self._prefetch = prefetch
+        self._threshold = replenish_threshold(prefetch)
+        self._upstream: Subscription | None = None
+        self._groups: dict[Any, _Group] = {}
+        self._new: deque[_Group] = deque()
+        self._live: list[_Group] = []  # every group not finished, emitted or not
+        self._demand = 0
+        self._requested = 0
+        self._delivered = 0
+        self._consumed = 0
+        self._cancelled = False  # the main subscriber cancelled
+        self._main_error: ProtocolViolationError | None = None
+        self._done = False
+        self._error: Exception | None = None
+        self._urgent = False
+        self._upstream_cancelled = False
+        self._main_ended = False
+        self._dropped = 0
+
+    def statistics(self) -> StageStatistics:
+        with self._lock:
+            return StageStatistics(
+                requested=self._requested,
+                delivered=self._delivered,
+                buffered=sum(len(group.queue) for group in self._live),
+                cancelled=self._cancelled,
+                terminated=self._main_ended,
+                dropped=self._dropped,
+            )
+
+    # ------------------------------------------------------------------ main subscription
+    def request(self, n: int) -> None:
+        try:
+            count = validate_request(n)
+        except ProtocolViolationError as error:
+            with self._lock:
+                if self._main_error is None:
+                    self._main_error = error
+            self._schedule()
+            return
+        with self._lock:
+            self._demand = add_demand(self._demand, count)
+            self._requested = add_demand(self._requested, count)
+        self._schedule()
+
+    def cancel(self) -> None:
+        with self._lock:
+            if self._cancelled:
+                return
+            self._cancelled = True
+        self._schedule()
+
+    # ------------------------------------------------------------------ upstream
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        if self._upstream is not None:
+            subscription.cancel()  # Rule 2.5
+            return
+        self._upstream = subscription
+        downstream = self._downstream
+        if downstream is None or not signal_on_subscribe(downstream, self):
+            self.cancel()
+            return
+        try:
+            subscription.request(self._prefetch)
+        except Exception as exc:  # Rule 3.16 broken
+            self._fail(exc)
+
+    def on_next(self, element: Any) -> None:
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        with self._lock:
+            if self._done:
+                return
+        try:
+            key = self._key(element)
+        except Exception as exc:
+            self._fail(exc)
+            return
+        error: Exception | None = None
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                if self._cancelled:  # nobody can take a new group any more: count it
+                    self._dropped += 1
+                    self._consumed += 1
+                elif len(self._groups) >= self._max_groups:
+                    error = TooManyGroupsError(
+                        f"group_by: a new key {key!r} arrived while max_groups="
+                        f"{self._max_groups} groups are live; raise max_groups, or consume "
+                        "(or cancel) groups so they can close"
+                    )
+                else:
+                    group = _Group(self, key)
+                    self._groups[key] = group
+                    self._new.append(group)
+                    self._live.append(group)
+            if group is not None:
+                group.queue.append(element)
+        if error is not None:
+            self._fail(error)
+            return
+        self._schedule()
+
+    def on_error(self, error: Exception) -> None:
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+            self._error = error
+        self._schedule()
+
+    def on_complete(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        self._schedule()
+
+    def _fail(self, error: Exception) -> None:
+        """Our own error (key raised, too many groups): urgent, upstream cancelled."""
+        with self._lock:
+            if self._urgent:
+                report = True
+            else:
+                report = False
+                self._done = True
+                self._error = error
+                self._urgent = True
+        if report:
+            report_undeliverable(error)
+        self._schedule()
+
+    # ------------------------------------------------------------------ the drain
+    def _schedule(self) -> None:
+        if self._guard.acquire():
+            self._loop.start_owned()
+
+    def _drain(self) -> None:
+        while True:
+            moved = False
+            moved |= self._serve_main()
+            for group in list(self._live):
+                moved |= self._serve_group(group)
+            moved |= self._replenish_or_stop()
+            if not moved:
+                return
+
+    def _serve_main(self) -> bool:
+        error: Exception | None
+        with self._lock:
+            downstream = self._downstream
+            if self._main_ended or downstream is None:
+                return False
+            if self._cancelled or self._main_error is not None:
+                self._main_ended = True
+                self._downstream = None
+                error = None if self._cancelled else self._main_error
+                self._cancelled = True
+                for group in self._new:  # never emitted: nobody can consume them now
+                    self._live.remove(group)
+                    if self._groups.get(group.key) is group:
+                        del self._groups[group.key]
+                    self._dropped += len(group.queue)
+                    self._consumed += len(group.queue)
+                    group.queue.clear()
+                    group.finished = True
+                self._new.clear()
+                batch: list[_Group] = []
+                finished = False
+            else:
+                error = self._error
+                count = 0 if error is not None else min(len(self._new), self._demand)
+                batch = [self._new.popleft() for _ in range(count)]
+                if count and self._demand != MAX_DEMAND:
+                    self._demand -= count
+                self._delivered += count
+                finished = error is not None or (self._done and not self._new)
+                if finished:
+                    error = self._error
+                    self._main_ended = True
+                    self._downstream = None
+        for group in batch:
+            try:
+                downstream.on_next(GroupedFlow(group.key, group))
+            except Exception as exc:  # Rule 2.13
+                report_violation(downstream, "on_next", exc)
+                self.cancel()
+                return True
+        if self._main_ended and (finished or error is not None):
+            if error is not None:
+                signal_on_error(downstream, error)
+            elif finished:
+                signal_on_complete(downstream)
+            return True
+        return bool(batch) or self._main_ended
+
+    def _serve_group(self, group: _Group) -> bool:
+        with self._lock:
+            if group.finished:
+                return False
+            if group.cancelled or group.error is not None:
+                group.finished = True
+                self._consumed += len(group.queue)
+                group.queue.clear()
+                if self._groups.get(group.key) is group:
+                    del self._groups[group.key]  # the key opens a new group if it returns
+                self._live.remove(group)
+                error = group.error if not group.cancelled else None
+                subscriber, group.subscriber = group.subscriber, None
+                if error is not None and subscriber is not None:
+                    group.cancelled = True
+                else:
+                    return True
+            else:
+                subscriber = group.subscriber
+                if subscriber is None:
+                    return False  # not subscribed yet: its elements wait
+                urgent_error = self._error  # an error overtakes queued elements (Reactor)
+                count = 0 if urgent_error is not None else min(len(group.queue), group.demand)
+                batch = [group.queue.popleft() for _ in range(count)]
+                if count and group.demand != MAX_DEMAND:
+                    group.demand -= count
+                self._consumed += count
+                ended = urgent_error is not None or (self._done and not group.queue)
+                error = self._error if ended else None
+                if ended:
+                    group.finished = True
+                    group.subscriber = None
+                    self._live.remove(group)
+                    if self._groups.get(group.key) is group:
+                        del self._groups[group.key]
+                if not batch and not ended:
+                    return False
+        if group.finished and group.cancelled:  # a Rule 3.9 error of the group
+            assert error is not None
+            assert subscriber is not None
+            signal_on_error(subscriber, error)
+            return True
+        for element in batch:
+            try:
+                subscriber.on_next(element)
+            except Exception as exc:  # Rule 2.13
+                report_violation(subscriber, "on_next", exc)
+                group.cancel()
+                return True
+        if ended:
+            if error is not None:
+                signal_on_error(subscriber, error)
+            else:
+                signal_on_complete(subscriber)
+        return True
+
+    def _replenish_or_stop(self) -> bool:
+        with self._lock:
+            upstream = self._upstream
+            if upstream is None or self._upstream_cancelled:
+                return False
+            stop = self._urgent or (self._main_ended and not self._live)
+            if stop:
+                self._upstream_cancelled = True
+            refill = 0
+            if not stop and not self._done and self._consumed >= self._threshold:
+                refill, self._consumed = self._consumed, 0
+        if stop:
+            if not self._done or self._urgent:
+                cancel_quietly(upstream)
+            return False
+        if refill:
+            try:
+                upstream.request(refill)
+            except Exception as exc:  # Rule 3.16 broken
+                self._fail(exc)
+            return True
+        return False
+
+    def _fail_now(self, error: Exception) -> None:
+        """A drain pass raised (a bug of ours): one on_error everywhere, upstream cancelled."""
+        with self._lock:
+            downstream, self._downstream = self._downstream, None
+            groups = [g for g in self._live if g.subscriber is not None]
+            self._live = []
+            upstream = self._upstream
+        if upstream is not None:
+            cancel_quietly(upstream)
+        if downstream is not None:
+            signal_on_error(downstream, error)
+        for group in groups:
+            subscriber, group.subscriber = group.subscriber, None
+            if subscriber is not None:
+                signal_on_error(subscriber, error)
