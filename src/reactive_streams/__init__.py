@@ -10,8 +10,6 @@ the ``spark`` extra.
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
-
 from ._demand import MAX_DEMAND, DrainLoop, EmitterElection, WorkGuard, add_demand, validate_request
 from ._exceptions import (
     DemandTypeError,
@@ -69,13 +67,25 @@ __all__ = [
     "validate_request",
 ]
 
-try:
-    __version__ = version("reactive-streams-py")
-except PackageNotFoundError:  # running from a source tree without an install
-    __version__ = "0.0.0+unknown"
+
+def __getattr__(name: str) -> str:
+    """Compute ``__version__`` on first use: ``importlib.metadata`` costs a third of the import."""
+    if name != "__version__":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+    try:
+        value = version("reactive-streams-py")
+    except PackageNotFoundError:  # running from a source tree without an install
+        value = "0.0.0+unknown"
+    globals()["__version__"] = value
+    return value
+
 
 # Tracebacks and reprs show the public name, not the private module (as trio does).
 for _name in __all__:
+    if _name == "__version__":
+        continue
     _obj = globals()[_name]
     if getattr(_obj, "__module__", "").startswith(f"{__name__}._"):
         _obj.__module__ = __name__
