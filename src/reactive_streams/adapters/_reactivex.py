@@ -16,7 +16,7 @@ import importlib
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import check_positive, replenish_threshold
+from .._demand import add_demand, check_positive, replenish_threshold
 from .._hooks import report_undeliverable
 from .._signals import (
     cancel_quietly,
@@ -97,6 +97,7 @@ class _ObservableLink(Subscription):
         "_downstream",
         "_lock",
         "_observable",
+        "_requested",
         "_started",
     )
 
@@ -108,11 +109,12 @@ class _ObservableLink(Subscription):
         self._done = False
         self._disposable: DisposableBase | None = None
         self._delivered = 0
+        self._requested = 0
 
     def statistics(self) -> StageStatistics:
         with self._lock:
             return StageStatistics(
-                requested=0,
+                requested=self._requested,
                 delivered=self._delivered,
                 buffered=0,
                 cancelled=self._done,
@@ -122,7 +124,11 @@ class _ObservableLink(Subscription):
     def request(self, n: int) -> None:
         """Subscribe to the Observable on the first call; demand is the overflow stage's."""
         with self._lock:
-            if self._started or self._done:
+            if self._done:
+                return
+            if type(n) is int and n > 0:  # what was asked, for statistics(); demand is
+                self._requested = add_demand(self._requested, n)  # the overflow stage's
+            if self._started:
                 return
             self._started = True
         try:
