@@ -513,6 +513,13 @@ class _StreamBridge(Subscriber[T], Generic[T]):
 
     # ------------------------------------------------------------------ on the loop
     def _flush(self) -> None:
+        """On the loop: ``_move``, and nothing ever escapes into the event loop."""
+        try:
+            self._move()
+        except Exception as exc:  # a bug of ours: end the stream with it, cancel upstream
+            self._stop(exc)
+
+    def _move(self) -> None:
         """Move pending elements into the stream; close it after the terminal signal."""
         anyio = _anyio()
         with self._lock:

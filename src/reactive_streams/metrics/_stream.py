@@ -43,7 +43,10 @@ class _Sampler:
     """
 
     def __init__(self, flow: Publisher[Any], sla: tuple[SLA, ...], scheduler: Scheduler) -> None:
-        self._flow = flow
+        # a flow's operator graph never changes: walk it once, sample it many times
+        self._operators = [
+            (f"{index}:{operator.name}", operator) for index, operator in enumerate(walk(flow))
+        ]
         self._sla = sla
         self._scheduler = scheduler
         self._accumulators: dict[str, _Accumulator] = {}
@@ -53,10 +56,10 @@ class _Sampler:
 
     def _stages(self) -> list[tuple[str, Operator[Any], StageStatistics]]:
         stages = []
-        for index, operator in enumerate(walk(self._flow)):
+        for key, operator in self._operators:
             stats = operator.last_statistics()
             if stats is not None:
-                stages.append((f"{index}:{operator.name}", operator, stats))
+                stages.append((key, operator, stats))
         return stages
 
     def sample(self) -> None:
