@@ -16,6 +16,7 @@ from reactive_streams.metrics import (
     SLA,
     MetricsSnapshot,
     PrometheusExporter,
+    StageMetrics,
     metrics_stream,
 )
 from reactive_streams.operators import Flow
@@ -267,3 +268,55 @@ def test_default_scheduler_runs_a_real_flow_to_the_end() -> None:
     last = snapshots.elements[-1].stages[0]
     assert last.elements_out == 50_000
     assert last.terminated
+
+
+def test_the_bottleneck_is_busy_while_its_upstream_is_backpressured() -> None:
+    clock = FakeClock()
+    subject, flow, _subscriber = _hot_flow()
+    snapshots: RecordingSubscriber[MetricsSnapshot] = RecordingSubscriber(
+        initial_request=MAX_DEMAND
+    )
+    metrics_stream(flow, 1.0, scheduler=clock).subscribe(snapshots)
+    clock.advance(1.0)  # nothing pushed: the source is idle, nobody is a bottleneck
+    for value in range(10):  # the stage delivers with demand open: busy, source keeps up
+        subject.on_next(value)
+        clock.advance(0.1)
+    first, second = snapshots.elements
+    assert first.bottleneck() is None
+    assert second.stage("from_observable").upstreams == ("0:observable",)
+    assert second.stage("observable").upstreams == ()
+    assert second.bottleneck() is None  # the source is never backpressured (unbounded)
+
+
+def test_bottleneck_picks_the_busy_stage_under_a_backpressured_upstream() -> None:
+    def stage(key: str, busy: float, backpressured: float, *upstreams: str) -> StageMetrics:
+        return StageMetrics(
+            stage=key,
+            operator=key.split(":")[1],
+            elements_in=0,
+            elements_out=0,
+            demand_outstanding=0,
+            buffered=0,
+            high_water_mark=0,
+            dropped=0,
+            throughput=0.0,
+            busy_ms_per_s=busy,
+            idle_ms_per_s=1000 - busy - backpressured,
+            backpressured_ms_per_s=backpressured,
+            terminated=False,
+            upstreams=upstreams,
+        )
+
+    snapshot = MetricsSnapshot(
+        sequence=0,
+        time=1.0,
+        period=1.0,
+        stages=(
+            stage("0:range", 100, 900),
+            stage("1:map", 800, 150, "0:range"),
+            stage("2:publish_on", 950, 0, "1:map"),
+        ),
+    )
+    bottleneck = snapshot.bottleneck()
+    assert bottleneck is not None
+    assert bottleneck.stage == "1:map"  # min(800, 900) beats min(950, 150)

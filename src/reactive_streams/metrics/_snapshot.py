@@ -32,6 +32,7 @@ class StageMetrics:
             while demand was open and elements went out, idle while demand was open and
             nothing came (waiting for input). Estimated by sampling, see ``metrics_stream``.
         terminated: the stage sent (or gave up) its terminal signal.
+        upstreams: the keys of the stages it subscribes to (empty for a source).
     """
 
     stage: str
@@ -47,6 +48,7 @@ class StageMetrics:
     idle_ms_per_s: float
     backpressured_ms_per_s: float
     terminated: bool
+    upstreams: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,3 +107,23 @@ class MetricsSnapshot:
             if name in (stage.stage, stage.operator):
                 return stage
         raise KeyError(name)
+
+    def bottleneck(self) -> StageMetrics | None:
+        """The stage that held the flow back in this period, if any.
+
+        That is the stage busy while its upstream was backpressured: the one with the
+        largest ``min(busy_ms_per_s, upstream backpressured_ms_per_s)``. ``None`` when no
+        stage was both (the flow waits on its source, or nothing ran).
+        """
+        by_key = {stage.stage: stage for stage in self.stages}
+        best: StageMetrics | None = None
+        best_score = 0.0
+        for stage in self.stages:
+            pressure = max(
+                (by_key[key].backpressured_ms_per_s for key in stage.upstreams if key in by_key),
+                default=0.0,
+            )
+            score = min(stage.busy_ms_per_s, pressure)
+            if score > best_score:
+                best, best_score = stage, score
+        return best

@@ -92,6 +92,7 @@ class _Sampler:
         delivered_by: dict[int, int] = {
             id(operator): stats.delivered for _, operator, stats in stages
         }
+        key_of = {id(operator): key for key, operator in self._operators}
         figures: list[StageMetrics] = []
         for key, operator, stats in stages:
             accumulator = self._accumulators.setdefault(key, _Accumulator())
@@ -121,6 +122,7 @@ class _Sampler:
                     idle_ms_per_s=accumulator.idle * scale,
                     backpressured_ms_per_s=accumulator.backpressured * scale,
                     terminated=stats.terminated,
+                    upstreams=tuple(key_of[up] for up in upstreams if up in key_of),
                 )
             )
             accumulator.busy = accumulator.idle = accumulator.backpressured = 0.0
@@ -347,7 +349,9 @@ def metrics_stream(
         sla: rules checked on every stage at the end of each period; a broken limit is
             an ``SLABreach`` in that snapshot's ``breaches``.
         samples_per_period: how often per period each stage's state is sampled to split
-            the period into busy, idle and backpressured time, ``>= 1``.
+            the period into busy, idle and backpressured time, ``>= 1``. Keep the
+            interval between samples at 10 ms or more: each sample wakes a thread that
+            competes for the GIL (``benchmarks/bench_metrics.py``).
         until_done: complete the stream after the first snapshot in which every stage
             has terminated; otherwise it runs until cancelled.
 
