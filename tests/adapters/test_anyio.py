@@ -8,11 +8,13 @@ from typing import Any
 
 import anyio
 import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from reactive_streams import Publisher, Subscriber, Subscription
 from reactive_streams.adapters.anyio import from_receive_stream, to_receive_stream
 from reactive_streams.operators import Flow
+from reactive_streams.tck import PublisherVerification
 from reactive_streams.testing import RecordingSubscriber
 
 TIMEOUT = 10.0
@@ -297,3 +299,40 @@ def test_a_clone_of_the_stream_replenishes_too(backend: str) -> None:
 
     run(backend, main)
     assert received == list(range(50))
+
+
+# ---------------------------------------------------------------- the TCK
+# The TCK stops each test's event loop (the portal) under subscriptions that may still be
+# live; anyio then warns about the coroutine it could not schedule for our worker thread.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+class TestFromReceiveStream(PublisherVerification):
+    """``from_receive_stream`` over a memory stream holding the elements, on a portal's loop."""
+
+    max_elements_from_publisher = 1024
+
+    def _portal(self) -> BlockingPortal:
+        manager = start_blocking_portal()
+        portal = manager.__enter__()
+        self.add_cleanup(lambda: manager.__exit__(None, None, None))
+        return portal
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        async def make() -> Publisher[Any]:
+            send, receive = anyio.create_memory_object_stream[int](max(elements, 1))
+            with send:
+                for element in range(elements):
+                    send.send_nowait(element)
+            self.add_cleanup(receive.close)  # a test that never subscribes leaves it open
+            return from_receive_stream(receive)
+
+        return self._portal().call(make)
+
+    def create_failed_publisher(self) -> Publisher[Any] | None:
+        async def make() -> Publisher[Any]:
+            send, receive = anyio.create_memory_object_stream[int](1)
+            receive.close()
+            send.close()
+            return from_receive_stream(receive)  # receive raises ClosedResourceError
+
+        publisher: Publisher[Any] = self._portal().call(make)
+        return publisher

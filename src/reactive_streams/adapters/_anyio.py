@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import queue
 import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -42,7 +43,6 @@ from ..operators._base import Operator, StageStatistics, check_subscriber, signa
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
-    from concurrent.futures import Executor
 
     from anyio.abc import ObjectReceiveStream
     from anyio.lowlevel import EventLoopToken
@@ -66,6 +66,41 @@ def _anyio() -> Any:
         return importlib.import_module("anyio")
     except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
+
+
+class _WorkerThread(Executor):
+    """One daemon thread running submitted calls in order: a subscription's own worker.
+
+    A daemon, unlike ``ThreadPoolExecutor``'s workers, because a pass may be waiting on an
+    event loop that was torn down under a live subscription; such a thread must not keep
+    the interpreter from exiting. A call that raises is reported, never lost.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._calls: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Queue ``fn(*args, **kwargs)``; its ``Future`` completes when it has run."""
+        future: Future[T] = Future()
+
+        def call() -> None:
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # the DrainLoop reported it already
+                future.set_exception(exc)
+
+        self._calls.put(call)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop after the queued calls (never waits: it may be called from the worker)."""
+        self._calls.put(None)
+
+    def _run(self) -> None:
+        while (call := self._calls.get()) is not None:
+            call()
 
 
 class _LoopHandle:
@@ -142,8 +177,7 @@ class ReceiveStreamPublisher(Operator[T]):
             self._stream, subscriber, self._token, self._handle, self._executor
         )
         self._track(subscription)
-        if not signal_on_subscribe(subscriber, subscription):
-            subscription.cancel()
+        subscription.start(subscriber)
 
 
 class _PullSubscription(Subscription):
@@ -188,12 +222,10 @@ class _PullSubscription(Subscription):
         self._bad_request = False
         self._held: deque[Any] = deque()  # received, not yet delivered: the look-ahead
         self._ended = False  # the stream signalled EndOfStream
-        self._own_executor: ThreadPoolExecutor | None = None
+        self._own_executor: _WorkerThread | None = None
         if executor is None:
             # a receive may wait for a long time: one thread per subscription, not a pool
-            executor = self._own_executor = ThreadPoolExecutor(
-                1, thread_name_prefix="rs-from-receive-stream"
-            )
+            executor = self._own_executor = _WorkerThread("rs-from-receive-stream")
         self._election = EmitterElection()
         self._loop = DrainLoop(
             self._drain,
@@ -202,6 +234,19 @@ class _PullSubscription(Subscription):
             on_failure=self._fail,
             on_rejected=self._fail,
         )
+
+    def start(self, subscriber: Subscriber[Any]) -> None:
+        """Signal ``on_subscribe``; no pass runs before it returns (Rule 1.3).
+
+        The election is held during ``on_subscribe``, so a ``request`` made from inside it
+        only leaves a "missed" mark; the first pass starts here, afterwards, with or
+        without demand: it looks one item ahead, so an empty or failed stream ends at once
+        (Rules 1.4, 1.5).
+        """
+        self._election.acquire()
+        if not signal_on_subscribe(subscriber, self):
+            self._election.cancel()
+        self._loop.start_owned()
 
     def statistics(self) -> StageStatistics:
         election = self._election
@@ -244,7 +289,10 @@ class _PullSubscription(Subscription):
         election = self._election
         downstream = self._downstream
         error = election.take_error()
-        if error is not None or election.cancelled or downstream is None:
+        if election.cancelled or downstream is None:
+            self._finish(None)  # cancelled: a parked Rule 3.9 error is not signalled
+            return False
+        if error is not None:
             self._finish(error)
             return False
         held = self._held
@@ -325,14 +373,15 @@ class _PullSubscription(Subscription):
             if self._closed:
                 return
             self._closed = True
-        try:
-            _anyio().from_thread.run(self._stream.aclose, token=self._token)
-        except Exception as exc:  # the loop is gone, or aclose broke
-            close = getattr(self._stream, "close", None)  # memory streams close without a loop
-            if close is None:
+        close = getattr(self._stream, "close", None)  # memory streams close synchronously
+        if close is not None:
+            if not self._handle.call_soon(close):
+                close()  # the loop is gone: nobody else can touch the stream now
+        else:
+            try:
+                _anyio().from_thread.run(self._stream.aclose, token=self._token)
+            except Exception as exc:  # the loop is gone, or aclose broke
                 report_undeliverable(exc)
-            else:
-                close()
         if self._own_executor is not None:
             self._own_executor.shutdown(wait=False)
 
@@ -355,7 +404,7 @@ def from_receive_stream(
         stream: any ``anyio.abc.ObjectReceiveStream`` (a ``MemoryObjectReceiveStream``,
             a ``BufferedByteReceiveStream`` wrapped as objects, ...). Items are elements;
             ``None`` breaks Rule 2.13.
-        executor: where the subscription's passes run; by default one thread of its own,
+        executor: where the subscription's passes run; by default a daemon thread of its own,
             shut down when the stream ends (a pass may wait on the stream for long).
 
     Returns:
