@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -336,3 +337,12 @@ class TestFromReceiveStream(PublisherVerification):
 
         publisher: Publisher[Any] = self._portal().call(make)
         return publisher
+
+
+def test_without_anyio_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "anyio", None)
+    hint = (
+        r"^reactive_streams.adapters.anyio needs anyio: pip install 'reactive-streams-py\[anyio\]'$"
+    )
+    with pytest.raises(ImportError, match=hint):
+        from_receive_stream(None)  # type: ignore[arg-type]

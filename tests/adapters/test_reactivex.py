@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -255,3 +256,15 @@ class TestToObservableRoundTrip(PublisherVerification):
 
     def create_failed_publisher(self) -> Publisher[Any] | None:
         return from_observable(to_observable(Flow.error(RuntimeError("TCK"))), buffer_size=1)
+
+
+def test_without_reactivex_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "reactivex", None)
+    hint = (
+        r"^reactive_streams.adapters.reactivex needs reactivex: "
+        r"pip install 'reactive-streams-py\[reactivex\]'$"
+    )
+    with pytest.raises(ImportError, match=hint):
+        from_observable(Subject(), buffer_size=1)
+    with pytest.raises(ImportError, match=hint):
+        to_observable(Flow.empty())

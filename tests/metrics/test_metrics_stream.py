@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -320,3 +321,11 @@ def test_bottleneck_picks_the_busy_stage_under_a_backpressured_upstream() -> Non
     bottleneck = snapshot.bottleneck()
     assert bottleneck is not None
     assert bottleneck.stage == "1:map"  # min(800, 900) beats min(950, 150)
+
+
+def test_without_prometheus_client_the_error_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    with pytest.raises(ImportError, match=r"pip install 'reactive-streams-py\[metrics\]'$"):
+        PrometheusExporter(CollectorRegistry())
