@@ -1,0 +1,391 @@
+"""``metrics_stream``: a flow's per-stage counters on a period, as a publisher."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from .._demand import MAX_DEMAND, check_positive
+from .._signals import signal_on_complete, signal_on_error, signal_on_subscribe
+from ..api import Publisher, Subscriber
+from ..operators._base import Operator, check_subscriber, walk
+from ..operators._stage import DownstreamStage
+from ._scheduler import default_scheduler
+from ._snapshot import MetricsSnapshot, SLABreach, StageMetrics
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from ..operators._base import StageStatistics
+    from ._scheduler import Cancellable, Scheduler
+    from ._sla import SLA
+
+__all__ = ["MetricsPublisher", "metrics_stream"]
+
+
+@dataclass(slots=True)
+class _Accumulator:
+    """One stage's sampled state within the current period."""
+
+    last_delivered: int = 0
+    period_start_delivered: int = 0
+    busy: float = 0.0
+    idle: float = 0.0
+    backpressured: float = 0.0
+
+
+class _Sampler:
+    """Reads every stage's ``statistics()`` and classifies the time since the last sample.
+
+    Owned by one subscription; ``sample`` and ``snapshot`` run on the scheduler's thread,
+    one at a time (each reschedules the next only when it is over).
+    """
+
+    def __init__(self, flow: Publisher[Any], sla: tuple[SLA, ...], scheduler: Scheduler) -> None:
+        # a flow's operator graph never changes: walk it once, sample it many times
+        self._operators = [
+            (f"{index}:{operator.name}", operator) for index, operator in enumerate(walk(flow))
+        ]
+        self._sla = sla
+        self._scheduler = scheduler
+        self._accumulators: dict[str, _Accumulator] = {}
+        self._last_sample = scheduler.now()
+        self._period_start = self._last_sample
+        self._sequence = 0
+
+    def _stages(self) -> list[tuple[str, Operator[Any], StageStatistics]]:
+        stages = []
+        for key, operator in self._operators:
+            stats = operator.last_statistics()
+            if stats is not None:
+                stages.append((key, operator, stats))
+        return stages
+
+    def sample(self) -> None:
+        """Charge the time since the last sample to each stage's current state."""
+        now = self._scheduler.now()
+        elapsed = max(0.0, now - self._last_sample)
+        self._last_sample = now
+        for key, _operator, stats in self._stages():
+            accumulator = self._accumulators.get(key)
+            if accumulator is None:
+                accumulator = self._accumulators[key] = _Accumulator()
+            delivered = stats.delivered
+            if stats.terminated:
+                accumulator.idle += elapsed
+            elif _outstanding(stats) == 0:
+                accumulator.backpressured += elapsed
+            elif delivered != accumulator.last_delivered:
+                accumulator.busy += elapsed
+            else:
+                accumulator.idle += elapsed
+            accumulator.last_delivered = delivered
+
+    def snapshot(self) -> MetricsSnapshot:
+        """Close the period: a snapshot with every stage's figures and the SLA breaches."""
+        self.sample()
+        now = self._last_sample
+        period = now - self._period_start
+        self._period_start = now
+        stages = self._stages()
+        delivered_by: dict[int, int] = {
+            id(operator): stats.delivered for _, operator, stats in stages
+        }
+        key_of = {id(operator): key for key, operator in self._operators}
+        figures: list[StageMetrics] = []
+        for key, operator, stats in stages:
+            accumulator = self._accumulators.setdefault(key, _Accumulator())
+            upstreams = [id(getattr(up, "_node", up)) for up in operator.upstreams]
+            elements_in = (
+                sum(delivered_by.get(up, 0) for up in upstreams) if upstreams else stats.delivered
+            )
+            total = accumulator.busy + accumulator.idle + accumulator.backpressured
+            scale = 1000.0 / total if total > 0 else 0.0
+            throughput = (
+                (stats.delivered - accumulator.period_start_delivered) / period
+                if period > 0
+                else 0.0
+            )
+            figures.append(
+                StageMetrics(
+                    stage=key,
+                    operator=operator.name,
+                    elements_in=elements_in,
+                    elements_out=stats.delivered,
+                    demand_outstanding=_outstanding(stats),
+                    buffered=stats.buffered,
+                    high_water_mark=stats.high_water_mark,
+                    dropped=stats.dropped,
+                    throughput=throughput,
+                    busy_ms_per_s=accumulator.busy * scale,
+                    idle_ms_per_s=accumulator.idle * scale,
+                    backpressured_ms_per_s=accumulator.backpressured * scale,
+                    terminated=stats.terminated,
+                    upstreams=tuple(key_of[up] for up in upstreams if up in key_of),
+                )
+            )
+            accumulator.busy = accumulator.idle = accumulator.backpressured = 0.0
+            accumulator.period_start_delivered = stats.delivered
+        breaches: list[SLABreach] = []
+        for stage in figures:
+            for rule in self._sla:
+                breaches.extend(rule.check(stage, now))
+        snapshot = MetricsSnapshot(
+            sequence=self._sequence,
+            time=now,
+            period=period,
+            stages=tuple(figures),
+            breaches=tuple(breaches),
+        )
+        self._sequence += 1
+        return snapshot
+
+
+def _outstanding(stats: StageStatistics) -> int:
+    if stats.requested >= MAX_DEMAND:
+        return MAX_DEMAND
+    return max(0, stats.requested - stats.delivered)
+
+
+class _MetricsSubscription(DownstreamStage):
+    """One subscriber's metrics stream: a timer chain and a one-snapshot slot.
+
+    The slot conflates: a snapshot that finds the previous one still undelivered (no
+    demand) replaces it, carrying its breaches over, and ``skipped``/``dropped`` count it.
+    Counters are cumulative, so a skipped snapshot loses resolution, never a count or a
+    breach.
+    """
+
+    __slots__ = (
+        "_cancellable",
+        "_dropped",
+        "_finished",
+        "_interval",
+        "_pending",
+        "_period_ticks",
+        "_sampler",
+        "_scheduler",
+        "_ticks",
+        "_until_done",
+    )
+
+    def __init__(
+        self,
+        downstream: Subscriber[MetricsSnapshot],
+        sampler: _Sampler,
+        *,
+        scheduler: Scheduler,
+        interval: float,
+        period_ticks: int,
+        until_done: bool,
+    ) -> None:
+        super().__init__(downstream)
+        self._sampler = sampler
+        self._scheduler = scheduler
+        self._interval = interval
+        self._period_ticks = period_ticks
+        self._until_done = until_done
+        self._ticks = 0
+        self._pending: MetricsSnapshot | None = None
+        self._dropped = 0
+        self._finished = False
+        self._cancellable: Cancellable | None = None
+
+    def _buffered_now(self) -> int:
+        return 0 if self._pending is None else 1
+
+    def _dropped_now(self) -> int:
+        return self._dropped
+
+    def start(self) -> None:
+        """Arm the first sample."""
+        self._cancellable = self._scheduler.call_later(self._interval, self._tick)
+
+    def _tick(self) -> None:
+        """On the scheduler: sample; at the end of a period, offer a snapshot; re-arm."""
+        with self._lock:
+            if self._cancelled or self._terminated:
+                return
+        try:
+            self._ticks += 1
+            if self._ticks % self._period_ticks:
+                self._sampler.sample()
+            else:
+                self._offer(self._sampler.snapshot())
+        except Exception as exc:  # a stage's statistics() broke: end the stream with it
+            self.fail(exc)
+            return
+        with self._lock:
+            if self._cancelled or self._terminated or self._finished:
+                return
+        self._cancellable = self._scheduler.call_later(self._interval, self._tick)
+
+    def _offer(self, snapshot: MetricsSnapshot) -> None:
+        finished = (
+            self._until_done
+            and bool(snapshot.stages)
+            and all(stage.terminated for stage in snapshot.stages)
+        )
+        with self._lock:
+            previous = self._pending
+            if previous is not None:
+                self._dropped += 1
+                snapshot = replace(
+                    snapshot,
+                    breaches=previous.breaches + snapshot.breaches,
+                    skipped=previous.skipped + 1,
+                )
+            self._pending = snapshot
+            self._high_water = max(self._high_water, 1)
+            self._finished = self._finished or finished
+        self._schedule()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if self._terminated:
+                    return
+                downstream = self._downstream
+                snapshot: MetricsSnapshot | None = None
+                error: Exception | None = None
+                complete = False
+                ended = True
+                if self._cancelled or downstream is None:
+                    self._terminate_locked()
+                    self._pending = None
+                    downstream = None  # cancelled: nothing more goes downstream
+                else:
+                    error = self._error
+                    if error is None and self._pending is not None and self._demand > 0:
+                        snapshot, self._pending = self._pending, None
+                        if self._demand != MAX_DEMAND:
+                            self._demand -= 1
+                    complete = error is None and self._finished and self._pending is None
+                    ended = error is not None or complete
+                    if ended:
+                        self._terminate_locked()
+                    elif snapshot is None:
+                        return
+                cancellable = self._cancellable if ended else None
+            if cancellable is not None:
+                cancellable.cancel()  # stop the timer chain
+            if downstream is None:
+                return
+            if snapshot is not None:
+                self._deliver(downstream, (snapshot,))
+            if error is not None:
+                signal_on_error(downstream, error)
+                return
+            if complete:
+                signal_on_complete(downstream)
+                return
+
+
+class MetricsPublisher(Publisher[MetricsSnapshot]):
+    """The publisher ``metrics_stream`` returns: each subscriber gets its own timer chain."""
+
+    __slots__ = ("_flow", "_interval", "_period_ticks", "_scheduler", "_sla", "_until_done")
+
+    def __init__(
+        self,
+        flow: Publisher[Any],
+        *,
+        interval: float,
+        period_ticks: int,
+        scheduler: Scheduler | None,
+        sla: tuple[SLA, ...],
+        until_done: bool,
+    ) -> None:
+        self._flow = flow
+        self._interval = interval
+        self._period_ticks = period_ticks
+        self._scheduler = scheduler
+        self._sla = sla
+        self._until_done = until_done
+
+    def subscribe(self, subscriber: Subscriber[MetricsSnapshot]) -> None:
+        """Start sampling for ``subscriber`` (Rule 1.9); snapshots wait for its demand."""
+        check_subscriber(subscriber)
+        scheduler = default_scheduler() if self._scheduler is None else self._scheduler
+        sampler = _Sampler(self._flow, self._sla, scheduler)
+        subscription = _MetricsSubscription(
+            subscriber,
+            sampler,
+            scheduler=scheduler,
+            interval=self._interval,
+            period_ticks=self._period_ticks,
+            until_done=self._until_done,
+        )
+        if signal_on_subscribe(subscriber, subscription):
+            subscription.start()
+        else:
+            subscription.cancel()
+
+
+def metrics_stream(
+    flow: Publisher[Any],
+    period: float,
+    *,
+    scheduler: Scheduler | None = None,
+    sla: Iterable[SLA] = (),
+    samples_per_period: int = 10,
+    until_done: bool = True,
+) -> MetricsPublisher:
+    """Every stage's counters of ``flow``, one ``MetricsSnapshot`` per ``period``.
+
+    Marble (``period=1``; the subscriber requests one at a time)::
+
+        time:      ----1s----2s----3s----(flow done)
+        snapshots: -----s0----s1----s2----s3|
+
+    Args:
+        flow: a ``Flow`` (or any operator publisher); the stages of its most recent run
+            are read, as ``Flow.metrics()`` reads them.
+        period: seconds between snapshots, on the scheduler's clock.
+        scheduler: anything with ``now()`` and ``call_later(delay, action)`` (the
+            ``Scheduler`` protocol; a virtual-time scheduler fits); by default one shared
+            daemon thread on ``time.monotonic``.
+        sla: rules checked on every stage at the end of each period; a broken limit is
+            an ``SLABreach`` in that snapshot's ``breaches``.
+        samples_per_period: how often per period each stage's state is sampled to split
+            the period into busy, idle and backpressured time, ``>= 1``. Keep the
+            interval between samples at 10 ms or more: each sample wakes a thread that
+            competes for the GIL (``benchmarks/bench_metrics.py``).
+        until_done: complete the stream after the first snapshot in which every stage
+            has terminated; otherwise it runs until cancelled.
+
+    Returns:
+        A ``Publisher[MetricsSnapshot]``; each subscriber gets its own samples.
+
+    Raises:
+        TypeError, ValueError: ``period`` is not a positive finite number, or
+            ``samples_per_period`` is not a positive ``int``.
+
+    Backpressure:
+        One snapshot per unit of demand. A snapshot due while the subscriber has no
+        demand replaces the undelivered one (its SLA breaches are carried over, and
+        ``skipped`` counts it): counters are cumulative, so a slow subscriber sees
+        coarser periods but never loses a count or a breach.
+
+    Concurrency:
+        Sampling runs on the scheduler's thread and reads each stage's ``statistics()``
+        (one short lock per stage); stages are not instrumented, so metrics off costs
+        nothing and metrics on costs one sample per stage per ``period /
+        samples_per_period``. Busy, idle and backpressured times are sampled estimates,
+        as Flink's first back-pressure monitor sampled task threads: the state at each
+        sample is charged with the time since the previous one.
+    """
+    if isinstance(period, bool) or not isinstance(period, int | float):
+        raise TypeError(f"period must be a number of seconds, got {type(period).__qualname__}")
+    if not (period > 0 and math.isfinite(period)):
+        raise ValueError(f"period must be positive and finite, got {period}")
+    check_positive("samples_per_period", samples_per_period)
+    return MetricsPublisher(
+        flow,
+        interval=period / samples_per_period,
+        period_ticks=samples_per_period,
+        scheduler=scheduler,
+        sla=tuple(sla),
+        until_done=until_done,
+    )
