@@ -175,8 +175,10 @@ def test_a_publisher_that_ignores_demand_is_reported() -> None:
 
 
 def test_prefetch_is_validated() -> None:
-    with pytest.raises(ValueError, match="prefetch must be an int >= 1"):
+    with pytest.raises(ValueError, match=r"^prefetch must be positive, got 0$"):
         to_async_iterator(RangePublisher(0, 1), prefetch=0)
+    with pytest.raises(TypeError, match=r"^prefetch must be an int, got float$"):
+        to_async_iterator(RangePublisher(0, 1), prefetch=1.5)  # type: ignore[arg-type]
 
 
 async def _count(limit: int, closed: threading.Event | None = None) -> AsyncIterator[int]:

@@ -25,7 +25,7 @@ import threading
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._demand import DrainLoop, add_demand
+from .._demand import DrainLoop, add_demand, check_positive, replenish_threshold
 from .._exceptions import ExecutorRejectedError, ProtocolViolationError
 from .._hooks import report_undeliverable
 from .._statistics import StreamStatistics
@@ -82,8 +82,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         executor: Executor | None = None,
         non_blocking: bool = False,
     ) -> None:
-        if type(prefetch) is not int or prefetch < 1:
-            raise ValueError(f"prefetch must be an int >= 1, got {prefetch!r}")
+        check_positive("prefetch", prefetch)
         if publisher is None:
             raise TypeError("to_async_iterator() requires a publisher, got None")
         if non_blocking and executor is not None:
@@ -92,7 +91,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             raise TypeError(f"executor must be a concurrent.futures.Executor, got {executor!r}")
         self._publisher: Publisher[T] | None = publisher
         self._prefetch = prefetch
-        self._replenish_at = max(1, prefetch - prefetch // 4)
+        self._replenish_at = replenish_threshold(prefetch)
         self._chunk = max(1, prefetch - self._replenish_at)
         self._lock = threading.Lock()
         # Shared with the signalling threads, under _lock.

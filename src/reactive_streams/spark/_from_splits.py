@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._demand import check_positive
 from ._to_spark_stream import as_struct
 from .session import require_classic
 
@@ -20,12 +21,6 @@ if TYPE_CHECKING:
 __all__ = ["from_splits"]
 
 S = TypeVar("S")
-
-
-def _positive(name: str, value: object) -> int:
-    if type(value) is not int or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return value
 
 
 def from_splits(
@@ -114,7 +109,8 @@ def from_splits(
         ValueError: a non-positive ``max_records_per_trigger``, ``chunk_rows`` or
             ``read_timeout``, or no splits.
         TypeError: ``schema`` is not a struct, or the splits, ``opener``, ``count`` or
-            ``transform`` do not pickle.
+            ``transform`` do not pickle, or ``max_records_per_trigger`` or ``chunk_rows``
+            is not an int.
 
     Needs Spark 4.2 or newer (admission control for Python streaming sources,
     SPARK-55304); PySpark 4.3 is what the project tests with.
@@ -134,8 +130,8 @@ def from_splits(
             "from_splits needs PySpark 4.2 or newer (admission control for Python streaming "
             f"sources, SPARK-55304); this is PySpark {pyspark.__version__}"
         ) from exc
-    _positive("max_records_per_trigger", max_records_per_trigger)
-    _positive("chunk_rows", chunk_rows)
+    check_positive("max_records_per_trigger", max_records_per_trigger)
+    check_positive("chunk_rows", chunk_rows)
     if not read_timeout > 0:
         raise ValueError(f"read_timeout must be > 0, got {read_timeout!r}")
     items = tuple(splits)

@@ -41,6 +41,7 @@ import pyarrow.json as pa_json  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from .._demand import check_positive
 from ..operators import Flow
 from ._from_splits import from_splits
 
@@ -412,11 +413,11 @@ def file_splits(
 
     Raises:
         FileNotFoundError: a path does not exist, or no file was found.
+        TypeError: ``batch_rows`` is not an int.
         ValueError: a file's format cannot be told from its suffix, or
             ``batch_rows < 1``.
     """
-    if type(batch_rows) is not int or batch_rows < 1:
-        raise ValueError(f"batch_rows must be an int >= 1, got {batch_rows!r}")
+    check_positive("batch_rows", batch_rows)
     files = _list_files(paths)
     splits: list[FileSplit] = []
     for path in files:
