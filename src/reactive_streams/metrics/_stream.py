@@ -266,6 +266,8 @@ class _MetricsSubscription(DownstreamStage):
                     if ended:
                         self._terminate_locked()
                     elif snapshot is None:
+                        if self._guard.release_locked():
+                            continue  # work arrived while this pass ran
                         return
                 cancellable = self._cancellable if ended else None
             if cancellable is not None:

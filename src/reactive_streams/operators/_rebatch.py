@@ -281,6 +281,8 @@ class _Rebatch(BufferedStage):
                         self._terminate_locked()
                         self._ready.clear()
                     if not count and not finished:
+                        if self._guard.release_locked():
+                            continue  # work arrived while this pass ran
                         return
             if cancel_only:
                 if upstream is not None:

@@ -170,6 +170,8 @@ class _TimedStage(BufferedStage):
                         self._ready.clear()
                         tasks = self._stop_timers_locked()
                     if not count and not finished:
+                        if self._guard.release_locked():
+                            continue  # work arrived while this pass ran
                         return
             if cancel_only or finished:
                 for task in tasks:
@@ -867,6 +869,8 @@ class _ScheduledTicker(DownstreamStage):
                         self._terminate_locked()
                         self._abandon_locked()
                     if not count and not finished:
+                        if self._guard.release_locked():
+                            continue  # work arrived while this pass ran
                         return
             if error is not None:
                 signal_on_error(downstream, error)
