@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -320,6 +321,15 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
         with self._lock:
             already = self._cancelled
             self._cancelled = self._terminated = True
+        for task in list(self._tasks):
+            # A task queued on the loop that never got to start can never run now; close its
+            # coroutine, or its "never awaited" warning surfaces at some later collection.
+            coroutine = task.get_coro()
+            if (
+                inspect.iscoroutine(coroutine)
+                and inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED
+            ):
+                coroutine.close()
         subscriber, self._subscriber = self._subscriber, None
         if not already and subscriber is not None:
             signal_on_error(
