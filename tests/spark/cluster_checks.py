@@ -17,6 +17,7 @@ from reactive_streams.spark import (
     spark_processor,
     to_spark_stream,
 )
+from reactive_streams.spark._pyspark_internals import executor_count
 
 from ._helpers import Collector, SequencePublisher
 
@@ -73,8 +74,7 @@ def main() -> None:
             None if micro.error is None else str(micro.error),
         ]
         # Counted last: executors register asynchronously while the first jobs run.
-        status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
-        results["executors"] = int(status.size()) - 1  # minus the driver's block manager
+        results["executors"] = executor_count(spark)
     finally:
         spark.stop()
     json.dump(results, sys.stdout)

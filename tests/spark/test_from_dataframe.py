@@ -84,6 +84,23 @@ def test_a_failing_job_ends_in_on_error_after_the_rows_before_it(spark: SparkSes
     assert [row["id"] for row in collector.items] == list(range(50))
 
 
+def test_the_failure_counts_every_row_delivered_within_one_demand_round(
+    spark: SparkSession,
+) -> None:
+    # One unbounded request: the 500 rows of partition 0 are all delivered in one round,
+    # which the job of partition 1 then fails (issue 15: "failed after 0 elements").
+    df = spark.range(0, 1_000, numPartitions=2).selectExpr(
+        "IF(id = 700, raise_error('bad row 700'), id) AS id"
+    )
+    collector: Collector[dict[str, Any]] = Collector()
+    publisher = from_dataframe(df)
+    publisher.subscribe(collector)
+    assert collector.done.wait(TIMEOUT)
+    assert isinstance(collector.error, SparkBridgeError)
+    assert "from_dataframe failed after 500 elements" in str(collector.error)
+    assert len(collector.items) == 500
+
+
 def test_non_positive_request_is_rule_3_9(spark: SparkSession) -> None:
     class Bad(Collector[dict[str, Any]]):
         def on_subscribe(self, subscription: Any) -> None:
@@ -108,3 +125,14 @@ def test_nested_columns_become_nested_dicts(spark: SparkSession) -> None:
     from_dataframe(df).subscribe(collector)
     assert collector.done.wait(TIMEOUT)
     assert collector.items == [{"id": 1, "s": {"a": 2, "b": "x"}, "xs": [3, 4]}]
+
+
+def test_finished_subscriptions_are_not_kept(spark: SparkSession) -> None:
+    publisher = from_dataframe(spark.range(0, 10, numPartitions=1))
+    for _ in range(4):
+        collector: Collector[dict[str, Any]] = Collector()
+        publisher.subscribe(collector)
+        assert collector.done.wait(TIMEOUT)
+        assert [row["id"] for row in collector.items] == list(range(10))
+    assert len(publisher.subscriptions) == 1  # was 4: the list only grew (issue 14)
+    assert publisher.subscriptions[0].finished

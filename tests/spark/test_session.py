@@ -93,6 +93,7 @@ def test_connect_support_table() -> None:
     assert is_connect_session(remote)
     assert bridge_support(remote) == {
         "from_dataframe": True,
+        "from_splits": False,
         "from_streaming_query": False,
         "spark_processor": True,
         "to_spark_stream": False,

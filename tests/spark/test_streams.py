@@ -333,3 +333,60 @@ def test_a_query_that_cannot_start_ends_in_on_error(spark: SparkSession) -> None
     assert str(collector.error).startswith("the streaming query could not start: ")
     assert "Invalid streaming output mode: complete" in str(collector.error)
     assert publisher.requested == 0  # the publisher was never asked for anything
+
+
+def test_finished_subscriptions_are_not_kept(spark: SparkSession) -> None:
+    class Canceller(Collector[MicroBatch]):
+        def on_subscribe(self, subscription: Any) -> None:
+            self.subscription = subscription
+            subscription.cancel()  # ends at once: no query is started
+
+    source = from_streaming_query(spark.readStream.format("rate").load())
+    for _ in range(5):
+        source.subscribe(Canceller())
+    assert len(source.subscriptions) == 1  # was 5: the list only grew (issue 14)
+    assert source.subscriptions[0].cancelled
+
+
+def test_a_closed_stream_gives_its_registration_back(spark: SparkSession) -> None:
+    first = to_spark_stream_bridge(SequencePublisher(lambda: iter(())), spark, "x long")
+    name = first.format_name
+    first.close()
+    second = to_spark_stream_bridge(SequencePublisher(lambda: iter(())), spark, "x long")
+    try:
+        # One registration serves both (issue 14: a new one per stream, never removed).
+        assert second.format_name == name
+        assert second.stream_id != first.stream_id
+    finally:
+        second.close()
+
+
+def test_the_bridge_cleans_up_when_a_later_step_of_its_constructor_fails(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reactive_streams.spark import _bridge_queries, _to_spark_stream
+    from reactive_streams.spark._bridge_server import BridgeServer
+
+    servers: list[BridgeServer] = []
+
+    class Recorded(BridgeServer):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            servers.append(self)
+
+    names: list[str] = []
+
+    def refuse(spark: object, name: str, stream: object) -> None:
+        names.append(name)
+        raise RuntimeError("registration refused")
+
+    monkeypatch.setattr(_to_spark_stream, "BridgeServer", Recorded)
+    monkeypatch.setattr(_bridge_queries, "register", refuse)
+    with pytest.raises(RuntimeError, match=r"^registration refused$"):
+        to_spark_stream_bridge(SequencePublisher(lambda: iter(())), spark, "x long")
+    (server,) = servers
+    server._acceptor.join(TIMEOUT)
+    assert not server._acceptor.is_alive()  # the socket was closed, so its thread ended
+    with pytest.raises(OSError):
+        socket.create_connection(server.address, timeout=5).close()
+    assert names[0] in _bridge_queries._FREE_NAMES  # the name went back to the pool

@@ -5,6 +5,10 @@
 * ``spark_processor(transform, spark)``: Spark as a processing stage, in batches.
 * ``to_spark_stream(publisher, spark, schema)``: any ``Publisher[dict]`` as a streaming
   DataFrame; each micro-batch's size is the demand sent to the publisher.
+* ``from_splits(splits, opener, spark, schema, count=...)``: a partitioned source (files,
+  row groups, shards) as a streaming DataFrame read on the executors;
+  ``reactive_streams.spark.splits.file_splits`` makes the splits of Parquet, CSV and JSON
+  Lines files.
 * ``from_streaming_query(streaming_df)``: a streaming query as a ``Publisher`` of
   ``MicroBatch``es; ``foreachBatch`` waits for the subscriber's demand.
 * ``reactive_streams.spark.session``: ``require_java``, ``local_session``, Spark Connect
@@ -30,9 +34,11 @@ from ._errors import JavaVersionError as JavaVersionError
 from ._errors import SparkBridgeError as SparkBridgeError
 from ._errors import SparkConnectUnsupportedError as SparkConnectUnsupportedError
 from ._errors import SparkTransformError as SparkTransformError
+from ._errors import SplitReadError as SplitReadError
 from ._errors import StreamingQueryFailedError as StreamingQueryFailedError
 from ._from_dataframe import DataFramePublisher as DataFramePublisher
 from ._from_dataframe import from_dataframe as from_dataframe
+from ._from_splits import from_splits as from_splits
 from ._from_streaming_query import MicroBatch as MicroBatch
 from ._from_streaming_query import StreamingQueryPublisher as StreamingQueryPublisher
 from ._from_streaming_query import from_streaming_query as from_streaming_query
@@ -55,9 +61,11 @@ __all__ = [
     "SparkProcessor",
     "SparkStreamBridge",
     "SparkTransformError",
+    "SplitReadError",
     "StreamingQueryFailedError",
     "StreamingQueryPublisher",
     "from_dataframe",
+    "from_splits",
     "from_streaming_query",
     "local_session",
     "require_java",
@@ -77,9 +85,11 @@ for _obj in (
     SparkProcessor,
     SparkStreamBridge,
     SparkTransformError,
+    SplitReadError,
     StreamingQueryFailedError,
     StreamingQueryPublisher,
     from_dataframe,
+    from_splits,
     from_streaming_query,
     spark_processor,
     to_spark_stream,

@@ -9,7 +9,8 @@ Hierarchy::
         ├── SparkConnectUnsupportedError   the bridge needs a classic session, got Spark Connect
         ├── StreamingQueryFailedError      a streaming query failed; ``__cause__`` is Spark's error
         ├── SparkTransformError            ``spark_processor``'s transform or its Spark job failed
-        └── BridgeClosedError              the loopback bridge of ``to_spark_stream`` went away
+        ├── BridgeClosedError              the loopback bridge of ``to_spark_stream`` went away
+        └── SplitReadError                 ``from_splits`` could not plan or read a split (named)
 
 This module imports nothing from pyspark, so it is safe to import anywhere.
 """
@@ -25,6 +26,7 @@ __all__ = [
     "SparkBridgeError",
     "SparkConnectUnsupportedError",
     "SparkTransformError",
+    "SplitReadError",
     "StreamingQueryFailedError",
 ]
 
@@ -65,3 +67,12 @@ class SparkTransformError(SparkBridgeError):
 
 class BridgeClosedError(SparkBridgeError):
     """The loopback bridge between a publisher and a Spark stream failed or was closed."""
+
+
+class SplitReadError(SparkBridgeError):
+    """``from_splits`` could not count or read a split; the message names the split.
+
+    Raised in Spark's processes (the streaming source runner, or an executor's Python
+    worker), so it reaches the user inside Spark's own error (``StreamingQueryException``
+    or ``StreamingQueryFailedError``), with this message in its text.
+    """

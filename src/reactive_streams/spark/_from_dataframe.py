@@ -16,10 +16,8 @@ import uuid
 from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-from pyspark.serializers import NoOpSerializer
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import ArrayType, MapType, StructType
-from pyspark.util import _local_iterator_from_socket
 
 from .._demand import MAX_DEMAND, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
@@ -29,6 +27,7 @@ from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
 from ._dropped import DROPPED
 from ._errors import SparkBridgeError
+from ._pyspark_internals import arrow_batch_messages
 from .session import is_connect_session
 
 if TYPE_CHECKING:
@@ -97,6 +96,12 @@ class _DataFrameSubscription(Subscription):
             except Exception as exc:
                 report_undeliverable(exc)
 
+    @property
+    def finished(self) -> bool:
+        """Whether the subscription was cancelled or has ended (nothing more will happen)."""
+        with self._cond:
+            return self._cancelled
+
     def statistics(self) -> StreamStatistics:
         """Elements requested and delivered; ``buffered`` is always 0 (one row at a time)."""
         with self._cond:
@@ -130,13 +135,13 @@ class _DataFrameSubscription(Subscription):
 
     def _run(self) -> None:
         elements: Iterator[Any] | None = None
+        sent = 0  # delivered in the current round, not yet added to _delivered
         try:
             elements = self._publisher.open_iterator(self.job_group)
             while True:
                 demand = self._take_demand()
                 if demand == 0:
                     return
-                sent = 0
                 for element in itertools.islice(elements, demand):
                     if not signal_on_next(self._subscriber, element):
                         self.cancel()  # Rule 2.13: treat as cancelled
@@ -150,7 +155,9 @@ class _DataFrameSubscription(Subscription):
                     self._delivered += sent
                     if self._demand != MAX_DEMAND:
                         self._demand -= sent
-                if sent < demand:  # the iterator is exhausted
+                    exhausted = sent < demand
+                    sent = 0
+                if exhausted:
                     self._terminate(None)
                     return
         except ProtocolViolationError as error:
@@ -160,9 +167,11 @@ class _DataFrameSubscription(Subscription):
                 cancelled = self._cancelled
             if cancelled:  # e.g. the job we cancelled: nobody is listening any more
                 return
+            with self._cond:  # the rows of the round the failure interrupted count too
+                self._delivered += sent
+                delivered = self._delivered
             failure = SparkBridgeError(
-                f"from_dataframe failed after {self._delivered} elements: "
-                f"{type(exc).__name__}: {exc}"
+                f"from_dataframe failed after {delivered} elements: {type(exc).__name__}: {exc}"
             )
             failure.__cause__ = exc
             self._terminate(failure)
@@ -222,7 +231,9 @@ class DataFramePublisher(Publisher[Any]):
         self.dataframe = dataframe
         self.arrow = arrow
         self.prefetch_partitions = prefetch_partitions
+        self._lock = threading.Lock()
         self.subscriptions: list[_DataFrameSubscription] = []
+        """The subscriptions that are live, or ended after the latest ``subscribe``."""
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
         """Attach ``subscriber``; no Spark job runs before its first ``request``.
@@ -233,7 +244,13 @@ class DataFramePublisher(Publisher[Any]):
         if subscriber is None:
             raise TypeError("Rule 1.9: subscribe(None)")
         subscription = _DataFrameSubscription(self, subscriber)
-        self.subscriptions.append(subscription)
+        with self._lock:
+            # Finished subscriptions are dropped here, so the list holds the live ones (and
+            # those that ended since the last subscribe), not every subscriber ever.
+            self.subscriptions[:] = [
+                *(old for old in self.subscriptions if not old.finished),
+                subscription,
+            ]
         if not signal_on_subscribe(subscriber, subscription):
             subscription.cancel()
 
@@ -259,12 +276,7 @@ class DataFramePublisher(Publisher[Any]):
             return (row.asDict(recursive=True) for row in spark_rows)
         schema = to_arrow_schema(df.schema, timezone="UTC")
         # One Arrow IPC record batch message per element, one job per partition, lazily.
-        jvm = context._jvm
-        assert jvm is not None
-        sock_info = jvm.PythonRDD.toLocalIteratorAndServe(
-            df._jdf.toArrowBatchRdd(), self.prefetch_partitions
-        )
-        messages = _local_iterator_from_socket(sock_info, NoOpSerializer())
+        messages = arrow_batch_messages(df, prefetch_partitions=self.prefetch_partitions)
         return _ArrowBatches(messages, schema)
 
 

@@ -281,7 +281,9 @@ class StreamingQueryPublisher(Publisher[MicroBatch]):
         self._checkpoint = checkpoint_location
         self._trigger = dict(trigger) if trigger else None
         self._query_name = query_name
+        self._lock = threading.Lock()
         self.subscriptions: list[_QuerySubscription] = []
+        """The subscriptions that are live, or ended after the latest ``subscribe``."""
 
     def subscribe(self, subscriber: Subscriber[MicroBatch]) -> None:
         """Start a streaming query for ``subscriber`` (Rule 1.9: ``on_subscribe`` first).
@@ -292,7 +294,13 @@ class StreamingQueryPublisher(Publisher[MicroBatch]):
         if subscriber is None:
             raise TypeError("Rule 1.9: subscribe(None)")
         subscription = _QuerySubscription(subscriber, self)
-        self.subscriptions.append(subscription)
+        with self._lock:
+            # Finished subscriptions are dropped here, so the list holds the live ones (and
+            # those that ended since the last subscribe), not every subscriber ever.
+            self.subscriptions[:] = [
+                *(old for old in self.subscriptions if not old.cancelled),
+                subscription,
+            ]
         if not signal_on_subscribe(subscriber, subscription):
             subscription.cancel()
         if subscription.cancelled:  # cancelled (or failed, Rule 3.9) from on_subscribe

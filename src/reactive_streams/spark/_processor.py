@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import StructType, _parse_datatype_string
+from pyspark.sql.types import StructType
 
 from .._demand import DrainLoop, EmitterElection
 from .._exceptions import ExecutorRejectedError, MissingBackpressureError
@@ -32,6 +32,7 @@ from .._signals import signal_on_complete, signal_on_error, signal_on_next, sign
 from .._statistics import StreamStatistics
 from ..api import Processor, Subscriber, Subscription
 from ._errors import SparkTransformError
+from ._pyspark_internals import parse_ddl
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -487,7 +488,7 @@ def spark_processor(
     if schema is None or isinstance(schema, StructType):
         struct = schema
     else:
-        parsed = _parse_datatype_string(schema)
+        parsed = parse_ddl(schema)
         if not isinstance(parsed, StructType):
             raise TypeError(f"schema must describe a struct (columns), got {schema!r}")
         struct = parsed

@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-__all__ = ["BatchWindow", "EncodeError", "RowWindow", "Window"]
+__all__ = ["BatchWindow", "EncodeError", "RowWindow", "Window", "conform_batch"]
 
 
 class EncodeError(Exception):
@@ -162,12 +162,17 @@ class BatchWindow(Window):
     def to_batches(self, taken: list[Any], schema: pa.Schema) -> list[pa.RecordBatch]:
         """The slices, cast to ``schema`` where their types differ."""
         return [
-            batch if batch.schema.equals(schema) else _conform(batch, schema) for batch in taken
+            batch if batch.schema.equals(schema) else conform_batch(batch, schema)
+            for batch in taken
         ]
 
 
-def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """``batch`` with ``schema``'s columns, in its order, cast to its types."""
+def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` with ``schema``'s columns, in its order, cast to its types.
+
+    Raises:
+        EncodeError: a column is missing or does not cast (the message says which).
+    """
     missing = [name for name in schema.names if name not in batch.schema.names]
     if missing:
         raise EncodeError(f"the batch has no column(s) {', '.join(missing)}")

@@ -24,10 +24,10 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from ._errors import JavaNotFoundError, JavaVersionError, SparkConnectUnsupportedError
+from ._pyspark_internals import active_context
 from ._worker_home import fast_worker_home
 
 if TYPE_CHECKING:
@@ -60,13 +60,19 @@ _VERSION_RE: Final = re.compile(r'version\s+"(?P<version>[^"]+)"')
 CONNECT_BRIDGES: Final[frozenset[str]] = frozenset({"from_dataframe", "spark_processor"})
 """Bridges that work on a Spark Connect (``remote(...)``) session."""
 
-CLASSIC_ONLY_BRIDGES: Final[frozenset[str]] = frozenset({"to_spark_stream", "from_streaming_query"})
+CLASSIC_ONLY_BRIDGES: Final[frozenset[str]] = frozenset(
+    {"to_spark_stream", "from_streaming_query", "from_splits"}
+)
 """Bridges that need a classic session: their Python callbacks must run in this process."""
 
 _WHY_CLASSIC: Final = {
     "to_spark_stream": (
         "its Python data source runs on the Connect server, which cannot reach the loopback "
         "bridge served from this process"
+    ),
+    "from_splits": (
+        "it has not been tested on Spark Connect (its Python data source would be "
+        "registered and planned on the server)"
     ),
     "from_streaming_query": (
         "foreachBatch runs on the Connect server, not in this process, so it cannot hand "
@@ -230,7 +236,7 @@ def spark_is_running() -> bool:
     Unlike ``SparkSession.getActiveSession()``, which follows the calling thread's JVM
     session, this sees a context started on any thread.
     """
-    return SparkContext._active_spark_context is not None
+    return active_context() is not None
 
 
 def remote_session(url: str, *, app_name: str = "reactive-streams") -> SparkSession:

@@ -1,0 +1,153 @@
+"""``from_splits``: a partitioned source as a streaming DataFrame read on the executors."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ._splits_source import FORMAT_NAME, SplitDataSource, SplitPlan, encode_plan
+from ._to_spark_stream import as_struct
+from .session import require_classic
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+    from ..api import Publisher
+
+__all__ = ["from_splits"]
+
+S = TypeVar("S")
+
+
+def _positive(name: str, value: object) -> int:
+    if type(value) is not int or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return value
+
+
+def from_splits(
+    splits: Iterable[S],
+    opener: Callable[[S, int], Publisher[Mapping[str, Any]] | Publisher[pa.RecordBatch]],
+    spark: SparkSession,
+    schema: StructType | str,
+    *,
+    count: Callable[[S], int],
+    arrow: bool = False,
+    transform: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None,
+    max_records_per_trigger: int = 100_000,
+    chunk_rows: int = 10_000,
+    read_timeout: float = 300.0,
+    name: Callable[[S], str] = str,
+) -> DataFrame:
+    """A streaming DataFrame whose micro-batches are read from ``splits`` on the executors.
+
+    A *split* is a picklable description of one part of the input (a file, a row group, a
+    shard, a partition of a live system). Offsets count elements per split. For each
+    micro-batch, Spark's streaming source runner (on the driver host) calls ``count`` on
+    every split and spreads the micro-batch's row budget (``max_records_per_trigger``, or
+    everything with ``Trigger.AvailableNow`` and ``ReadAllAvailable``) over the splits
+    that still have elements; each split's share becomes one Spark partition. On an
+    executor's Python worker, ``opener(split, start)`` returns a publisher positioned at
+    element ``start``; the worker requests the share in chunks, yields each chunk to Spark
+    as one Arrow record batch, and cancels the publisher at the share's end. No element
+    passes through this process or the driver's Python process, and executors never
+    connect to this process.
+
+    The contract for ``opener`` and ``count`` (they run in Spark's processes, so they and
+    the splits must pickle; ``cloudpickle`` handles lambdas and local functions):
+
+    * ``opener(split, start)`` must be **deterministic from an offset**: it publishes the
+      same elements, in the same order, each time it is opened at ``start``. Spark replays
+      an uncommitted micro-batch after a failure or a restart from a checkpoint by reading
+      the same splits between the same offsets, and that is exact only if the opener is.
+    * ``count(split)`` says how many elements the split has *now*. It is called for every
+      micro-batch, so a live split may **grow** (its new elements go into later
+      micro-batches); a split that **shrinks** below what was already read fails the
+      query. Keep it cheap: Parquet footers, a line count, a live system's high-water mark.
+    * These **fail the query**, with a ``SplitReadError`` message naming the split and the
+      element (inside Spark's ``StreamingQueryException``): ``opener`` raising (for
+      example a file deleted or moved since planning); the publisher signalling
+      ``on_error``, completing before the elements ``count`` promised, sending more than
+      requested (Rule 1.1), or sending nothing for ``read_timeout`` seconds; ``count``
+      raising; ``transform`` raising; elements that do not fit ``schema``. Spark may
+      retry the task first (``spark.task.maxFailures``; 1 attempt on ``local[*]``).
+
+    Args:
+        splits: the splits, in a fixed order (offsets are per position, so a restarted
+            query needs the same list).
+        opener: ``(split, start) -> Publisher`` of ``Mapping`` rows (``arrow=False``) or of
+            ``pyarrow.RecordBatch`` (``arrow=True``), from element ``start`` on.
+        spark: a classic SparkSession.
+        schema: the rows' schema (``StructType`` or DDL); each batch is cast to it
+            (columns matched by name).
+        count: ``split -> int``, the elements the split has so far (see above).
+        arrow: the opener publishes record batches; demand then counts batches and one
+            is requested at a time (a batch is sliced where the share ends).
+        transform: applied in the executor to every chunk (a ``pyarrow.RecordBatch`` of
+            the opener's rows) before it is cast to ``schema``; for validation or
+            enrichment next to the data. It may drop rows (offsets count input elements).
+        max_records_per_trigger: each micro-batch's default row budget, ``>= 1``.
+        chunk_rows: the most rows requested from a publisher at once (``arrow=False``),
+            so the most rows one worker holds, ``>= 1``.
+        read_timeout: seconds a worker waits for requested elements before failing.
+        name: how errors name a split (``str`` by default).
+
+    Returns:
+        A streaming DataFrame. Any number of queries may read it (each has its own
+        offsets), and a query restarted from its checkpoint resumes exactly.
+
+    Backpressure:
+        A micro-batch's budget is the demand: each split's share is requested from its
+        publisher, ``chunk_rows`` rows (or one batch) at a time, the next chunk only when
+        Spark took the previous one; the publisher is cancelled at the share's end.
+
+    Concurrency:
+        ``opener``, ``count`` and ``transform`` run in Spark's Python processes, one task
+        per split and micro-batch; a publisher may signal from any thread.
+
+    Raises:
+        SparkConnectUnsupportedError: ``spark`` is a Spark Connect session.
+        ValueError: a non-positive ``max_records_per_trigger``, ``chunk_rows`` or
+            ``read_timeout``, or no splits.
+        TypeError: ``schema`` is not a struct, or the splits, ``opener``, ``count`` or
+            ``transform`` do not pickle.
+
+    Needs Spark 4.2 or newer (admission control for Python streaming sources,
+    SPARK-55304); PySpark 4.3 is what the project tests with.
+    """
+    require_classic(spark, "from_splits")
+    _positive("max_records_per_trigger", max_records_per_trigger)
+    _positive("chunk_rows", chunk_rows)
+    if not read_timeout > 0:
+        raise ValueError(f"read_timeout must be > 0, got {read_timeout!r}")
+    items = tuple(splits)
+    if not items:
+        raise ValueError("from_splits needs at least one split")
+    struct = as_struct(spark, schema)
+    plan = SplitPlan(
+        splits=items,
+        names=tuple(name(split) for split in items),
+        opener=opener,
+        count=count,
+        transform=transform,
+        arrow=bool(arrow),
+        chunk_rows=chunk_rows,
+        max_records_per_trigger=max_records_per_trigger,
+        read_timeout=float(read_timeout),
+        stream_id=uuid.uuid4().hex,
+    )
+    try:
+        encoded = encode_plan(plan)
+    except Exception as exc:
+        raise TypeError(
+            f"from_splits: the splits, opener, count and transform must pickle "
+            f"(they run in Spark's processes): {type(exc).__name__}: {exc}"
+        ) from exc
+    # One registration for every from_splits stream: the option says which stream this is,
+    # so registering again replaces the entry with the same class instead of adding one.
+    spark.dataSource.register(SplitDataSource)
+    return spark.readStream.format(FORMAT_NAME).schema(struct).option("plan", encoded).load()

@@ -1,0 +1,116 @@
+"""Every private PySpark API the package touches, in one place.
+
+PySpark's public API has no way to do these things, so the bridges reach under it. Each
+function below states the assumption it makes about PySpark's internals, and
+``tests/spark/test_pyspark_internals.py`` checks each one against the installed version
+(PySpark 4.3 when written), so an upgrade that moves one fails one named test instead of a
+bridge at run time.
+
+Assumptions, one per function:
+
+* ``active_context``: ``SparkContext._active_spark_context`` holds the process's context
+  (or ``None``), whichever thread created it.
+* ``jvm``: ``SparkContext._jvm`` is the py4j view of the driver JVM.
+* ``arrow_batch_messages``: ``DataFrame._jdf.toArrowBatchRdd()`` and
+  ``PythonRDD.toLocalIteratorAndServe(rdd, prefetch)`` serve one Arrow IPC record batch
+  message per element, one job per partition, read with ``_local_iterator_from_socket``.
+* ``analyzed_plan``: ``DataFrame._jdf.queryExecution().analyzed()`` is the analyzed plan.
+* ``streaming_plan`` / ``source_names``: ``StreamingQuery._jsq.streamingQuery().logicalPlan()``
+  is the query's plan, and its text names each Python data source by its registered name.
+* ``parse_ddl``: ``pyspark.sql.types._parse_datatype_string`` parses a DDL string.
+* ``executor_count``: ``_jsc.sc().getExecutorMemoryStatus()`` has one entry per block
+  manager: the driver's plus one per executor.
+* ``driver_jvm_pid``: the driver JVM answers ``java.lang.ProcessHandle.current().pid()``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark import SparkContext
+from pyspark.serializers import NoOpSerializer
+from pyspark.sql.types import DataType, _parse_datatype_string
+from pyspark.util import _local_iterator_from_socket
+
+if TYPE_CHECKING:
+    import re
+    from collections.abc import Iterator
+
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = [
+    "active_context",
+    "analyzed_plan",
+    "arrow_batch_messages",
+    "driver_jvm_pid",
+    "executor_count",
+    "jvm",
+    "parse_ddl",
+    "source_names",
+    "streaming_plan",
+]
+
+
+def active_context() -> SparkContext | None:
+    """This process's SparkContext, whichever thread created it, or ``None``."""
+    return SparkContext._active_spark_context
+
+
+def jvm(spark: SparkSession | SparkContext) -> Any:
+    """The py4j gateway view of the driver JVM (``SparkContext._jvm``).
+
+    Raises:
+        RuntimeError: the context is stopped.
+    """
+    context = spark if isinstance(spark, SparkContext) else spark.sparkContext
+    gateway = context._jvm
+    if gateway is None:
+        raise RuntimeError("the SparkContext is stopped: no JVM to talk to")
+    return gateway
+
+
+def arrow_batch_messages(dataframe: DataFrame, *, prefetch_partitions: bool) -> Iterator[bytes]:
+    """The DataFrame's rows as Arrow IPC record batch messages, one job per partition, lazily.
+
+    Closing the iterator tells the JVM to start no further partition job.
+    """
+    served = jvm(dataframe.sparkSession).PythonRDD.toLocalIteratorAndServe(
+        dataframe._jdf.toArrowBatchRdd(), prefetch_partitions
+    )
+    messages: Iterator[bytes] = _local_iterator_from_socket(served, NoOpSerializer())
+    return messages
+
+
+def analyzed_plan(dataframe: DataFrame) -> str:
+    """The text of the DataFrame's analyzed logical plan."""
+    return str(dataframe._jdf.queryExecution().analyzed().toString())
+
+
+def streaming_plan(query: StreamingQuery) -> str:
+    """The text of a running streaming query's logical plan."""
+    return str(query._jsq.streamingQuery().logicalPlan().toString())
+
+
+def source_names(query: StreamingQuery, pattern: re.Pattern[str]) -> set[str]:
+    """The registered data source names matching ``pattern`` that the query's plan reads."""
+    return set(pattern.findall(streaming_plan(query)))
+
+
+def parse_ddl(schema: str) -> DataType:
+    """Parse a DDL type string (``"id long, name string"``) as Spark does.
+
+    Needs a running SparkContext (the parser is the JVM's).
+    """
+    return _parse_datatype_string(schema)
+
+
+def executor_count(spark: SparkSession) -> int:
+    """Executors registered with the driver now (0 with a ``local[*]`` master)."""
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus()
+    return int(status.size()) - 1  # minus the driver's own block manager
+
+
+def driver_jvm_pid(spark: SparkSession) -> int:
+    """The process id of the driver JVM."""
+    return int(jvm(spark).java.lang.ProcessHandle.current().pid())

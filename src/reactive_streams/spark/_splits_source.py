@@ -1,0 +1,519 @@
+"""The streaming data source behind ``from_splits``: planned on the driver, read on executors.
+
+Three kinds of process run this module, none of them the user's:
+
+* Spark's **streaming source runner** (one per query, started by the driver JVM on the
+  driver host) calls ``initialOffset``, ``latestOffset(start, limit)`` and
+  ``partitions(start, end)``: it counts the rows of each split (``count``) and spreads the
+  micro-batch's row budget over the splits that still have rows;
+* Spark's **data source planner** builds the reader once and pickles it into the read
+  function;
+* each **executor's Python worker** runs ``read(partition)``: it calls the split's opener
+  at the partition's start offset, requests rows in bounded chunks, yields each chunk as
+  one ``pyarrow.RecordBatch`` and cancels the publisher at the partition's end offset.
+
+So no row passes through the user's Python process, nor through the driver's, and no
+executor connects back to the user's process. What the user passes (splits, opener,
+counter, transform) travels inside one data source option, ``plan``: a base64 cloudpickle
+of a ``SplitPlan``. The format name is the same for every stream
+(``reactive_streams_splits``), registered once per session.
+
+Offsets are ``{"rows": [n_0, n_1, ...]}``: for each split (in the order given), how many of
+its elements were planned into micro-batches before.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+from pyspark import cloudpickle
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from ..api import Publisher, Subscriber, Subscription
+from ._errors import SplitReadError
+from ._window import EncodeError, conform_batch
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyspark.sql.types import StructType
+
+__all__ = [
+    "FORMAT_NAME",
+    "SplitDataSource",
+    "SplitPartition",
+    "SplitPlan",
+    "SplitStreamReader",
+    "decode_plan",
+    "encode_plan",
+    "read_partition",
+    "spread",
+]
+
+FORMAT_NAME: Final = "reactive_streams_splits"
+
+Opener = Callable[[Any, int], Publisher[Any]]
+"""``opener(split, start)``: a publisher of the split's elements from element ``start`` on."""
+
+Counter = Callable[[Any], int]
+"""``count(split)``: how many elements the split has (or has available so far)."""
+
+Transform = Callable[[pa.RecordBatch], pa.RecordBatch]
+"""Applied to every chunk in the executor, before it is cast to the stream's schema."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SplitPlan:
+    """Everything a runner, planner or executor needs to know about one ``from_splits``.
+
+    Attributes:
+        splits: the user's splits, in order (offsets index them).
+        names: ``str(split)`` of each, as errors name them.
+        opener: see ``Opener``.
+        count: see ``Counter``.
+        transform: optional, see ``Transform``.
+        arrow: the opener's elements are ``pyarrow.RecordBatch`` (demand counts batches);
+            otherwise they are ``Mapping`` rows (demand counts rows).
+        chunk_rows: the most rows requested from a split's publisher at once (rows mode),
+            and so the most rows a worker holds.
+        max_records_per_trigger: the default row budget of a micro-batch.
+        read_timeout: seconds a worker waits for a requested chunk before failing.
+    """
+
+    splits: tuple[Any, ...]
+    names: tuple[str, ...]
+    opener: Opener
+    count: Counter
+    transform: Transform | None = None
+    arrow: bool = False
+    chunk_rows: int = 10_000
+    max_records_per_trigger: int = 100_000
+    read_timeout: float = 300.0
+    stream_id: str = field(default="")
+
+
+def encode_plan(plan: SplitPlan) -> str:
+    """``plan`` as the text of the data source option ``plan`` (cloudpickle, base64)."""
+    return base64.b64encode(cloudpickle.dumps(plan)).decode("ascii")  # type: ignore[no-untyped-call,unused-ignore]
+
+
+def decode_plan(text: str) -> SplitPlan:
+    """The inverse of ``encode_plan``."""
+    plan = cloudpickle.loads(base64.b64decode(text.encode("ascii")))
+    if not isinstance(plan, SplitPlan):
+        raise TypeError(f"the option 'plan' holds a {type(plan).__name__}, not a SplitPlan")
+    return plan
+
+
+def spread(available: Sequence[int], budget: int | None) -> list[int]:
+    """Share ``budget`` rows over the splits that still have rows (``available[i] > 0``).
+
+    Every split with rows gets an equal share, capped at what it has; what a small split
+    leaves is shared again among the others. ``budget=None`` takes everything. When the
+    budget is smaller than the number of splits, the first splits with rows get one each.
+
+    >>> spread([10, 0, 3, 10], 12)
+    [5, 0, 3, 4]
+    >>> spread([5, 5], None)
+    [5, 5]
+    """
+    if budget is None:
+        return list(available)
+    shares = [0] * len(available)
+    active = [index for index, rows in enumerate(available) if rows > 0]
+    while budget > 0 and active:
+        each = budget // len(active)
+        if each == 0:
+            for index in active[:budget]:
+                shares[index] += 1
+            break
+        remaining = []
+        for index in active:
+            take = min(each, available[index] - shares[index])
+            shares[index] += take
+            budget -= take
+            if shares[index] < available[index]:
+                remaining.append(index)
+        active = remaining
+    return shares
+
+
+class SplitPartition(InputPartition):
+    """Elements ``start..end - 1`` of split number ``index`` (one Spark task).
+
+    Attributes:
+        index: the split's position in the plan.
+        split: the split itself (picklable).
+        name: ``str(split)``, for errors.
+        start: the first element to read.
+        end: one past the last element to read.
+    """
+
+    def __init__(self, index: int, split: Any, name: str, start: int, end: int) -> None:
+        super().__init__((index, start, end))
+        self.index = index
+        self.split = split
+        self.name = name
+        self.start = start
+        self.end = end
+
+
+class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Plans micro-batches over the splits (runner) and reads partitions (executors).
+
+    Admission control (Spark 4.2+): ``getDefaultReadLimit`` is ``ReadMaxRows`` of
+    ``max_records_per_trigger``; ``latestOffset(start, limit)`` spreads the limit's rows
+    over the splits that still have rows. ``Trigger.AvailableNow`` reads what the splits
+    had when the query started (``prepareForTriggerAvailableNow``).
+    """
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        lowered = {key.lower(): value for key, value in options.items()}
+        self._plan = decode_plan(lowered["plan"])
+        self._schema = schema
+        self._targets: list[int] | None = None
+
+    # ------------------------------------------------------- the driver side (runner)
+    def initialOffset(self) -> dict[str, list[int]]:
+        """No element of any split read yet."""
+        return {"rows": [0] * len(self._plan.splits)}
+
+    def _counts(self) -> list[int]:
+        counts = []
+        for split, name in zip(self._plan.splits, self._plan.names, strict=True):
+            try:
+                rows = int(self._plan.count(split))
+            except Exception as exc:
+                raise SplitReadError(
+                    f"from_splits: counting the rows of split {name} failed: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            counts.append(rows)
+        return counts
+
+    def _start_rows(self, start: Mapping[str, Any]) -> list[int]:
+        rows = [int(value) for value in start["rows"]]
+        if len(rows) != len(self._plan.splits):
+            raise SplitReadError(
+                f"from_splits: the offset has {len(rows)} splits, this stream has "
+                f"{len(self._plan.splits)} (a checkpoint of another stream?)"
+            )
+        return rows
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """``ReadMaxRows(max_records_per_trigger)``."""
+        return ReadMaxRows(self._plan.max_records_per_trigger)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Fix the rows each split has now as the end of an ``availableNow`` query."""
+        self._targets = self._counts()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, list[int]]:
+        """The end of the next micro-batch: ``start`` plus each split's share of ``limit``.
+
+        Raises:
+            SplitReadError: a counter raised, or a split now has fewer elements than were
+                already planned (splits may grow, never shrink).
+        """
+        begin = self._start_rows(start)
+        counts = self._counts()
+        if self._targets is not None:
+            counts = [
+                min(count, target) for count, target in zip(counts, self._targets, strict=True)
+            ]
+        for name, count, done in zip(self._plan.names, counts, begin, strict=True):
+            if count < done and (self._targets is None):
+                raise SplitReadError(
+                    f"from_splits: split {name} has {count} elements now, but {done} were "
+                    "already read: a split may grow, never shrink"
+                )
+        available = [max(0, count - done) for count, done in zip(counts, begin, strict=True)]
+        if isinstance(limit, ReadMaxRows):
+            budget: int | None = int(limit.max_rows)
+        elif isinstance(limit, ReadMinRows):
+            budget = None if sum(available) >= int(limit.min_rows) else 0
+        elif isinstance(limit, ReadAllAvailable):
+            budget = None
+        else:  # a limit that does not count rows: keep to the stream's own
+            budget = self._plan.max_records_per_trigger
+        shares = spread(available, budget)
+        return {"rows": [done + share for done, share in zip(begin, shares, strict=True)]}
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[SplitPartition]:
+        """One partition per split with elements between ``start`` and ``end``."""
+        begin, finish = self._start_rows(start), self._start_rows(end)
+        plan = self._plan
+        return [
+            SplitPartition(index, plan.splits[index], plan.names[index], first, last)
+            for index, (first, last) in enumerate(zip(begin, finish, strict=True))
+            if last > first
+        ]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to release: every read opens its split anew at its start offset."""
+
+    # ------------------------------------------------------------ the executor side
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The partition's elements as record batches in the stream's schema (executor).
+
+        Raises:
+            SplitReadError: the opener raised, the publisher failed, ended early or sent
+                nothing for ``read_timeout`` seconds; the message names the split.
+        """
+        assert isinstance(partition, SplitPartition)
+        return read_partition(self._plan, partition, to_arrow_schema(self._schema, timezone="UTC"))
+
+
+class SplitDataSource(DataSource):
+    """The data source of every ``from_splits`` stream; the option ``plan`` says which."""
+
+    @classmethod
+    def name(cls) -> str:
+        """``reactive_streams_splits``."""
+        return FORMAT_NAME
+
+    def schema(self) -> str:
+        """Never used: ``from_splits`` always passes the schema."""
+        raise SplitReadError("from_splits always passes the schema explicitly")
+
+    def streamReader(self, schema: StructType) -> SplitStreamReader:
+        """The reader planned in the runner and run on the executors."""
+        return SplitStreamReader(dict(self.options), schema)
+
+
+# ------------------------------------------------------------------ reading a split
+class _ChunkSubscriber(Subscriber[Any]):
+    """Receives one split's elements on a worker; the reading generator waits on it.
+
+    Holds at most what was requested (one chunk). Signals may come from any thread; the
+    condition guards the state and is never held while the publisher is called.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self.subscription: Subscription | None = None
+        self.items: deque[Any] = deque()
+        self.outstanding = 0
+        self.error: BaseException | None = None
+        self.completed = False
+        self.overflow = False
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        with self._cond:
+            duplicate = self.subscription is not None
+            if not duplicate:
+                self.subscription = subscription
+            self._cond.notify_all()
+        if duplicate:
+            subscription.cancel()  # Rule 2.5
+
+    def on_next(self, element: Any) -> None:
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        with self._cond:
+            if self.outstanding == 0:
+                self.overflow = True  # Rule 1.1 broken: the reader fails the task
+            else:
+                self.outstanding -= 1
+                self.items.append(element)
+            self._cond.notify_all()
+
+    def on_error(self, error: Exception) -> None:
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        with self._cond:
+            self.error = error
+            self._cond.notify_all()
+
+    def on_complete(self) -> None:
+        with self._cond:
+            self.completed = True
+            self._cond.notify_all()
+
+    def request(self, n: int) -> None:
+        """Ask the publisher for ``n`` more elements (no lock held while calling it)."""
+        with self._cond:
+            self.outstanding += n
+            subscription = self.subscription
+        assert subscription is not None
+        subscription.request(n)
+
+    def wait(self, wanted: int, timeout: float) -> list[Any]:
+        """Wait until ``wanted`` elements arrived or the stream ended; take what arrived."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while (
+                len(self.items) < wanted
+                and self.error is None
+                and not self.completed
+                and not self.overflow
+            ):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            taken = list(self.items)
+            self.items.clear()
+            return taken
+
+    def cancel(self) -> None:
+        with self._cond:
+            subscription = self.subscription
+        if subscription is not None:
+            subscription.cancel()
+
+
+def _fail(partition: SplitPartition, at: int, what: str) -> SplitReadError:
+    return SplitReadError(f"from_splits: split {partition.name} (element {at}): {what}")
+
+
+def read_partition(
+    plan: SplitPlan, partition: SplitPartition, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """Read elements ``partition.start..partition.end - 1`` of one split, chunk by chunk.
+
+    Demand: with ``Mapping`` elements, at most ``plan.chunk_rows`` rows are requested at a
+    time (and never beyond ``partition.end``), and the next chunk only once the previous
+    one was handed to Spark; with ``RecordBatch`` elements, one batch at a time (sliced
+    at ``partition.end``). The publisher is cancelled once ``partition.end`` is reached,
+    or when Spark stops reading (the generator is closed).
+
+    Raises:
+        SplitReadError: see ``SplitStreamReader.read``.
+    """
+    position = partition.start
+    try:
+        publisher = plan.opener(partition.split, position)
+    except Exception as exc:
+        raise _fail(partition, position, f"the opener raised {type(exc).__name__}: {exc}") from exc
+    consumer = _ChunkSubscriber()
+    try:
+        publisher.subscribe(consumer)
+    except Exception as exc:
+        raise _fail(partition, position, f"subscribe raised {type(exc).__name__}: {exc}") from exc
+    try:
+        while position < partition.end:
+            wanted = 1 if plan.arrow else min(plan.chunk_rows, partition.end - position)
+            if consumer.subscription is None:
+                consumer.wait(0, plan.read_timeout)  # on_subscribe may come asynchronously
+                if consumer.subscription is None:
+                    raise _fail(partition, position, "the publisher never called on_subscribe")
+            consumer.request(wanted)
+            taken = consumer.wait(wanted, plan.read_timeout)
+            if consumer.overflow:
+                raise _fail(partition, position, "Rule 1.1: the publisher sent more than requested")
+            if taken:
+                batch = _to_batch(plan, partition, position, taken, schema)
+                rows = int(batch.num_rows)
+                if rows > partition.end - position:
+                    batch = batch.slice(0, partition.end - position)
+                    rows = int(batch.num_rows)
+                position += rows
+                if rows:
+                    yield _finish(plan, partition, position - rows, batch, schema)
+                continue
+            if consumer.error is not None:
+                error = consumer.error
+                raise _fail(
+                    partition, position, f"the publisher failed: {type(error).__name__}: {error}"
+                ) from error
+            if consumer.completed:
+                raise _fail(
+                    partition,
+                    position,
+                    f"the publisher completed before element {partition.end - 1}, which "
+                    "planning counted (did the split shrink, or is its opener not "
+                    "deterministic from an offset?)",
+                )
+            raise _fail(
+                partition,
+                position,
+                f"the publisher sent nothing for {plan.read_timeout:.0f} s after a request "
+                f"of {wanted}",
+            )
+    finally:
+        consumer.cancel()
+
+
+def _to_batch(
+    plan: SplitPlan, partition: SplitPartition, position: int, taken: list[Any], schema: pa.Schema
+) -> pa.RecordBatch:
+    if plan.arrow:
+        (batch,) = taken
+        if not isinstance(batch, pa.RecordBatch):
+            raise _fail(
+                partition,
+                position,
+                f"expected pyarrow.RecordBatch elements (arrow=True), got {type(batch).__name__}",
+            )
+        return batch
+    for row in taken:
+        if not isinstance(row, Mapping):
+            raise _fail(
+                partition,
+                position,
+                f"expected Mapping elements (one row each), got {type(row).__name__}; pass "
+                "arrow=True for pyarrow.RecordBatch elements",
+            )
+    try:
+        if plan.transform is None:
+            return pa.RecordBatch.from_pylist(taken, schema=schema)
+        return pa.RecordBatch.from_pylist(taken)
+    except Exception as exc:
+        raise _fail(
+            partition,
+            position,
+            f"rows {position}..{position + len(taken) - 1} do not convert to Arrow: "
+            f"{type(exc).__name__}: {exc}",
+        ) from exc
+
+
+def _finish(
+    plan: SplitPlan,
+    partition: SplitPartition,
+    position: int,
+    batch: pa.RecordBatch,
+    schema: pa.Schema,
+) -> pa.RecordBatch:
+    """Apply the transform, then conform to the stream's schema."""
+    last = position + int(batch.num_rows) - 1
+    if plan.transform is not None:
+        try:
+            batch = plan.transform(batch)
+        except Exception as exc:
+            raise _fail(
+                partition,
+                position,
+                f"the transform raised on elements {position}..{last}: {type(exc).__name__}: {exc}",
+            ) from exc
+        if not isinstance(batch, pa.RecordBatch):
+            raise _fail(
+                partition,
+                position,
+                f"the transform returned {type(batch).__name__}, not a pyarrow.RecordBatch",
+            )
+    if batch.schema.equals(schema):
+        return batch
+    try:
+        return conform_batch(batch, schema)
+    except EncodeError as exc:
+        raise _fail(
+            partition, position, f"elements {position}..{last} do not fit the schema: {exc}"
+        ) from exc

@@ -1,0 +1,91 @@
+"""One test per assumption ``_pyspark_internals`` makes about PySpark's private API."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pyspark
+import pytest
+from pyspark.sql.types import LongType, StructType
+
+from reactive_streams.spark import _pyspark_internals as internals
+from reactive_streams.spark.session import spark_is_running
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+
+
+def test_written_for_pyspark_4() -> None:
+    major, minor = (int(part) for part in pyspark.__version__.split(".")[:2])
+    assert (major, minor) >= (4, 2), "from_splits needs Spark 4.2+ (admission control)"
+
+
+def test_active_context_is_the_sessions_from_any_thread(spark: SparkSession) -> None:
+    seen: list[object] = []
+    thread = threading.Thread(target=lambda: seen.append(internals.active_context()))
+    thread.start()
+    thread.join(10)
+    assert seen == [spark.sparkContext]
+    assert spark_is_running()  # the name the pipeline imports from session
+
+
+def test_jvm_is_the_py4j_view_of_the_driver(spark: SparkSession) -> None:
+    assert int(internals.jvm(spark).java.lang.Math.abs(-3)) == 3
+    assert internals.jvm(spark.sparkContext) is not None
+
+
+def test_arrow_batch_messages_are_arrow_ipc_record_batches(spark: SparkSession) -> None:
+    df = spark.range(0, 1_000, numPartitions=3)
+    schema = pa.schema([("id", pa.int64())])
+    messages = internals.arrow_batch_messages(df, prefetch_partitions=False)
+    batches = [pa.ipc.read_record_batch(pa.py_buffer(message), schema) for message in messages]
+    assert sum(batch.num_rows for batch in batches) == 1_000
+    assert sorted(pa.Table.from_batches(batches).column("id").to_pylist()) == list(range(1_000))
+
+
+def test_analyzed_plan_is_text_naming_the_relation(spark: SparkSession) -> None:
+    plan = internals.analyzed_plan(spark.range(5).withColumnRenamed("id", "renamed_column"))
+    assert "renamed_column" in plan
+    assert "Range" in plan
+
+
+def test_a_streaming_plan_names_python_sources_by_registered_name(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+    from reactive_streams.spark.splits import file_splits
+
+    pq.write_table(pa.table({"x": pa.array([1, 2, 3], pa.int64())}), tmp_path / "a.parquet")
+    df = file_splits(tmp_path).to_dataframe(spark)
+    query = df.writeStream.format("noop").trigger(availableNow=True).start()
+    try:
+        assert query.awaitTermination(120)
+        names = internals.source_names(query, re.compile(r"reactive_streams_\w+"))
+    finally:
+        query.stop()
+    assert names == {"reactive_streams_splits"}
+
+
+def test_parse_ddl_parses_a_struct(spark: SparkSession) -> None:
+    parsed = internals.parse_ddl("id long, name string")
+    assert isinstance(parsed, StructType)
+    assert parsed.fields[0].dataType == LongType()
+
+
+def test_executor_count_is_zero_on_a_local_master(spark: SparkSession) -> None:
+    assert internals.executor_count(spark) == 0
+
+
+def test_driver_jvm_pid_is_a_java_process(spark: SparkSession) -> None:
+    pid = internals.driver_jvm_pid(spark)
+    comm = Path(f"/proc/{pid}/comm")
+    if not comm.parent.exists():
+        pytest.skip("no /proc on this platform")
+    assert comm.read_text().strip() == "java"
