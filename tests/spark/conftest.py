@@ -23,9 +23,13 @@ elif shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     # test_session.py checks the "no Java" errors themselves and needs no JVM.
     collect_ignore_glob = [
         "test_from_dataframe.py",
+        "test_from_splits.py",
+        "test_from_splits_cluster.py",
         "test_local_cluster.py",
         "test_processor.py",
+        "test_pyspark_internals.py",
         "test_streams.py",
+        "test_streams_arrow_resume.py",
         "test_tck_spark.py",
     ]
 

@@ -69,7 +69,7 @@ def main() -> None:
                     Path(directory) / f"part-{index}.parquet",
                     row_group_size=2_000,
                 )
-            files = file_splits(directory, batch_rows=1_000)
+            files = file_splits(directory, by_row_group=True, batch_rows=1_000)
             schema = "id long, pid long, jvm long"
             df = files.to_dataframe(
                 spark, schema=schema, transform=tag, max_records_per_trigger=6_000, chunk_rows=500

@@ -247,11 +247,48 @@ def test_an_early_end_and_a_failure_name_the_split() -> None:
         list(read_partition(failing, SplitPartition(0, "x", "x", 3, 5), schema))
 
 
+class LateSubscribe(Publisher[dict[str, Any]]):
+    """Calls ``on_subscribe`` from another thread, a little later (allowed by the spec)."""
+
+    def subscribe(self, subscriber: Subscriber[dict[str, Any]]) -> None:
+        source = RangeRows("late", 0, 30)
+        timer = threading.Timer(0.2, source.subscribe, args=(subscriber,))
+        timer.start()
+
+
+class RaisingRequest(Publisher[dict[str, Any]]):
+    def subscribe(self, subscriber: Subscriber[dict[str, Any]]) -> None:
+        class Broken(Subscription):
+            def request(self, n: int) -> None:
+                raise RuntimeError("request exploded")
+
+            def cancel(self) -> None:
+                pass
+
+        subscriber.on_subscribe(Broken())
+
+
+def test_an_asynchronous_on_subscribe_and_a_raising_request() -> None:
+    schema = pa.schema([("shard", pa.string()), ("i", pa.int64())])
+    late = SplitPlan(
+        splits=("late",), names=("late",), opener=lambda _, __: LateSubscribe(), count=len
+    )
+    batches = list(read_partition(late, SplitPartition(0, "late", "late", 0, 30), schema))
+    assert pa.Table.from_batches(batches).column("i").to_pylist() == list(range(30))
+    broken = SplitPlan(
+        splits=("b",), names=("b",), opener=lambda _, __: RaisingRequest(), count=len
+    )
+    with pytest.raises(
+        SplitReadError, match=r"split b \(element 0\): request\(10000\) raised RuntimeError"
+    ):
+        list(read_partition(broken, SplitPartition(0, "b", "b", 0, 30_000), schema))
+
+
 def test_file_counts_and_a_missing_file(tmp_path: Path) -> None:
     write_parquet(tmp_path / "a.parquet", 0, 250, row_group=100)
     (tmp_path / "b.csv").write_text('id,name\n1,"two\nlines"\n2,x\n\n3,y\n')
     (tmp_path / "c.jsonl").write_text('{"id": 1, "name": "a"}\n\n{"id": 2, "name": "b"}')
-    files = file_splits(tmp_path)
+    files = file_splits(tmp_path, by_row_group=True)
     assert [(Path(s.path).name, s.row_group) for s in files.splits] == [
         ("a.parquet", 0),
         ("a.parquet", 1),
@@ -281,7 +318,7 @@ def test_parquet_row_groups_exact_in_bounded_micro_batches(
 ) -> None:
     write_parquet(tmp_path / "part-0.parquet", 0, 3_000, row_group=1_000)
     write_parquet(tmp_path / "part-1.parquet", 3_000, 5_000, row_group=700)
-    files = file_splits(tmp_path, batch_rows=500)
+    files = file_splits(tmp_path, by_row_group=True, batch_rows=500)
     df = files.to_dataframe(spark, max_records_per_trigger=1_200)
     batches = run_available_now(df)
     table = pa.concat_tables(batches)

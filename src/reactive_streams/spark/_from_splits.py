@@ -5,7 +5,6 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._splits_source import FORMAT_NAME, SplitDataSource, SplitPlan, encode_plan
 from ._to_spark_stream import as_struct
 from .session import require_classic
 
@@ -111,6 +110,7 @@ def from_splits(
 
     Raises:
         SparkConnectUnsupportedError: ``spark`` is a Spark Connect session.
+        ImportError: PySpark is older than 4.2.
         ValueError: a non-positive ``max_records_per_trigger``, ``chunk_rows`` or
             ``read_timeout``, or no splits.
         TypeError: ``schema`` is not a struct, or the splits, ``opener``, ``count`` or
@@ -120,6 +120,20 @@ def from_splits(
     SPARK-55304); PySpark 4.3 is what the project tests with.
     """
     require_classic(spark, "from_splits")
+    try:  # imported here: on PySpark 4.0/4.1 the other bridges still import fine
+        from ._splits_source import (  # noqa: PLC0415
+            FORMAT_NAME,
+            SplitDataSource,
+            SplitPlan,
+            encode_plan,
+        )
+    except ImportError as exc:
+        import pyspark  # noqa: PLC0415
+
+        raise ImportError(
+            "from_splits needs PySpark 4.2 or newer (admission control for Python streaming "
+            f"sources, SPARK-55304); this is PySpark {pyspark.__version__}"
+        ) from exc
     _positive("max_records_per_trigger", max_records_per_trigger)
     _positive("chunk_rows", chunk_rows)
     if not read_timeout > 0:

@@ -355,6 +355,11 @@ class _ChunkSubscriber(Subscriber[Any]):
         assert subscription is not None
         subscription.request(n)
 
+    def wait_subscribed(self, timeout: float) -> bool:
+        """Wait for ``on_subscribe`` (a publisher may call it from another thread)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.subscription is not None, timeout)
+
     def wait(self, wanted: int, timeout: float) -> list[Any]:
         """Wait until ``wanted`` elements arrived or the stream ended; take what arrived."""
         deadline = time.monotonic() + timeout
@@ -411,11 +416,18 @@ def read_partition(
     try:
         while position < partition.end:
             wanted = 1 if plan.arrow else min(plan.chunk_rows, partition.end - position)
-            if consumer.subscription is None:
-                consumer.wait(0, plan.read_timeout)  # on_subscribe may come asynchronously
-                if consumer.subscription is None:
-                    raise _fail(partition, position, "the publisher never called on_subscribe")
-            consumer.request(wanted)
+            if not consumer.wait_subscribed(plan.read_timeout):
+                raise _fail(
+                    partition,
+                    position,
+                    f"the publisher did not call on_subscribe within {plan.read_timeout:.0f} s",
+                )
+            try:
+                consumer.request(wanted)
+            except Exception as exc:  # Rule 3.16 broken by the publisher: fail, naming it
+                raise _fail(
+                    partition, position, f"request({wanted}) raised {type(exc).__name__}: {exc}"
+                ) from exc
             taken = consumer.wait(wanted, plan.read_timeout)
             if consumer.overflow:
                 raise _fail(partition, position, "Rule 1.1: the publisher sent more than requested")

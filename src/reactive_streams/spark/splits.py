@@ -10,7 +10,7 @@ Example::
     df = files.to_dataframe(spark, max_records_per_trigger=50_000)
 
 ``file_splits`` lists the files (directories are expanded), makes one ``FileSplit`` per
-Parquet row group (or per file) and per CSV or JSON Lines file, and infers the schema from
+file (or per Parquet row group, ``by_row_group=True``), and infers the schema from
 the first file unless given. ``FileSplits.opener`` and ``FileSplits.count`` are the opener
 and counter ``from_splits`` needs; they run in Spark's processes (the counter on the driver
 host, the opener on executors), so executors must see the same paths (a local or shared
@@ -383,7 +383,7 @@ def file_splits(
     paths: Sequence[str | os.PathLike[str]] | str | os.PathLike[str],
     *,
     format: FileFormat | None = None,
-    by_row_group: bool = True,
+    by_row_group: bool = False,
     schema: pa.Schema | None = None,
     batch_rows: int = 10_000,
     row_column: str | None = None,
@@ -396,7 +396,11 @@ def file_splits(
             (``.parquet``, ``.csv``, ``.jsonl``, ``.ndjson``, ``.json``) are taken in sorted
             order, skipping names that start with ``.`` or ``_``.
         format: the files' format; by default each file's suffix says.
-        by_row_group: one split per Parquet row group (``True``) or per file.
+        by_row_group: one split per Parquet row group (``True``) or per file (the
+            default). Row-group splits give more tasks per micro-batch, but a micro-batch
+            that ends inside a row group makes the next one decode that row group again
+            up to its offset (Parquet cannot seek inside a row group): choose them when
+            each split's share of a micro-batch is at least a row group.
         schema: the columns and types to read; by default the first file's (Parquet
             footer; CSV's first block; JSON Lines' first 1,000 lines).
         batch_rows: the most rows per record batch the opener publishes.

