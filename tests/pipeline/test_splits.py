@@ -130,3 +130,10 @@ def test_a_file_that_disappears_after_planning_is_named(tmp_path: Path) -> None:
         reader(split, 0)
     with pytest.raises(FileNotFoundError, match=str(path)):
         count_records(split)
+
+
+def test_rate_needs_the_reader_in_this_process() -> None:
+    from reactive_streams.pipeline import Pipeline, PipelineConfig, PipelineUsageError
+
+    with pytest.raises(PipelineUsageError, match=r"--rate .* --read-on driver"):
+        Pipeline(PipelineConfig(rate=5.0, read_on="executors"))
