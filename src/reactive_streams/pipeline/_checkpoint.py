@@ -95,7 +95,13 @@ FINGERPRINT_FILE = "pipeline.json"
 
 
 def fingerprint(
-    *, sql: str, output_mode: str, inputs: Sequence[Path], default_input: str | None, schema: str
+    *,
+    sql: str,
+    output_mode: str,
+    inputs: Sequence[Path],
+    default_input: str | None,
+    schema: str,
+    splits: Sequence[Path] | None = None,
 ) -> dict[str, object]:
     """What a checkpoint is only valid for: the query, the inputs as they were, the schema.
 
@@ -107,23 +113,27 @@ def fingerprint(
             seen as different.
         default_input: the name of the default input, when there are no files.
         schema: the stream's schema, as text.
+        splits: ``--read-on executors``: the file of each split, in order (offsets in the
+            checkpoint are per split, so the split plan must be the same to resume);
+            ``None`` when the input is read in this process.
 
     Raises:
         OSError: an input file cannot be examined.
     """
-    files = []
-    for path in inputs:
-        status = path.stat()
-        files.append(
-            {"path": str(path.resolve()), "bytes": status.st_size, "mtime_ns": status.st_mtime_ns}
-        )
+    files = [_file_entry(path) for path in inputs]
     return {
         "version": 1,
         "sql": sql,
         "output_mode": output_mode,
         "inputs": files if default_input is None else default_input,
         "schema": schema,
+        "splits": None if splits is None else [_file_entry(path) for path in splits],
     }
+
+
+def _file_entry(path: Path) -> dict[str, object]:
+    status = path.stat()
+    return {"path": str(path.resolve()), "bytes": status.st_size, "mtime_ns": status.st_mtime_ns}
 
 
 _WHAT = {
@@ -131,6 +141,7 @@ _WHAT = {
     "output_mode": "the output mode",
     "inputs": "the input files (paths, sizes or modification times)",
     "schema": "the input's schema",
+    "splits": "the split plan (--read-on, and the files read as splits)",
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from ._formats import DEFAULT_ENCODING
 from ._source import DEFAULT_CHUNK_ROWS
@@ -13,7 +13,12 @@ if TYPE_CHECKING:
     from ._output import OutputFormat
     from ._query import OutputModeChoice
 
-__all__ = ["DEFAULT_MAX_RECORDS_PER_TRIGGER", "PipelineConfig"]
+__all__ = ["DEFAULT_MAX_RECORDS_PER_TRIGGER", "PipelineConfig", "ReadOn"]
+
+ReadOn = Literal["driver", "executors"]
+"""Where the input is read and validated: in this process, through ``to_spark_stream``
+(``"driver"``), or on Spark's executors, one split per file, through ``from_splits``
+(``"executors"``)."""
 
 DEFAULT_MAX_RECORDS_PER_TRIGGER = 100_000
 """Records per micro-batch by default: 4 micro-batches for the flights. After the first,
@@ -46,6 +51,8 @@ class PipelineConfig:
         spark_output: a file for everything the driver's JVM and its Python workers
             write to stderr (logs, Java stack traces, JVM warnings) when the pipeline
             starts Spark; ``None``: they share this process's stderr.
+        read_on: where the input is read and validated (``ReadOn``); ``--rate`` needs
+            ``"driver"``.
     """
 
     inputs: tuple[Path, ...] = ()
@@ -64,6 +71,7 @@ class PipelineConfig:
     spark_log_level: str = "ERROR"
     spark_output: Path | None = None
     encoding: str = DEFAULT_ENCODING
+    read_on: ReadOn = "driver"
 
     @property
     def dead_letter_path(self) -> Path:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -73,6 +74,9 @@ class PipelineProgress:
         bridge_bound: the most records the bridge may hold (its row budget, two triggers,
             plus one chunk of the source).
         reading: seconds since the source read its first record (``0.0`` before).
+        split_shares: ``--read-on executors``: the records the last planned micro-batch
+            asked of each split (its demand per split), else ``None``.
+        splits: ``--read-on executors``: how many splits the input has, else ``0``.
     """
 
     phase: str
@@ -91,6 +95,8 @@ class PipelineProgress:
     bridge_held: int = 0
     bridge_bound: int = 0
     reading: float = 0.0
+    split_shares: tuple[int, ...] | None = None
+    splits: int = 0
 
     @property
     def in_flight(self) -> int:
@@ -279,6 +285,17 @@ def resumed_note(checkpoint: Path, resume: ResumePoint) -> str:
     return note
 
 
+def _split_shares(progress: Any) -> tuple[int, ...] | None:
+    """Per split, ``endOffset - startOffset`` of a ``from_splits`` source, else ``None``."""
+    try:
+        source = progress.sources[0]
+        end = json.loads(source.endOffset)["rows"]
+        start = json.loads(source.startOffset)["rows"] if source.startOffset else [0] * len(end)
+        return tuple(int(last) - int(first) for first, last in zip(start, end, strict=True))
+    except Exception:  # another source, or no offsets yet
+        return None
+
+
 class QueryProgress:
     """Input rows and late rows per finished micro-batch, from the query's own progress.
 
@@ -290,6 +307,8 @@ class QueryProgress:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._batches: dict[int, tuple[int, int]] = {}
+        self._shares: tuple[int, ...] = ()
+        self._shares_batch = -1
 
     def poll(self, query: Any) -> None:
         try:
@@ -302,8 +321,17 @@ class QueryProgress:
                 int(state.numRowsDroppedByWatermark or 0) for state in progress.stateOperators
             )
             seen[int(progress.batchId)] = (int(progress.numInputRows), late)
+        shares = _split_shares(recent[-1]) if recent else None
         with self._lock:
             self._batches.update(seen)
+            if shares is not None and int(recent[-1].batchId) >= self._shares_batch:
+                self._shares, self._shares_batch = shares, int(recent[-1].batchId)
+
+    @property
+    def shares(self) -> tuple[int, ...]:
+        """Per split, the records the last micro-batch seen planned (``from_splits`` only)."""
+        with self._lock:
+            return self._shares
 
     def totals(self) -> tuple[int, int]:
         """``(input rows, late rows)`` over the finished micro-batches seen."""

