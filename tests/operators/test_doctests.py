@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import doctest
-from pathlib import Path
 
 from reactive_streams import operators
 from reactive_streams.operators import Flow
@@ -19,13 +18,4 @@ def test_docstring_examples() -> None:
         runner.run(test)
     results = runner.summarize(verbose=False)
     assert results.attempted >= 6  # the module, Flow and several methods have examples
-    assert results.failed == 0
-
-
-def test_operators_guide_examples() -> None:
-    guide = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
-    results = doctest.testfile(
-        str(guide), module_relative=False, globs={"Flow": Flow}, optionflags=doctest.ELLIPSIS
-    )
-    assert results.attempted >= 3
     assert results.failed == 0

@@ -1,0 +1,98 @@
+"""Every ```python block of README.md and docs/*.md runs as written, each on its own.
+
+A block whose first line starts with ``>>>`` runs as a doctest (ELLIPSIS), any other block
+with ``exec``; each gets fresh globals, so a block must import what it uses. Blocks that
+use Spark (they import ``reactive_streams.spark`` or ``pyspark``) carry the ``spark``
+marker and run on one shared local session: their ``local_session()`` calls get it back
+(``getOrCreate``) instead of starting another.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib.util
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyspark.sql import SparkSession
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+_SPARK = re.compile(r"\b(reactive_streams\.spark|pyspark)\b")
+
+
+def _blocks() -> list[tuple[str, str]]:
+    found = []
+    for path in FILES:
+        text = path.read_text(encoding="utf-8")
+        for index, block in enumerate(_BLOCK.findall(text)):
+            found.append((f"{path.relative_to(ROOT).as_posix()}:{index}", block))
+    return found
+
+
+BLOCKS = _blocks()
+_SPARK_READY = (
+    importlib.util.find_spec("pyspark") is not None
+    and importlib.util.find_spec("pyarrow") is not None
+    and (shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME")))
+)
+
+
+def _param(name: str, block: str) -> object:
+    if not _SPARK.search(block):
+        return pytest.param(name, block, id=name)
+    marks = [
+        pytest.mark.spark,
+        pytest.mark.timeout(300),
+        pytest.mark.skipif(not _SPARK_READY, reason="needs pyspark, pyarrow and Java 17+"),
+    ]
+    return pytest.param(name, block, id=name, marks=marks)
+
+
+@pytest.fixture(scope="module")
+def docs_spark() -> Iterator[SparkSession]:
+    """The session the Spark blocks share (the suite's own, if tests/spark started it)."""
+    from reactive_streams.spark.session import local_session
+
+    session = local_session("local[2]", app_name="reactive-streams-tests")
+    try:
+        yield session
+    finally:
+        for query in session.streams.active:
+            query.stop()
+
+
+def test_the_docs_have_examples() -> None:
+    files = {name.split(":")[0] for name, _ in BLOCKS}
+    assert {"README.md", "docs/operators.md", "docs/spark.md", "docs/tck.md"} <= files
+    assert len(files) >= 8
+    assert len(BLOCKS) >= 30
+
+
+@pytest.mark.parametrize(("name", "block"), [_param(name, block) for name, block in BLOCKS])
+def test_doc_block_runs(
+    name: str, block: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if _SPARK.search(block):
+        request.getfixturevalue("docs_spark")  # started here, not by the block
+    if block.lstrip().startswith(">>>"):
+        test = doctest.DocTestParser().get_doctest(
+            block, {"__name__": "doc_example"}, name, name, 0
+        )
+        runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+        report: list[str] = []
+        runner.run(test, out=report.append)
+        assert runner.failures == 0, "".join(report)
+        assert runner.tries > 0
+    else:
+        exec(compile(block, name, "exec"), {"__name__": "doc_example"})
+    capsys.readouterr()
