@@ -519,3 +519,74 @@ def test_closing_the_loop_without_cancelling_tasks_ends_the_stream(then_request:
     assert subscriber.wait_terminated(TIMEOUT)
     assert isinstance(subscriber.error, SourceCancelledError)
     assert subscriber.violations == []
+
+
+class _StallingPublisher(Publisher[int]):
+    """Emits ``0`` inside ``request`` and then blocks there until ``seen`` is set.
+
+    A synchronous source that stalls in the middle of a demand (a blocking read): the
+    adapter must not hold element 0 back until the ``request`` call returns.
+    """
+
+    def __init__(self) -> None:
+        self.seen = threading.Event()
+        self.stalled_out = False
+
+    def subscribe(self, subscriber: Subscriber[int]) -> None:
+        publisher = self
+        emitted = 0
+
+        class _Subscription(Subscription):
+            def request(self, n: int) -> None:
+                nonlocal emitted
+                if emitted:
+                    return
+                emitted = 1
+                subscriber.on_next(0)
+                # Without a bounded wake-up deferral, the consumer only hears of element 0
+                # when this call returns, so ``seen`` stays unset until the timeout.
+                publisher.stalled_out = not publisher.seen.wait(TIMEOUT)
+                subscriber.on_next(1)
+                subscriber.on_complete()
+
+            def cancel(self) -> None:
+                publisher.seen.set()
+
+        subscriber.on_subscribe(_Subscription())
+
+
+def test_an_element_emitted_before_upstream_stalls_reaches_the_consumer() -> None:
+    publisher = _StallingPublisher()
+
+    async def main() -> list[int]:
+        elements = []
+        async for x in to_async_iterator(publisher, prefetch=4):
+            elements.append(x)
+            publisher.seen.set()
+        return elements
+
+    assert asyncio.run(main()) == [0, 1]
+    assert not publisher.stalled_out, "element 0 waited for the whole request call"
+
+
+def test_elements_of_one_request_call_wake_the_consumer_once() -> None:
+    """A fast synchronous publisher: one wake-up per ``request`` call, not per element."""
+    wakes = 0
+
+    async def main() -> list[int]:
+        nonlocal wakes
+        iterator = to_async_iterator(RangePublisher(0, 4096), prefetch=256)
+        wake = iterator._wake
+
+        def counting_wake(waiter: asyncio.Future[None]) -> None:
+            nonlocal wakes
+            wakes += 1
+            wake(waiter)
+
+        iterator._wake = counting_wake  # type: ignore[method-assign]
+        return [x async for x in iterator]
+
+    assert asyncio.run(main()) == list(range(4096))
+    # 4096 elements come in 22 request calls (256, then 192 each); the deferral may lapse
+    # on a loaded machine and add a few wake-ups, but never one per element.
+    assert wakes < 4096 // 8, wakes

@@ -11,10 +11,19 @@ Two threads of control meet here:
 
 Signals may arrive on any thread: ``on_next`` appends to a lock-guarded list, and only
 when the consumer is waiting does a signal wake it (``call_soon_threadsafe``, or directly
-on the loop thread). The consumer takes up to a quarter of ``prefetch`` elements per lock
-acquisition and hands them out from that local batch with no suspension and no future
-per element; demand goes upstream once three quarters of ``prefetch`` were handed out, so
-the executor hop happens once per batch of requests, not once per element.
+on the loop thread). A synchronous publisher emitting inside the lane's ``request`` call
+wakes the consumer once, when the call returns, and not once per element: waking the loop
+while the lane thread still produces would make the two threads pass the GIL back and
+forth for every element. The deferral is bounded: a consumer that starts waiting while
+such a call is due arms a timer for the end of the call's first ``_WAKE_DEFERRAL``
+seconds, and only a waiter with that timer lets a wake-up be deferred; after the timer
+the consumer waits on a plain waiter, which the next element wakes at once. So a slow
+or stalled publisher's elements are never held back longer.
+
+The consumer takes up to a quarter of ``prefetch`` elements per lock acquisition and
+hands them out from that local batch with no suspension and no future per element;
+demand goes upstream once three quarters of ``prefetch`` were handed out, so the
+executor hop happens once per batch of requests, not once per element.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -44,6 +54,9 @@ _get_ident = threading.get_ident
 
 _LANE_WAIT = 10.0
 """Seconds ``async with`` and ``aclose`` wait at most for upstream ``subscribe``/``cancel``."""
+_WAKE_DEFERRAL = 0.001
+"""Seconds a lane ``request`` call may hold back the consumer's wake-up (see the module)."""
+_monotonic = time.monotonic
 _default_lock = threading.Lock()
 _default: ThreadPoolExecutor | None = None
 
@@ -113,6 +126,15 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         # consumer's own _refill (non_blocking=True): signals on that thread, inside that
         # call, cannot race with the consumer, which is blocked in the call.
         self._inline_thread = 0
+        # The lane thread's id while it runs a request on the executor (written by the
+        # lane only), and, under _lock, whether such a call is under way and since when,
+        # and whether the consumer's waiter has a timer: elements of that call then wake
+        # the consumer when it returns, or once _WAKE_DEFERRAL has passed (see the module).
+        self._lane_thread = 0
+        self._inline_lane = non_blocking
+        self._lane_requesting = False
+        self._lane_call_started = 0.0
+        self._waiter_polled = False
         self._flush: list[asyncio.Future[None]] = []  # resolved by the lane when idle
         self._lane_dead = False  # the executor refused the lane's task: no pass runs again
         self._lane = DrainLoop(
@@ -221,6 +243,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             waiter = None
             error = None
             request = 0
+            poll_in = 0.0
             with self._lock:
                 consumed = self._consumed + self._taken
                 self._taken = 0
@@ -232,6 +255,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                     self._requested = add_demand(self._requested, request)
                     self._room += request
                     self._pending = add_demand(self._pending, request)
+                    self._lane_call_due_locked()
                 self._consumed = consumed
                 buffer = self._buffer
                 if buffer:
@@ -255,6 +279,10 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                     if waiter is None or waiter.done():
                         assert self._loop is not None  # set by _ensure_subscribed
                         waiter = self._waiter = self._loop.create_future()
+                        poll_in = 0.0
+                        if self._lane_requesting:
+                            poll_in = self._lane_call_started + _WAKE_DEFERRAL - _monotonic()
+                        self._waiter_polled = poll_in > 0
             if request:
                 self._refilling = True
                 try:
@@ -266,7 +294,15 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             if error is not None:
                 raise error
             if waiter is not None:
-                await waiter
+                if poll_in > 0:  # the lane may defer this wake-up: look again after it
+                    assert self._loop is not None
+                    poll = self._loop.call_later(poll_in, _resolve, waiter)
+                    try:
+                        await waiter
+                    finally:
+                        poll.cancel()
+                else:
+                    await waiter
 
     def _close(self) -> None:
         with self._lock:
@@ -299,6 +335,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                     elif self._pending and not self._completed and self._error is None:
                         pending, self._pending = self._pending, 0
                         request = True
+                        self._lane_call_due_locked()
                 if publisher is None and not cancel and not request:
                     flushed, self._flush = self._flush, []
                     break
@@ -319,7 +356,12 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                     finally:
                         self._inline_thread = 0
                 else:
-                    upstream.request(pending)
+                    self._lane_thread = _get_ident()
+                    try:
+                        upstream.request(pending)
+                    finally:
+                        self._lane_thread = 0
+                        self._wake_if_buffered()
             except Exception as exc:
                 self._upstream_failed(
                     "3.15" if cancel else "3.16", "cancel" if cancel else "request", upstream, exc
@@ -327,6 +369,27 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         for waiter in flushed:
             self._wake(waiter)
         return False
+
+    def _lane_call_due_locked(self) -> None:
+        """Under ``_lock``: an executor lane is about to run a request (see the module).
+
+        Called when demand is handed to the lane, so that a consumer that starts waiting
+        before the lane thread woke up already arms its timer, and again when the call
+        starts, which moves the window to the call.
+        """
+        if not self._inline_lane:
+            self._lane_requesting = True
+            self._lane_call_started = _monotonic()
+
+    def _wake_if_buffered(self) -> None:
+        """After a lane ``request`` call: wake a waiting consumer for what it deferred."""
+        with self._lock:
+            self._lane_requesting = False
+            waiter = self._waiter if self._buffer or self._terminated else None
+            if waiter is not None:
+                self._waiter = None
+        if waiter is not None:
+            self._wake(waiter)
 
     async def _flushed(self) -> None:
         """Wait (at most ``_LANE_WAIT`` seconds) until the lane made the calls queued so far.
@@ -405,6 +468,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                     self._requested = add_demand(self._requested, self._prefetch)
                     self._room += self._prefetch
                     self._pending = add_demand(self._pending, self._prefetch)
+                    self._lane_call_due_locked()
         if reject:
             subscription.cancel()  # Rule 2.5
         else:
@@ -434,8 +498,8 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             self._room = room - 1
             self._buffer.append(element)
             waiter = self._waiter
-            if waiter is None:
-                lock.release()
+            if waiter is None or (self._waiter_polled and self._lane_thread == _get_ident()):
+                lock.release()  # nobody waits, or the lane wakes the consumer (see module)
                 return
             self._waiter = None
             lock.release()
