@@ -33,7 +33,7 @@ from __future__ import annotations
 import threading
 from abc import abstractmethod
 from collections import deque
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from .._demand import MAX_DEMAND, DrainLoop, WorkGuard, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
@@ -51,9 +51,10 @@ from ._base import StageStatistics
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
+    from ..schedulers import Cancellable
+
 __all__ = [
     "BufferedStage",
-    "Cancellable",
     "DownstreamStage",
     "InnerSubscriber",
     "PassThroughStage",
@@ -62,13 +63,6 @@ __all__ = [
 
 T = TypeVar("T")
 OwnerT = TypeVar("OwnerT", bound="DownstreamStage")
-
-
-class Cancellable(Protocol):
-    """A timer a stage holds: ``threading.Timer``, ``ScheduledTask``, ``PeriodicTask``."""
-
-    def cancel(self) -> None:
-        """Keep the timer from running again (idempotent, thread-safe)."""
 
 
 class DownstreamStage(Subscription):

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from ..api import Publisher, Subscriber, Subscription
-    from ._stage import Cancellable
+    from ..schedulers import Cancellable
 
 __all__ = [
     "DebounceOperator",
