@@ -1,8 +1,9 @@
 """Schedulers: where and when the time operators run their timed actions.
 
-A ``Scheduler`` runs a callable after a delay, on a thread of its own choosing, and tells
-the time. Every time operator (``sample``, ``throttle_first``, ``debounce``, ``timeout``,
-``delay``, ``window``) takes ``scheduler=``; three kinds exist:
+A ``Scheduler`` runs a callable after a delay, at an instant or periodically, on a thread
+of its own choosing, and tells the time. Every time operator (``sample``,
+``throttle_first``, ``debounce``, ``timeout``, ``delay``, ``window``, ``Flow.interval``)
+and ``reactive_streams.metrics.metrics_stream`` take ``scheduler=``; three kinds exist:
 
 * ``ThreadTimerScheduler``: one daemon timer thread runs every action in due order (the
   default, shared: ``default_scheduler()``);
@@ -30,7 +31,7 @@ import itertools
 import threading
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 from ._hooks import report_undeliverable
 
@@ -40,14 +41,23 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AsyncioScheduler",
-    "Scheduler",
+    "Cancellable",
+    "PeriodicTask",
     "ScheduledTask",
+    "Scheduler",
     "ThreadTimerScheduler",
     "default_scheduler",
 ]
 
 _IDLE_EXIT: Final[float] = 5.0
 """Seconds the timer thread waits with nothing scheduled before it exits (it restarts)."""
+
+
+class Cancellable(Protocol):
+    """A pending timer: ``ScheduledTask``, ``PeriodicTask`` or a ``threading.Timer``."""
+
+    def cancel(self) -> None:
+        """Keep the timer from running again (idempotent, thread-safe)."""
 
 
 class ScheduledTask:
@@ -105,13 +115,32 @@ class Scheduler(ABC):
             The task, whose ``cancel()`` keeps the action from running.
         """
 
+    def schedule_at(self, instant: float, action: Callable[[], object]) -> ScheduledTask:
+        """Run ``action`` at ``instant`` on the ``now()`` clock (a past instant: at once).
+
+        The built-in schedulers queue the task at exactly ``instant``; this default, for
+        other implementations, is ``schedule(instant - now(), action)``.
+        """
+        return self.schedule(instant - self.now(), action)
+
     def schedule_periodic(
         self, period: float, action: Callable[[], object], *, initial: float | None = None
     ) -> PeriodicTask:
         """Run ``action`` at ``initial`` (``period`` by default) and every ``period`` after.
 
-        The due times are ``start + initial + k * period`` (no drift from slow actions);
+        Run ``n`` (from 1) is due at ``start + (initial - period) + n * period``, with
+        ``start`` the ``now()`` of this call: each due time is computed from ``n``, not
+        by adding ``period`` to the previous one, so neither slow actions nor float
+        rounding make the series drift. With the default ``initial`` that is
+        ``start + n * period``, one rounding: on a clock that starts at 0, run 30 of a
+        0.1 s series is due at ``3.0`` (summing 0.1 thirty times gives
+        ``3.0000000000000004``). A run is scheduled when the previous one starts;
         ``cancel()`` on the returned task stops the series.
+
+        Args:
+            period: seconds between runs, ``> 0``.
+            action: the callable; it must not raise (see the module docstring).
+            initial: seconds until the first run, ``>= 0``; ``period`` by default.
 
         Raises:
             ValueError: ``period <= 0``.
@@ -122,9 +151,23 @@ class Scheduler(ABC):
 
 
 class PeriodicTask:
-    """A series of runs from ``Scheduler.schedule_periodic``; ``cancel()`` stops it."""
+    """A series of runs from ``Scheduler.schedule_periodic``; ``cancel()`` stops it.
 
-    __slots__ = ("_action", "_cancelled", "_current", "_due", "_lock", "_period", "_scheduler")
+    Run ``n`` (from 1) is due at ``origin + n * period``, with
+    ``origin = start + initial - period``; it is scheduled with ``Scheduler.schedule_at``
+    when run ``n - 1`` starts.
+    """
+
+    __slots__ = (
+        "_action",
+        "_cancelled",
+        "_current",
+        "_lock",
+        "_origin",
+        "_period",
+        "_runs",
+        "_scheduler",
+    )
 
     def __init__(
         self, scheduler: Scheduler, period: float, action: Callable[[], object], initial: float
@@ -134,16 +177,18 @@ class PeriodicTask:
         self._action = action
         self._lock = threading.Lock()
         self._cancelled = False
-        self._due = scheduler.now() + initial
-        self._current = scheduler.schedule(initial, self._tick)
+        self._runs = 1  # the run scheduled next
+        self._origin = scheduler.now() + (initial - period)
+        with self._lock:  # a scheduler may run the first tick on another thread at once
+            self._current = scheduler.schedule_at(self._origin + period, self._tick)
 
     def _tick(self) -> None:
         with self._lock:
             if self._cancelled:
                 return
-            self._due += self._period
-            delay = self._due - self._scheduler.now()
-            self._current = self._scheduler.schedule(delay, self._tick)
+            self._runs += 1
+            due = self._origin + self._runs * self._period
+            self._current = self._scheduler.schedule_at(due, self._tick)
         self._action()
 
     def cancel(self) -> None:
@@ -209,7 +254,13 @@ class ThreadTimerScheduler(Scheduler):
 
     def schedule(self, delay: float, action: Callable[[], object]) -> ScheduledTask:
         """Run ``action`` on the timer thread after ``delay`` seconds."""
-        task = ScheduledTask(time.monotonic() + max(0.0, delay), action)
+        return self._push(ScheduledTask(time.monotonic() + max(0.0, delay), action))
+
+    def schedule_at(self, instant: float, action: Callable[[], object]) -> ScheduledTask:
+        """Run ``action`` on the timer thread at ``instant`` (``time.monotonic()`` clock)."""
+        return self._push(ScheduledTask(instant, action))
+
+    def _push(self, task: ScheduledTask) -> ScheduledTask:
         with self._condition:
             self._queue.push(task)
             start = not self._running
@@ -264,8 +315,14 @@ class AsyncioScheduler(Scheduler):
 
     def schedule(self, delay: float, action: Callable[[], object]) -> ScheduledTask:
         """Run ``action`` on the loop after ``delay`` seconds."""
+        return self._arm(ScheduledTask(self._loop.time() + max(0.0, delay), action))
+
+    def schedule_at(self, instant: float, action: Callable[[], object]) -> ScheduledTask:
+        """Run ``action`` on the loop at ``instant`` (``loop.time()`` clock)."""
+        return self._arm(ScheduledTask(instant, action))
+
+    def _arm(self, task: ScheduledTask) -> ScheduledTask:
         loop = self._loop
-        task = ScheduledTask(loop.time() + max(0.0, delay), action)
 
         def arm() -> None:
             if not task.cancelled:

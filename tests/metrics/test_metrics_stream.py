@@ -22,47 +22,20 @@ from reactive_streams.metrics import (
 )
 from reactive_streams.operators import Flow
 from reactive_streams.operators._base import Operator, StageStatistics
-from reactive_streams.testing import RecordingSubscriber
+from reactive_streams.schedulers import Scheduler, ThreadTimerScheduler
+from reactive_streams.testing import RecordingSubscriber, VirtualTimeScheduler
 
 TIMEOUT = 10.0
 
 
-class _Timer:
-    def __init__(self) -> None:
-        self.cancelled = False
+def advance(clock: VirtualTimeScheduler, seconds: float) -> None:
+    """Advance ``seconds`` and a nanosecond more, as a wall clock would run on.
 
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class FakeClock:
-    """A scheduler whose time moves only with ``advance``; due actions run in order."""
-
-    def __init__(self) -> None:
-        self.time = 0.0
-        self._heap: list[tuple[float, int, _Timer, Callable[[], None]]] = []
-        self._sequence = itertools.count()
-
-    def now(self) -> float:
-        return self.time
-
-    def call_later(self, delay: float, action: Callable[[], None]) -> _Timer:
-        timer = _Timer()
-        heapq.heappush(self._heap, (self.time + delay, next(self._sequence), timer, action))
-        return timer
-
-    def advance(self, seconds: float) -> None:
-        end = self.time + seconds + 1e-9
-        while self._heap and self._heap[0][0] <= end:
-            due, _, timer, action = heapq.heappop(self._heap)
-            self.time = max(self.time, due)
-            if not timer.cancelled:
-                action()
-        self.time = end
-
-    @property
-    def pending(self) -> int:
-        return sum(1 for _, _, timer, _ in self._heap if not timer.cancelled)
+    Samples are due at ``k * interval`` (computed, not summed), and a sum of decimal steps
+    in floats may stop a hair short of that (``0.1`` added seven times is ``0.7``, seven
+    samples of ``0.1`` are due at ``0.7000000000000001``).
+    """
+    clock.advance(seconds + 1e-9)
 
 
 def _hot_flow() -> tuple[Subject[int], Flow[int], RecordingSubscriber[int]]:
@@ -74,7 +47,7 @@ def _hot_flow() -> tuple[Subject[int], Flow[int], RecordingSubscriber[int]]:
 
 
 def test_snapshots_split_each_period_like_flink() -> None:
-    clock = FakeClock()
+    clock = VirtualTimeScheduler()
     subject, flow, _subscriber = _hot_flow()
     snapshots: RecordingSubscriber[MetricsSnapshot] = RecordingSubscriber(
         initial_request=MAX_DEMAND
@@ -85,11 +58,11 @@ def test_snapshots_split_each_period_like_flink() -> None:
     for value in range(10):
         if value < 5:
             subject.on_next(value)
-        clock.advance(0.1)
+        advance(clock, 0.1)
     # period 2: 20 elements arrive without demand: buffered, all backpressured
     for value in range(5, 25):
         subject.on_next(value)
-    clock.advance(1.0)
+    advance(clock, 1.0)
 
     first, second = snapshots.elements
     assert (first.sequence, second.sequence) == (0, 1)
@@ -118,7 +91,7 @@ def test_snapshots_split_each_period_like_flink() -> None:
 
 
 def test_sla_breaches_are_events_on_the_stream() -> None:
-    clock = FakeClock()
+    clock = VirtualTimeScheduler()
     subject, flow, _subscriber = _hot_flow()
     rules = [
         SLA(stage="from_observable", max_buffered=10, max_backpressured_ms_per_s=700),
@@ -131,10 +104,10 @@ def test_sla_breaches_are_events_on_the_stream() -> None:
     for value in range(10):
         if value < 5:
             subject.on_next(value)
-        clock.advance(0.1)
+        advance(clock, 0.1)
     for value in range(5, 25):
         subject.on_next(value)
-    clock.advance(1.0)
+    advance(clock, 1.0)
 
     first, second = snapshots.elements
     assert first.breaches == ()  # 5 elements/s, 600 ms/s backpressured, nothing buffered
@@ -152,7 +125,7 @@ def test_sla_breaches_are_events_on_the_stream() -> None:
 
 
 def test_a_slow_metrics_subscriber_gets_conflated_snapshots_and_every_breach() -> None:
-    clock = FakeClock()
+    clock = VirtualTimeScheduler()
     subject, flow, _subscriber = _hot_flow()
     snapshots: RecordingSubscriber[MetricsSnapshot] = RecordingSubscriber()
     stream = metrics_stream(
@@ -161,7 +134,7 @@ def test_a_slow_metrics_subscriber_gets_conflated_snapshots_and_every_breach() -
     stream.subscribe(snapshots)
     for value in range(10):  # 5 delivered, 5 buffered: a breach in each period
         subject.on_next(value)
-    clock.advance(3.0)  # three periods, no demand: one snapshot waits, two were replaced
+    advance(clock, 3.0)  # three periods, no demand: one snapshot waits, two were replaced
     assert snapshots.elements == []
     snapshots.request(1)
     (snapshot,) = snapshots.elements
@@ -171,7 +144,7 @@ def test_a_slow_metrics_subscriber_gets_conflated_snapshots_and_every_breach() -
 
 
 def test_the_stream_completes_when_the_flow_is_done_and_cancel_stops_the_timer() -> None:
-    clock = FakeClock()
+    clock = VirtualTimeScheduler()
     subject, flow, subscriber = _hot_flow()
     snapshots: RecordingSubscriber[MetricsSnapshot] = RecordingSubscriber(
         initial_request=MAX_DEMAND
@@ -179,19 +152,19 @@ def test_the_stream_completes_when_the_flow_is_done_and_cancel_stops_the_timer()
     metrics_stream(flow, 0.5, scheduler=clock).subscribe(snapshots)
     subject.on_next(1)
     subject.on_completed()
-    clock.advance(0.5)
+    advance(clock, 0.5)
     assert snapshots.completed
     assert snapshots.elements[-1].stages[-1].terminated
     assert clock.pending == 0
 
     endless: RecordingSubscriber[MetricsSnapshot] = RecordingSubscriber(initial_request=10)
     metrics_stream(flow, 0.5, scheduler=clock, until_done=False).subscribe(endless)
-    clock.advance(1.0)
+    advance(clock, 1.0)
     assert len(endless.elements) == 2
     assert endless.subscription is not None
     endless.subscription.cancel()
     assert clock.pending == 0
-    clock.advance(1.0)
+    advance(clock, 1.0)
     assert len(endless.elements) == 2
     assert subscriber.completed
 
@@ -208,10 +181,10 @@ def test_a_breaking_stage_statistics_ends_the_stream_with_its_error() -> None:
         def last_statistics(self) -> StageStatistics | None:
             raise RuntimeError("statistics broke")
 
-    clock = FakeClock()
+    clock = VirtualTimeScheduler()
     snapshots: RecordingSubscriber[MetricsSnapshot] = RecordingSubscriber(initial_request=5)
     metrics_stream(Broken(), 1.0, scheduler=clock).subscribe(snapshots)
-    clock.advance(1.0)
+    advance(clock, 1.0)
     assert isinstance(snapshots.error, RuntimeError)
     assert str(snapshots.error) == "statistics broke"
     assert clock.pending == 0
@@ -227,7 +200,7 @@ def test_arguments_are_checked() -> None:
 
 
 def test_prometheus_export_has_per_stage_samples() -> None:
-    clock = FakeClock()
+    clock = VirtualTimeScheduler()
     subject, flow, _subscriber = _hot_flow()
     registry = CollectorRegistry()
     exporter = PrometheusExporter(registry)
@@ -236,7 +209,7 @@ def test_prometheus_export_has_per_stage_samples() -> None:
     ).subscribe(exporter)
     for value in range(8):
         subject.on_next(value)
-    clock.advance(2.0)
+    advance(clock, 2.0)
 
     text = generate_latest(registry).decode()
     labels = {"stage": "1:from_observable", "operator": "from_observable"}
@@ -272,16 +245,16 @@ def test_default_scheduler_runs_a_real_flow_to_the_end() -> None:
 
 
 def test_the_bottleneck_is_busy_while_its_upstream_is_backpressured() -> None:
-    clock = FakeClock()
+    clock = VirtualTimeScheduler()
     subject, flow, _subscriber = _hot_flow()
     snapshots: RecordingSubscriber[MetricsSnapshot] = RecordingSubscriber(
         initial_request=MAX_DEMAND
     )
     metrics_stream(flow, 1.0, scheduler=clock).subscribe(snapshots)
-    clock.advance(1.0)  # nothing pushed: the source is idle, nobody is a bottleneck
+    advance(clock, 1.0)  # nothing pushed: the source is idle, nobody is a bottleneck
     for value in range(10):  # the stage delivers with demand open: busy, source keeps up
         subject.on_next(value)
-        clock.advance(0.1)
+        advance(clock, 0.1)
     first, second = snapshots.elements
     assert first.bottleneck() is None
     assert second.stage("from_observable").upstreams == ("0:observable",)
@@ -329,3 +302,81 @@ def test_without_prometheus_client_the_error_says_what_to_install(
     monkeypatch.setitem(sys.modules, "prometheus_client", None)
     with pytest.raises(ImportError, match=r"pip install 'reactive-streams-py\[metrics\]'$"):
         PrometheusExporter(CollectorRegistry())
+
+
+class _Timer:
+    def __init__(self) -> None:
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class FakeClock:
+    """The old metrics protocol: ``now`` and ``call_later``; time moves with ``advance``."""
+
+    def __init__(self) -> None:
+        self.time = 0.0
+        self._heap: list[tuple[float, int, _Timer, Callable[[], None]]] = []
+        self._sequence = itertools.count()
+
+    def now(self) -> float:
+        return self.time
+
+    def call_later(self, delay: float, action: Callable[[], None]) -> _Timer:
+        timer = _Timer()
+        heapq.heappush(self._heap, (self.time + delay, next(self._sequence), timer, action))
+        return timer
+
+    def advance(self, seconds: float) -> None:
+        end = self.time + seconds + 1e-9
+        while self._heap and self._heap[0][0] <= end:
+            due, _, timer, action = heapq.heappop(self._heap)
+            self.time = max(self.time, due)
+            if not timer.cancelled:
+                action()
+        self.time = end
+
+    @property
+    def pending(self) -> int:
+        return sum(1 for _, _, timer, _ in self._heap if not timer.cancelled)
+
+
+def test_an_old_now_call_later_scheduler_still_works_with_a_deprecation_warning() -> None:
+    clock = FakeClock()
+    subject, flow, _subscriber = _hot_flow()
+    snapshots: RecordingSubscriber[MetricsSnapshot] = RecordingSubscriber(initial_request=10)
+    with pytest.warns(DeprecationWarning, match=r"^a metrics scheduler with now\(\) and call_"):
+        stream = metrics_stream(flow, 1.0, scheduler=clock, until_done=False)  # type: ignore[arg-type]
+    stream.subscribe(snapshots)
+    subject.on_next(1)
+    clock.advance(2.0)
+    assert [snapshot.time for snapshot in snapshots.elements] == pytest.approx([1.0, 2.0])
+    assert snapshots.elements[0].stage("from_observable").elements_out == 1
+    assert snapshots.subscription is not None
+    snapshots.subscription.cancel()
+    assert clock.pending == 0
+
+
+def test_the_old_scheduler_names_are_deprecated_aliases() -> None:
+    from reactive_streams import metrics
+
+    with pytest.warns(
+        DeprecationWarning,
+        match=r"^reactive_streams\.metrics\.ThreadScheduler is deprecated: use "
+        r"reactive_streams\.schedulers\.ThreadTimerScheduler$",
+    ):
+        assert metrics.ThreadScheduler is ThreadTimerScheduler
+    with pytest.warns(DeprecationWarning, match=r"^reactive_streams\.metrics\.Scheduler is "):
+        assert metrics.Scheduler is Scheduler
+    with pytest.raises(AttributeError):
+        metrics.NoSuchName  # noqa: B018
+
+
+def test_a_scheduler_of_another_kind_is_a_type_error() -> None:
+    with pytest.raises(
+        TypeError,
+        match=r"^metrics_stream\(scheduler=\) takes a reactive_streams\.schedulers\.Scheduler, "
+        r"got object$",
+    ):
+        metrics_stream(Flow.empty(), 1.0, scheduler=object())  # type: ignore[arg-type]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,11 +19,13 @@ from .helpers import ManualSubscription, Recorder
 
 
 class _QueueStage(BufferedStage):
-    """A stage that delivers what ``offer`` queued, within demand; signals after the queue."""
+    """A stage that delivers what ``offer`` queued, within demand; signals after the queue.
+
+    It keeps ``BufferedStage``'s own drain pass, counting the passes.
+    """
 
     def __init__(self, downstream: Recorder[Any]) -> None:
         super().__init__(downstream)
-        self.queue: deque[Any] = deque()
         self.passes = 0
 
     def on_subscribe(self, subscription: Subscription) -> None:
@@ -34,45 +35,16 @@ class _QueueStage(BufferedStage):
         with self._lock:
             if self._done or self._cancelled:
                 return
-            self.queue.append(element)
+            self._ready.append(element)
         self._schedule()
 
     def offer(self, *elements: Any) -> None:
         for element in elements:
             self.on_next(element)
 
-    def _buffered_now(self) -> int:
-        return len(self.queue)
-
     def _drain(self) -> None:
-        while True:
-            self.passes += 1
-            with self._lock:
-                if self._terminated:
-                    return
-                downstream = self._downstream
-                upstream = self._upstream
-                if self._cancelled or downstream is None:
-                    self._terminate_locked()
-                    if upstream is not None:
-                        upstream.cancel()
-                    return
-                count = min(len(self.queue), self._demand)
-                batch = [self.queue.popleft() for _ in range(count)]
-                if count and self._demand != MAX_DEMAND:
-                    self._demand -= count
-                error, urgent = self._error, self._urgent
-                finished = self._done and (not self.queue or urgent)
-                if finished:
-                    self._terminate_locked()
-                if not count and not finished:
-                    if self._guard.release_locked():
-                        continue
-                    return
-            self._deliver(downstream, batch)
-            if finished:
-                self._signal_terminal(downstream, upstream, error, urgent)
-                return
+        self.passes += 1
+        super()._drain()
 
 
 @pytest.fixture

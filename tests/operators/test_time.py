@@ -157,6 +157,40 @@ def test_periodic_tasks_do_not_drift_and_stop_on_cancel() -> None:
     assert scheduler.pending == 0
 
 
+def test_periodic_due_times_are_computed_not_accumulated() -> None:
+    scheduler = VirtualTimeScheduler()
+    seen: list[float] = []
+    task = scheduler.schedule_periodic(0.1, lambda: seen.append(scheduler.now()))
+    scheduler.advance_to(1.0)
+    accumulated = [0.1]
+    while len(accumulated) < 10:
+        accumulated.append(accumulated[-1] + 0.1)
+    assert seen == [n * 0.1 for n in range(1, 11)]  # start + n * period, one rounding
+    assert seen[-1] == 1.0
+    assert seen != accumulated  # 0.1 added up ten times falls short of 1.0
+    task.cancel()
+    assert scheduler.pending == 0
+
+
+def test_periodic_with_an_initial_delay() -> None:
+    scheduler = VirtualTimeScheduler()
+    seen: list[float] = []
+    task = scheduler.schedule_periodic(2.0, lambda: seen.append(scheduler.now()), initial=0.5)
+    scheduler.advance(5)
+    task.cancel()
+    assert seen == [0.5, 2.5, 4.5]
+
+
+def test_schedule_at_runs_at_the_exact_instant() -> None:
+    scheduler = VirtualTimeScheduler()
+    seen: list[float] = []
+    scheduler.schedule_at(0.3, lambda: seen.append(scheduler.now()))
+    scheduler.advance(0.1)
+    scheduler.schedule_at(0.05, lambda: seen.append(scheduler.now()))  # past: next advance
+    scheduler.advance_to(0.3)
+    assert seen == [0.1, 0.3]
+
+
 def test_thread_timer_scheduler_runs_in_due_order() -> None:
     scheduler = ThreadTimerScheduler()
     seen: list[str] = []

@@ -8,31 +8,54 @@
   second); a broken one is an ``SLABreach`` in the snapshot of that period.
 * ``PrometheusExporter``: a subscriber of that stream that serves the latest snapshot to
   ``prometheus_client`` (the ``metrics`` extra).
-* ``Scheduler``: the two-method protocol (``now``, ``call_later``) a stream runs on, so a
-  fake clock or a virtual-time scheduler can drive it in tests.
+
+A stream runs on a ``reactive_streams.schedulers.Scheduler`` (``scheduler=``), the same
+as the time operators: ``reactive_streams.testing.VirtualTimeScheduler`` drives it in
+tests. The names ``Scheduler``, ``ThreadScheduler`` and ``Cancellable`` this package had
+for its own ``now``/``call_later`` protocol are deprecated aliases of
+``reactive_streams.schedulers.Scheduler``, ``ThreadTimerScheduler`` and ``Cancellable``.
 """
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
+from .. import schedulers as _schedulers
 from ._prometheus import PrometheusExporter
-from ._scheduler import Cancellable, Scheduler, ThreadScheduler
 from ._sla import SLA
 from ._snapshot import MetricsSnapshot, SLABreach, StageMetrics
 from ._stream import MetricsPublisher, metrics_stream
 
 __all__ = [
     "SLA",
-    "Cancellable",
     "MetricsPublisher",
     "MetricsSnapshot",
     "PrometheusExporter",
     "SLABreach",
-    "Scheduler",
     "StageMetrics",
-    "ThreadScheduler",
     "metrics_stream",
 ]
 
 for _name in __all__:
     globals()[_name].__module__ = __name__
 del _name
+
+_DEPRECATED = {
+    "Cancellable": "Cancellable",
+    "Scheduler": "Scheduler",
+    "ThreadScheduler": "ThreadTimerScheduler",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The deprecated scheduler names, resolved with a ``DeprecationWarning``."""
+    new = _DEPRECATED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"reactive_streams.metrics.{name} is deprecated: use reactive_streams.schedulers.{new}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(_schedulers, new)

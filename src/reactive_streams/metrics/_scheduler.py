@@ -1,117 +1,73 @@
-"""The clock and timer a metrics stream runs on: a two-method protocol and a thread default."""
+"""Deprecated: the metrics stream's own ``now``/``call_later`` scheduler protocol.
+
+``metrics_stream`` runs on ``reactive_streams.schedulers.Scheduler`` like every time
+operator. This module keeps old code working for a release and will then go away:
+
+* ``CallLaterScheduler`` adapts an object with ``now()`` and ``call_later(delay, action)``
+  (the old protocol) to a ``Scheduler``; ``metrics_stream`` uses it, with a
+  ``DeprecationWarning``, when it is given such an object.
+* ``ThreadScheduler`` is ``reactive_streams.schedulers.ThreadTimerScheduler``;
+  ``reactive_streams.metrics.Scheduler``, ``ThreadScheduler`` and ``Cancellable`` resolve
+  to the ``reactive_streams.schedulers`` names with a ``DeprecationWarning``.
+"""
 
 from __future__ import annotations
 
-import heapq
-import itertools
-import threading
-import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from .._hooks import report_undeliverable
+from ..schedulers import ScheduledTask, Scheduler, ThreadTimerScheduler
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["Cancellable", "Scheduler", "ThreadScheduler"]
+    from ..schedulers import Cancellable
+
+__all__ = ["CallLaterScheduler", "ThreadScheduler"]
+
+ThreadScheduler = ThreadTimerScheduler
+"""Deprecated alias of ``reactive_streams.schedulers.ThreadTimerScheduler``."""
 
 
-class Cancellable(Protocol):
-    """What ``Scheduler.call_later`` returns: ``cancel()`` stops the call if it has not run."""
+class _CallLater(Protocol):
+    def now(self) -> float: ...
 
-    def cancel(self) -> Any:
-        """Stop the scheduled call; a no-op once it ran."""
-        ...
+    def call_later(self, delay: float, action: Callable[[], None]) -> Cancellable: ...
 
 
-class Scheduler(Protocol):
-    """A clock and a one-shot timer; a virtual-time scheduler for tests fits as well.
+class _CallLaterTask(ScheduledTask):
+    """A ``ScheduledTask`` whose ``cancel`` also cancels the old scheduler's handle."""
 
-    ``now()`` is in seconds on any monotonic scale; ``call_later(delay, action)`` runs
-    ``action()`` once, ``delay`` seconds (of that clock) later, on any thread, and must
-    not run it from inside ``call_later`` itself.
-    """
+    __slots__ = ("handle",)
 
-    def now(self) -> float:
-        """The current time in seconds."""
-        ...
-
-    def call_later(self, delay: float, action: Callable[[], None]) -> Cancellable:
-        """Run ``action`` once after ``delay`` seconds."""
-        ...
-
-
-class _Entry:
-    __slots__ = ("action", "cancelled")
-
-    def __init__(self, action: Callable[[], None]) -> None:
-        self.action = action
-        self.cancelled = False
+    def __init__(self, due: float, action: Callable[[], object]) -> None:
+        super().__init__(due, action)
+        self.handle: Cancellable | None = None
 
     def cancel(self) -> None:
-        self.cancelled = True
+        super().cancel()
+        handle = self.handle
+        if handle is not None:
+            handle.cancel()
 
 
-class ThreadScheduler:
-    """The default scheduler: ``time.monotonic`` and one daemon thread for all timers.
+class CallLaterScheduler(Scheduler):
+    """A ``Scheduler`` on an object with ``now()`` and ``call_later(delay, action)``.
 
-    The thread starts with the first ``call_later`` and runs actions in due order; an
-    action that raises is reported through the undeliverable hook. Actions must be short
-    (a metrics sample is a few microseconds per stage).
+    Deprecated: implement ``Scheduler`` (``now`` and ``schedule``) instead.
     """
 
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._heap: list[tuple[float, int, _Entry]] = []
-        self._sequence = itertools.count()
-        self._thread: threading.Thread | None = None
+    __slots__ = ("_legacy",)
+
+    def __init__(self, legacy: _CallLater) -> None:
+        self._legacy = legacy
 
     def now(self) -> float:
-        """``time.monotonic()``."""
-        return time.monotonic()
+        """The old scheduler's ``now()``."""
+        return self._legacy.now()
 
-    def call_later(self, delay: float, action: Callable[[], None]) -> Cancellable:
-        """Run ``action`` on the scheduler thread after ``delay`` seconds."""
-        entry = _Entry(action)
-        with self._condition:
-            heapq.heappush(self._heap, (time.monotonic() + delay, next(self._sequence), entry))
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="reactive-streams-metrics", daemon=True
-                )
-                self._thread.start()
-            self._condition.notify()
-        return entry
-
-    def _run(self) -> None:
-        while True:
-            with self._condition:
-                while True:
-                    if not self._heap:
-                        self._condition.wait()
-                        continue
-                    due, _, entry = self._heap[0]
-                    wait = due - time.monotonic()
-                    if wait <= 0:
-                        heapq.heappop(self._heap)
-                        break
-                    self._condition.wait(wait)
-            if entry.cancelled:
-                continue
-            try:
-                entry.action()
-            except Exception as exc:
-                report_undeliverable(exc)
-
-
-_DEFAULT: ThreadScheduler | None = None
-_DEFAULT_LOCK = threading.Lock()
-
-
-def default_scheduler() -> ThreadScheduler:
-    """The shared ``ThreadScheduler`` used when ``metrics_stream`` gets none."""
-    global _DEFAULT
-    with _DEFAULT_LOCK:
-        if _DEFAULT is None:
-            _DEFAULT = ThreadScheduler()
-        return _DEFAULT
+    def schedule(self, delay: float, action: Callable[[], object]) -> ScheduledTask:
+        """``call_later(delay, ...)`` on the old scheduler; ``cancel()`` cancels it there."""
+        delay = max(0.0, delay)
+        task = _CallLaterTask(self._legacy.now() + delay, action)
+        task.handle = self._legacy.call_later(delay, task.run)
+        return task

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -11,14 +12,14 @@ from .._signals import signal_on_complete, signal_on_error, signal_on_subscribe
 from ..api import Publisher, Subscriber
 from ..operators._base import Operator, check_subscriber, walk
 from ..operators._stage import DownstreamStage
-from ._scheduler import default_scheduler
+from ..schedulers import Scheduler, default_scheduler
 from ._snapshot import MetricsSnapshot, SLABreach, StageMetrics
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from ..operators._base import StageStatistics
-    from ._scheduler import Cancellable, Scheduler
+    from ..schedulers import PeriodicTask
     from ._sla import SLA
 
 __all__ = ["MetricsPublisher", "metrics_stream"]
@@ -39,7 +40,8 @@ class _Sampler:
     """Reads every stage's ``statistics()`` and classifies the time since the last sample.
 
     Owned by one subscription; ``sample`` and ``snapshot`` run on the scheduler's thread,
-    one at a time (each reschedules the next only when it is over).
+    one at a time (a periodic series schedules a run when the previous one starts, and
+    the built-in schedulers run one action at a time).
     """
 
     def __init__(self, flow: Publisher[Any], sla: tuple[SLA, ...], scheduler: Scheduler) -> None:
@@ -149,7 +151,10 @@ def _outstanding(stats: StageStatistics) -> int:
 
 
 class _MetricsSubscription(DownstreamStage):
-    """One subscriber's metrics stream: a timer chain and a one-snapshot slot.
+    """One subscriber's metrics stream: a periodic sampling task and a one-snapshot slot.
+
+    Samples are due at ``start + k * interval`` (``Scheduler.schedule_periodic``): every
+    ``period_ticks``-th one closes a period with a snapshot, so periods do not drift.
 
     The slot conflates: a snapshot that finds the previous one still undelivered (no
     demand) replaces it, carrying its breaches over, and ``skipped``/``dropped`` count it.
@@ -158,7 +163,6 @@ class _MetricsSubscription(DownstreamStage):
     """
 
     __slots__ = (
-        "_cancellable",
         "_dropped",
         "_finished",
         "_interval",
@@ -166,6 +170,7 @@ class _MetricsSubscription(DownstreamStage):
         "_period_ticks",
         "_sampler",
         "_scheduler",
+        "_task",
         "_ticks",
         "_until_done",
     )
@@ -190,7 +195,7 @@ class _MetricsSubscription(DownstreamStage):
         self._pending: MetricsSnapshot | None = None
         self._dropped = 0
         self._finished = False
-        self._cancellable: Cancellable | None = None
+        self._task: PeriodicTask | None = None
 
     def _buffered_now(self) -> int:
         return 0 if self._pending is None else 1
@@ -199,29 +204,37 @@ class _MetricsSubscription(DownstreamStage):
         return self._dropped
 
     def start(self) -> None:
-        """Arm the first sample."""
-        self._cancellable = self._scheduler.call_later(self._interval, self._tick)
+        """Start sampling: every ``interval`` seconds, the first ``interval`` from now."""
+        task = self._scheduler.schedule_periodic(self._interval, self._tick)
+        with self._lock:
+            alive = not (self._cancelled or self._terminated or self._finished)
+            if alive:
+                self._task = task
+        if not alive:
+            task.cancel()
 
     def _tick(self) -> None:
-        """On the scheduler: sample; at the end of a period, offer a snapshot; re-arm."""
+        """On the scheduler: sample; at the end of a period, offer a snapshot."""
         with self._lock:
-            if self._cancelled or self._terminated:
+            if self._cancelled or self._terminated or self._finished:
                 return
         try:
             self._ticks += 1
             if self._ticks % self._period_ticks:
                 self._sampler.sample()
-            else:
-                self._offer(self._sampler.snapshot())
+                return
+            finished = self._offer(self._sampler.snapshot())
         except Exception as exc:  # a stage's statistics() broke: end the stream with it
             self.fail(exc)
             return
-        with self._lock:
-            if self._cancelled or self._terminated or self._finished:
-                return
-        self._cancellable = self._scheduler.call_later(self._interval, self._tick)
+        if finished:
+            with self._lock:
+                task = self._task
+            if task is not None:
+                task.cancel()  # the last snapshot is taken: no more samples
 
-    def _offer(self, snapshot: MetricsSnapshot) -> None:
+    def _offer(self, snapshot: MetricsSnapshot) -> bool:
+        """Put ``snapshot`` in the slot; return whether it is the last one."""
         finished = (
             self._until_done
             and bool(snapshot.stages)
@@ -240,6 +253,7 @@ class _MetricsSubscription(DownstreamStage):
             self._high_water = max(self._high_water, 1)
             self._finished = self._finished or finished
         self._schedule()
+        return finished
 
     def _drain(self) -> None:
         while True:
@@ -269,9 +283,9 @@ class _MetricsSubscription(DownstreamStage):
                         if self._guard.release_locked():
                             continue  # work arrived while this pass ran
                         return
-                cancellable = self._cancellable if ended else None
-            if cancellable is not None:
-                cancellable.cancel()  # stop the timer chain
+                task = self._task if ended else None
+            if task is not None:
+                task.cancel()  # stop sampling
             if downstream is None:
                 return
             if snapshot is not None:
@@ -285,7 +299,7 @@ class _MetricsSubscription(DownstreamStage):
 
 
 class MetricsPublisher(Publisher[MetricsSnapshot]):
-    """The publisher ``metrics_stream`` returns: each subscriber gets its own timer chain."""
+    """The publisher ``metrics_stream`` returns: each subscriber gets its own sampling task."""
 
     __slots__ = ("_flow", "_interval", "_period_ticks", "_scheduler", "_sla", "_until_done")
 
@@ -345,9 +359,13 @@ def metrics_stream(
         flow: a ``Flow`` (or any operator publisher); the stages of its most recent run
             are read, as ``Flow.metrics()`` reads them.
         period: seconds between snapshots, on the scheduler's clock.
-        scheduler: anything with ``now()`` and ``call_later(delay, action)`` (the
-            ``Scheduler`` protocol; a virtual-time scheduler fits); by default one shared
-            daemon thread on ``time.monotonic``.
+        scheduler: the ``reactive_streams.schedulers.Scheduler`` whose clock and
+            periodic tasks drive the samples (``schedule_periodic``: sample ``n`` is due
+            at ``start + n * (period / samples_per_period)``, so periods do not drift);
+            ``reactive_streams.testing.VirtualTimeScheduler`` makes tests exact. By
+            default ``default_scheduler()``, the daemon timer thread the time operators
+            share. An object with only ``now()`` and ``call_later(delay, action)`` (the
+            old metrics protocol) is still accepted, with a ``DeprecationWarning``.
         sla: rules checked on every stage at the end of each period; a broken limit is
             an ``SLABreach`` in that snapshot's ``breaches``.
         samples_per_period: how often per period each stage's state is sampled to split
@@ -363,6 +381,7 @@ def metrics_stream(
     Raises:
         TypeError, ValueError: ``period`` is not a positive finite number, or
             ``samples_per_period`` is not a positive ``int``.
+        TypeError: ``scheduler`` is not a ``Scheduler`` (nor the deprecated protocol).
 
     Backpressure:
         One snapshot per unit of demand. A snapshot due while the subscriber has no
@@ -383,6 +402,9 @@ def metrics_stream(
     if not (period > 0 and math.isfinite(period)):
         raise ValueError(f"period must be positive and finite, got {period}")
     check_positive("samples_per_period", samples_per_period)
+    given: object = scheduler  # the deprecated protocol is not a Scheduler
+    if given is not None and not isinstance(given, Scheduler):
+        scheduler = _adapt_legacy(given)
     return MetricsPublisher(
         flow,
         interval=period / samples_per_period,
@@ -391,3 +413,25 @@ def metrics_stream(
         sla=tuple(sla),
         until_done=until_done,
     )
+
+
+def _adapt_legacy(scheduler: object) -> Scheduler:
+    """Wrap an old ``now``/``call_later`` metrics scheduler, with a deprecation warning."""
+    if not (
+        callable(getattr(scheduler, "now", None))
+        and callable(getattr(scheduler, "call_later", None))
+    ):
+        raise TypeError(
+            "metrics_stream(scheduler=) takes a reactive_streams.schedulers.Scheduler, got "
+            f"{type(scheduler).__qualname__}"
+        )
+    warnings.warn(
+        "a metrics scheduler with now() and call_later() is deprecated: pass a "
+        "reactive_streams.schedulers.Scheduler (reactive_streams.testing."
+        "VirtualTimeScheduler in tests)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    from ._scheduler import CallLaterScheduler  # noqa: PLC0415 - only for the old protocol
+
+    return CallLaterScheduler(scheduler)  # type: ignore[arg-type]

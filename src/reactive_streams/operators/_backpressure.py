@@ -8,13 +8,11 @@ in ``statistics().dropped`` and passed to the ``on_drop`` callback when one is g
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .._demand import MAX_DEMAND
 from .._exceptions import MissingBackpressureError
 from .._hooks import report_undeliverable
-from .._signals import cancel_quietly
 from ._base import StageOperator
 from ._stage import BufferedStage
 
@@ -90,7 +88,6 @@ class OnBackpressureOperator(StageOperator[T]):
 class _OnBackpressure(BufferedStage):
     __slots__ = (
         "__weakref__",
-        "_buffer",
         "_capacity",
         "_dropped",
         "_on_drop",
@@ -108,11 +105,7 @@ class _OnBackpressure(BufferedStage):
         self._capacity = capacity
         self._overflow = overflow
         self._on_drop = on_drop
-        self._buffer: deque[Any] = deque()
         self._dropped = 0
-
-    def _buffered_now(self) -> int:
-        return len(self._buffer)
 
     def _dropped_now(self) -> int:
         return self._dropped
@@ -128,7 +121,7 @@ class _OnBackpressure(BufferedStage):
         with self._lock:
             if self._done or self._cancelled:
                 return
-            buffer = self._buffer
+            buffer = self._ready
             if len(buffer) < self._demand + self._capacity:
                 buffer.append(element)
                 self._high_water = max(self._high_water, len(buffer) - self._demand)
@@ -154,45 +147,3 @@ class _OnBackpressure(BufferedStage):
                 report_undeliverable(exc)
         if start:
             self._loop.start_owned()
-
-    def _abandon_locked(self) -> list[Subscription]:
-        self._buffer.clear()
-        return super()._abandon_locked()
-
-    def _drain(self) -> None:
-        while True:
-            with self._lock:
-                if self._terminated:
-                    return
-                downstream = self._downstream
-                upstream = self._upstream
-                if self._cancelled or downstream is None:
-                    self._terminate_locked()
-                    self._buffer.clear()
-                    cancel_only = True
-                else:
-                    cancel_only = False
-                    buffer = self._buffer
-                    count = min(len(buffer), self._demand)
-                    batch = [buffer.popleft() for _ in range(count)]
-                    if count and self._demand != MAX_DEMAND:
-                        self._demand -= count
-                    error = self._error
-                    urgent = self._urgent
-                    finished = self._done and (not buffer or urgent)
-                    if finished:
-                        self._terminate_locked()
-                        buffer.clear()
-                    if not count and not finished:
-                        if self._guard.release_locked():
-                            continue  # work arrived meanwhile
-                        return
-            if cancel_only:
-                if upstream is not None:
-                    cancel_quietly(upstream)
-                return
-            assert downstream is not None
-            self._deliver(downstream, batch)
-            if finished:
-                self._signal_terminal(downstream, upstream, error, urgent)
-                return

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import threading
-from collections import deque
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._demand import MAX_DEMAND, check_positive
-from .._signals import cancel_quietly
 from ._base import StageOperator
 from ._stage import BufferedStage
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..api import Publisher, Subscriber, Subscription
+    from ..schedulers import Cancellable
 
 __all__ = ["BufferOperator"]
 
@@ -59,21 +60,23 @@ class BufferOperator(StageOperator[list[T]]):
 
 
 class _Buffer(BufferedStage):
+    """``_current`` fills up to ``size``; full (or timed-out) lists wait in ``_ready``."""
+
     __slots__ = (
         "__weakref__",
         "_current",
-        "_ready",
         "_size",
         "_timeout",
         "_timer",
     )
+
+    _errors_wait = False  # an upstream error drops the lists not yet delivered
 
     def __init__(self, downstream: Subscriber[Any], size: int, timeout: float | None) -> None:
         super().__init__(downstream)
         self._size = size
         self._timeout = timeout
         self._current: list[Any] = []
-        self._ready: deque[list[Any]] = deque()
         self._timer: threading.Timer | None = None
 
     def _buffered_now(self) -> int:
@@ -144,52 +147,8 @@ class _Buffer(BufferedStage):
                 upstream, count * self._size if count < MAX_DEMAND else MAX_DEMAND
             )
 
-    def _abandon_locked(self) -> list[Subscription]:
-        self._ready.clear()
+    def _stop_locked(self) -> Sequence[Cancellable]:
+        super()._stop_locked()
         self._current = []
         timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
-        return super()._abandon_locked()
-
-    def _drain(self) -> None:
-        while True:
-            with self._lock:
-                if self._terminated:
-                    return
-                downstream = self._downstream
-                upstream = self._upstream
-                timer = self._timer
-                if self._cancelled or downstream is None:
-                    self._terminate_locked()
-                    self._ready.clear()
-                    self._current = []
-                    self._timer = None
-                    cancel_only = True
-                else:
-                    cancel_only = False
-                    count = min(len(self._ready), self._demand)
-                    batch = [self._ready.popleft() for _ in range(count)]
-                    if count and self._demand != MAX_DEMAND:
-                        self._demand -= count
-                    error = self._error
-                    urgent = self._urgent
-                    finished = self._done and (not self._ready or urgent or error is not None)
-                    if finished:
-                        self._terminate_locked()
-                        self._timer = None
-                    if not count and not finished:
-                        if self._guard.release_locked():
-                            continue  # work arrived meanwhile
-                        return
-            if (cancel_only or finished) and timer is not None:
-                timer.cancel()
-            if cancel_only:
-                if upstream is not None:
-                    cancel_quietly(upstream)
-                return
-            assert downstream is not None
-            self._deliver(downstream, batch)
-            if finished:
-                self._signal_terminal(downstream, upstream, error, urgent)
-                return
+        return () if timer is None else (timer,)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from .._demand import MAX_DEMAND, check_positive
-from .._signals import cancel_quietly
 from ._base import StageOperator
 from ._stage import BufferedStage
 
@@ -196,14 +194,13 @@ class _Cutter:
 
 
 class _Rebatch(BufferedStage):
-    __slots__ = ("__weakref__", "_asked", "_cutter", "_ready")
+    __slots__ = ("__weakref__", "_asked", "_cutter")
 
     def __init__(
         self, downstream: Subscriber[Any], max_rows: int | None, max_bytes: int | None
     ) -> None:
         super().__init__(downstream)
         self._cutter = _Cutter(max_rows, max_bytes)
-        self._ready: deque[Any] = deque()
         self._asked = False  # one input requested and not yet received
 
     def _buffered_now(self) -> int:
@@ -253,43 +250,5 @@ class _Rebatch(BufferedStage):
             self._error = exc
 
     def _abandon_locked(self) -> list[Subscription]:
-        self._ready.clear()
         self._cutter.pending = []
         return super()._abandon_locked()
-
-    def _drain(self) -> None:
-        while True:
-            with self._lock:
-                if self._terminated:
-                    return
-                downstream = self._downstream
-                upstream = self._upstream
-                if self._cancelled or downstream is None:
-                    self._terminate_locked()
-                    self._ready.clear()
-                    cancel_only = True
-                else:
-                    cancel_only = False
-                    count = min(len(self._ready), self._demand)
-                    batch = [self._ready.popleft() for _ in range(count)]
-                    if count and self._demand != MAX_DEMAND:
-                        self._demand -= count
-                    error = self._error
-                    urgent = self._urgent
-                    finished = self._done and (not self._ready or urgent)
-                    if finished:
-                        self._terminate_locked()
-                        self._ready.clear()
-                    if not count and not finished:
-                        if self._guard.release_locked():
-                            continue  # work arrived while this pass ran
-                        return
-            if cancel_only:
-                if upstream is not None:
-                    cancel_quietly(upstream)
-                return
-            assert downstream is not None
-            self._deliver(downstream, batch)
-            if finished:
-                self._signal_terminal(downstream, upstream, error, urgent)
-                return

@@ -13,16 +13,19 @@ asks for them and deliver them from a drain loop. They share:
   breaking Rule 3.16, fails the stage) and the ``statistics()`` snapshot.
 - ``UpstreamStage``: a ``DownstreamStage`` that is also the ``Subscriber`` of one upstream,
   with the ``on_subscribe`` prologue (Rules 2.5 and 2.13).
-- ``BufferedStage``: an ``UpstreamStage`` whose upstream terminal signal waits in the
-  buffer (``_done``/``_error``) and whose own errors are "urgent": signalled at once, with
-  upstream cancelled.
+- ``BufferedStage``: an ``UpstreamStage`` with a ready queue and the one buffered drain
+  pass that delivers it (``on_backpressure_*``, ``rebatch``, ``buffer``, the time
+  operators): its upstream terminal signal waits behind the queue (``_done``/``_error``),
+  its own errors are "urgent" (signalled at once, with upstream cancelled), and its timers
+  are cancelled when it ends (``_stop_locked``).
 - ``InnerSubscriber``: one inner source of a coordinating ``DownstreamStage`` (``flat_map``,
   ``zip``): its bounded queue, completion flag and refill count; its error fails the owner.
 - ``PassThroughStage``: a stage without a buffer (the fused push chain, ``subscribe_on``):
   the terminal signal forwarded once.
 
-Each stage keeps its own logic (what it buffers, when it is finished, what it requests
-upstream) in its own module and implements ``_drain``.
+Each stage keeps its own logic (what it buffers, what it requests upstream) in its own
+module; a ``BufferedStage`` reuses the drain pass written here, the coordinating stages
+(``flat_map``, ``zip``) implement their own ``_drain``.
 """
 
 from __future__ import annotations
@@ -30,9 +33,9 @@ from __future__ import annotations
 import threading
 from abc import abstractmethod
 from collections import deque
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from .._demand import DrainLoop, WorkGuard, add_demand, validate_request
+from .._demand import MAX_DEMAND, DrainLoop, WorkGuard, add_demand, validate_request
 from .._exceptions import ProtocolViolationError
 from .._hooks import report_undeliverable
 from .._signals import (
@@ -46,7 +49,9 @@ from ..api import Subscriber, Subscription
 from ._base import StageStatistics
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
+
+    from ..schedulers import Cancellable
 
 __all__ = [
     "BufferedStage",
@@ -325,22 +330,30 @@ class InnerSubscriber(Subscriber[Any], Generic[OwnerT]):
 
 
 class BufferedStage(UpstreamStage):
-    """An ``UpstreamStage`` whose upstream terminal signal waits behind its buffer.
+    """An ``UpstreamStage`` that delivers a ready queue, its terminal signal behind it.
 
-    ``_done`` is set by the first terminal event (upstream ``on_error``/``on_complete``,
-    or an error of the stage's own); ``_urgent`` marks the stage's own errors (a Rule 3.9
-    request, an overflow), which are signalled without waiting for the buffer to drain,
-    with upstream cancelled because it is still running.
-    - ``InnerSubscriber``: one inner source of a coordinating ``DownstreamStage`` (``flat_map``,
-    ``zip``): its bounded queue, completion flag and refill count; its error fails the owner.
-    - ``PassThroughStage``: a stage without a buffer (the fused push chain, ``subscribe_on``):
-    terminal signals forwarded once.
+    ``_ready`` holds the elements due downstream, in order; the stage's one drain pass
+    (``_drain``, written here once) delivers them within demand (Rule 1.1) and sends the
+    terminal signal once (Rule 1.7). ``_done`` is set by the first terminal event (upstream
+    ``on_error``/``on_complete``, or an error of the stage's own); ``_urgent`` marks the
+    stage's own errors (a Rule 3.9 request, an overflow), which are signalled without
+    waiting for ``_ready`` to drain, with upstream cancelled because it is still running.
+    An upstream error waits behind ``_ready`` unless ``_errors_wait`` is ``False``.
+
+    Subclasses fill ``_ready`` under ``_lock`` and then run the loop (``_schedule``, or
+    ``self._guard.acquire_locked()`` in the same critical section and
+    ``self._loop.start_owned()`` after it), and may override ``_stop_locked`` (drop what
+    else they hold, return their timers) and ``_after_delivery``.
     """
 
-    __slots__ = ("_done", "_urgent")
+    __slots__ = ("_done", "_ready", "_urgent")
+
+    _errors_wait: ClassVar[bool] = True
+    """Whether an upstream error waits behind ``_ready`` (``True``) or overtakes it."""
 
     def __init__(self, downstream: Subscriber[Any]) -> None:
         super().__init__(downstream)
+        self._ready: deque[Any] = deque()
         self._done = False
         self._urgent = False
 
@@ -380,6 +393,79 @@ class BufferedStage(UpstreamStage):
                 self._error = error
                 self._done = True
                 self._urgent = True
+
+    def _buffered_now(self) -> int:
+        """Elements held right now (``_lock`` is held); by default ``len(_ready)``."""
+        return len(self._ready)
+
+    def _stop_locked(self) -> Sequence[Cancellable]:
+        """The stage ends: drop what it holds; return the timers to cancel (lock held).
+
+        Called once, by the terminating drain pass (or by ``_abandon_locked`` when a pass
+        raised). The timers are cancelled after the lock is released. By default: clear
+        ``_ready``, no timers.
+        """
+        self._ready.clear()
+        return ()
+
+    def _abandon_locked(self) -> list[Subscription]:
+        for timer in self._stop_locked():
+            timer.cancel()  # lock-free flags, or the timer's own lock
+        return super()._abandon_locked()
+
+    def _after_delivery(self, count: int) -> None:
+        """Hook: ``count`` elements went downstream (no lock held, inside the drain)."""
+
+    def _drain(self) -> None:
+        """Deliver ``_ready`` within demand; end the stage once finished or cancelled.
+
+        The one buffered pass: each turn takes a batch under the lock, or finds nothing to
+        do and gives the loop up in that same critical section (``release_locked``), or
+        terminates (``_terminate_locked`` retires the loop, ``_stop_locked`` hands back the
+        timers); the batch, the timers' cancellation and the signals happen without the lock.
+        """
+        while True:
+            with self._lock:
+                if self._terminated:
+                    return
+                downstream = self._downstream
+                upstream = self._upstream
+                if self._cancelled or downstream is None:
+                    self._terminate_locked()
+                    timers = self._stop_locked()
+                    cancel_only = True
+                else:
+                    cancel_only = False
+                    ready = self._ready
+                    count = min(len(ready), self._demand)
+                    batch = [ready.popleft() for _ in range(count)]
+                    if count and self._demand != MAX_DEMAND:
+                        self._demand -= count
+                    error = self._error
+                    urgent = self._urgent
+                    finished = self._done and (
+                        not ready or urgent or (error is not None and not self._errors_wait)
+                    )
+                    if finished:
+                        self._terminate_locked()
+                        timers = self._stop_locked()
+                    elif not count:
+                        if self._guard.release_locked():
+                            continue  # work arrived while this pass ran
+                        return
+            if cancel_only or finished:
+                for timer in timers:
+                    timer.cancel()
+            if cancel_only:
+                if upstream is not None:
+                    cancel_quietly(upstream)
+                return
+            assert downstream is not None
+            self._deliver(downstream, batch)
+            if finished:
+                self._signal_terminal(downstream, upstream, error, urgent)
+                return
+            self._after_delivery(count)
 
     def _signal_terminal(
         self,

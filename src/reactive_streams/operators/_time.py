@@ -20,14 +20,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
 from .._demand import MAX_DEMAND, check_positive
 from .._exceptions import MissingBackpressureError
-from .._signals import cancel_quietly, signal_on_complete, signal_on_error, signal_on_subscribe
+from .._signals import signal_on_complete, signal_on_error, signal_on_subscribe
 from ..schedulers import PeriodicTask, ScheduledTask, Scheduler, default_scheduler
 from ._base import Operator, StageOperator, check_subscriber
 from ._pull import PullPublisher
 from ._stage import BufferedStage, DownstreamStage
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ..api import Publisher, Subscriber, Subscription
+    from ..schedulers import Cancellable
 
 __all__ = [
     "DebounceOperator",
@@ -76,22 +79,17 @@ class _TimedStage(BufferedStage):
     sampling operator holds on error); completion waits until ``_ready`` is delivered.
     """
 
-    __slots__ = ("__weakref__", "_dropped", "_period", "_ready", "_scheduler", "_tasks")
+    __slots__ = ("__weakref__", "_dropped", "_period", "_scheduler", "_tasks")
 
     _name: ClassVar[str] = "time operator"
-    _errors_wait: ClassVar[bool] = False
-    """Whether an upstream error waits behind ``_ready`` (``delay``) or overtakes it."""
+    _errors_wait = False  # only ``delay`` keeps the elements before an upstream error
 
     def __init__(self, downstream: Subscriber[Any], period: float, scheduler: Scheduler) -> None:
         super().__init__(downstream)
         self._period = period
         self._scheduler = scheduler
-        self._ready: deque[Any] = deque()
         self._tasks: list[_Task] = []
         self._dropped = 0
-
-    def _buffered_now(self) -> int:
-        return len(self._ready)
 
     def _dropped_now(self) -> int:
         return self._dropped
@@ -136,60 +134,9 @@ class _TimedStage(BufferedStage):
         tasks, self._tasks = self._tasks, []
         return tasks
 
-    def _abandon_locked(self) -> list[Subscription]:
-        self._ready.clear()
-        for task in self._stop_timers_locked():
-            task.cancel()  # lock-free flags (a PeriodicTask takes only its own lock)
-        return super()._abandon_locked()
-
-    def _drain(self) -> None:
-        while True:
-            with self._lock:
-                if self._terminated:
-                    return
-                downstream = self._downstream
-                upstream = self._upstream
-                if self._cancelled or downstream is None:
-                    self._terminate_locked()
-                    self._ready.clear()
-                    tasks = self._stop_timers_locked()
-                    cancel_only = True
-                else:
-                    cancel_only = False
-                    count = min(len(self._ready), self._demand)
-                    batch = [self._ready.popleft() for _ in range(count)]
-                    if count and self._demand != MAX_DEMAND:
-                        self._demand -= count
-                    error = self._error
-                    urgent = self._urgent
-                    finished = self._done and (
-                        not self._ready or (error is not None and (urgent or not self._errors_wait))
-                    )
-                    if finished:
-                        self._terminate_locked()
-                        self._ready.clear()
-                        tasks = self._stop_timers_locked()
-                    if not count and not finished:
-                        if self._guard.release_locked():
-                            continue  # work arrived while this pass ran
-                        return
-            if cancel_only or finished:
-                for task in tasks:
-                    task.cancel()
-            if cancel_only:
-                if upstream is not None:
-                    cancel_quietly(upstream)
-                return
-            assert downstream is not None
-            self._deliver(downstream, batch)
-            if finished:
-                self._signal_terminal(downstream, upstream, error, urgent)
-                return
-            if count:
-                self._after_delivery(count)
-
-    def _after_delivery(self, count: int) -> None:
-        """Hook: ``count`` elements went downstream (no lock held, inside the drain)."""
+    def _stop_locked(self) -> Sequence[Cancellable]:
+        super()._stop_locked()
+        return self._stop_timers_locked()
 
 
 def _check_element(element: object) -> None:

@@ -53,6 +53,13 @@ class VirtualTimeScheduler(Scheduler):
             self._queue.push(task)
         return task
 
+    def schedule_at(self, instant: float, action: Callable[[], object]) -> ScheduledTask:
+        """Queue ``action`` at exactly ``instant`` virtual seconds (a past one: next advance)."""
+        with self._lock:
+            task = ScheduledTask(instant, action)
+            self._queue.push(task)
+        return task
+
     def advance(self, seconds: float = 0.0) -> None:
         """Move the clock forward by ``seconds``, running every action due on the way.
 
