@@ -74,15 +74,15 @@ def run_b(
 
 def sample_cost() -> float:
     """Seconds one sample of case (b)'s flow takes (both stages), measured in a loop."""
-    from reactive_streams.metrics._scheduler import ThreadScheduler
     from reactive_streams.metrics._stream import _Sampler
+    from reactive_streams.schedulers import ThreadTimerScheduler
 
     with ThreadPoolExecutor(1) as producer, ThreadPoolExecutor(1) as consumer:
         flow = Flow.range(0, B_N).subscribe_on(producer).publish_on(consumer, prefetch=BOUND)
         done = threading.Event()
         flow.subscribe(on_next=lambda _x: None, on_complete=done.set, prefetch=BOUND)
         done.wait(60)
-        sampler = _Sampler(flow, (), ThreadScheduler())
+        sampler = _Sampler(flow, (), ThreadTimerScheduler())
         rounds = 20_000
         start = time.perf_counter()
         for _ in range(rounds):
