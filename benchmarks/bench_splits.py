@@ -190,6 +190,7 @@ def main() -> None:
 
     from reactive_streams.spark import local_session
 
+    print(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores, shared)")
     spark = local_session(app_name="bench-splits")
     try:
         for times in (int(size) for size in args.sizes.split(",")):
@@ -220,7 +221,7 @@ def main() -> None:
                         f"  {label:34} spark.read.parquet {parquet:6.2f} s "
                         f"({rows / parquet:12,.0f} rows/s) | from_splits {splits:6.2f} s "
                         f"({rows / splits:12,.0f} rows/s, {batches} micro-batches) | "
-                        f"ratio {parquet / splits:.2f}x"
+                        f"ratio {parquet / splits:.2f}x | load {os.getloadavg()[0]:.1f}"
                     )
     finally:
         spark.stop()

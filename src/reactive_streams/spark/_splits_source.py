@@ -59,9 +59,9 @@ __all__ = [
     "SplitPartition",
     "SplitPlan",
     "SplitStreamReader",
+    "align",
     "decode_plan",
     "encode_plan",
-    "align",
     "read_partition",
     "spread",
 ]
