@@ -365,6 +365,17 @@ def test_parquet_row_groups_exact_in_bounded_micro_batches(
     assert len(batches) == 5  # ceil(5000 / 1200)
 
 
+def test_file_split_micro_batches_end_at_row_groups(spark: SparkSession, tmp_path: Path) -> None:
+    write_parquet(tmp_path / "part-0.parquet", 0, 3_500, row_group=1_000)
+    files = file_splits(tmp_path, batch_rows=300)
+    batches = run_available_now(files.to_dataframe(spark, max_records_per_trigger=1_500))
+    # 1,500 rounded down to the next row group's start (twice), then the last 1,500 rows.
+    assert [batch.num_rows for batch in batches] == [1_000, 1_000, 1_500]
+    ids = [batch.column("id").to_pylist() for batch in batches]
+    assert [min(part) for part in ids] == [0, 1_000, 2_000]
+    assert sorted(value for part in ids for value in part) == list(range(3_500))
+
+
 def test_csv_and_json_lines_exact(spark: SparkSession, tmp_path: Path) -> None:
     lines = ["id,name"] + [f"{i},row {i}" for i in range(1_500)]
     (tmp_path / "a.csv").write_text("\n".join(lines) + "\n")
