@@ -19,7 +19,9 @@ holds Spark's ``foreachBatch`` until then; each trigger asks ``to_spark_stream``
 one and the next, read ahead) and asks the source for one chunk of ``chunk_rows`` records
 at a time while it holds fewer. Records travel as Arrow record batches. So the driver
 holds at most about two triggers' records and one micro-batch's output whatever the
-input size.
+input size. That is ``--read-on driver`` (and ``--rate``); by default the files are read on
+the executors instead (``from_splits`` over the splits of ``_splits``), and the driver
+holds no record at all.
 """
 
 from __future__ import annotations
