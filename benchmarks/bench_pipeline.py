@@ -10,11 +10,11 @@ Python's imports) are in every wall time:
 * spark stream: ``spark.readStream.parquet(directory)`` with the schema,
   ``maxFilesPerTrigger`` 2, ``availableNow``, the same SQL in ``update`` mode,
   ``foreachBatch`` folding each micro-batch's groups (Spark's native streaming source);
-* pipeline (executors): ``reactive-streams pipeline --quiet --read-on executors``: the
-  files read and validated on the executors through ``from_splits`` (one split per file);
-* pipeline (driver): ``reactive-streams pipeline --quiet`` (``--read-on driver``, the
-  default): the files read and validated in the command's process, through
-  ``to_spark_stream``.
+* pipeline (executors): ``reactive-streams pipeline --quiet`` (``--read-on executors``,
+  the default, with its default budget of 1,000,000 records per micro-batch): the files
+  read and validated on the executors through ``from_splits`` (one split per file);
+* pipeline (driver): ``reactive-streams pipeline --quiet --read-on driver``: the files
+  read and validated in the command's process, through ``to_spark_stream``.
 
 Usage::
 
@@ -165,8 +165,7 @@ def main() -> None:
         "--max-records-per-trigger",
         type=int,
         default=None,
-        help="for the pipeline on the executors (default: a quarter of the rows, the "
-        "4 micro-batches the Spark stream makes of 8 files at 2 per trigger)",
+        help="for the pipeline on the executors (default: the command's own, 1,000,000)",
     )
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores, shared)")
@@ -175,7 +174,7 @@ def main() -> None:
         for repeat in args.repeat:
             source = work / f"flights-{repeat}x"
             rows = write_files(repeat, source)
-            budget = args.max_records_per_trigger or -(-rows // 4)
+            budget = args.max_records_per_trigger
             print(f"flights x{repeat}: {rows:,} rows in 8 Parquet files")
             for run in range(args.runs):
                 tag = f"{repeat}x-{run}"
@@ -199,7 +198,8 @@ def main() -> None:
                     f"({native / batch:.2f}x) | pipeline executors {executors:5.1f} s "
                     f"({executors / batch:.2f}x, {summary['micro_batches']} micro-batches, "
                     f"{executors / native:.2f}x the spark stream) | pipeline driver "
-                    f"{driver:5.1f} s ({driver / batch:.2f}x) | {groups:,} groups"
+                    f"{driver:5.1f} s ({driver / batch:.2f}x) | {groups:,} groups | load "
+                    f"average now {os.getloadavg()[0]:.1f}"
                 )
                 print(
                     "         Python driver peak memory: batch "

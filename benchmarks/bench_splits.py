@@ -21,8 +21,9 @@ ratio printed is Parquet's time over ``from_splits``' (rows/s of ``from_splits``
 fraction of Parquet's; the target is >= 0.8).
 
 ``--memory``: each executor Python worker's peak resident memory (psutil, sampled every
-20 ms over the processes below the driver JVM) while ``from_splits`` reads flights x1 with
-record batches of 1,000, 10,000 and 100,000 rows, each in a fresh Spark session.
+20 ms over the processes below the driver JVM) while ``from_splits`` reads the flights with
+record batches of 1,000, 10,000 and 100,000 rows, each in a fresh Spark session
+(``--memory-times 10``: flights x10; ``--sizes ''`` skips the comparison).
 """
 
 from __future__ import annotations
@@ -182,6 +183,9 @@ def main() -> None:
     parser.add_argument("--max-records", type=int, default=1_000_000, help="rows per trigger")
     parser.add_argument("--batch-rows", type=int, default=50_000, help="rows per record batch")
     parser.add_argument("--memory", action="store_true", help="also measure worker memory")
+    parser.add_argument(
+        "--memory-times", type=int, default=1, help="flights multiple of --memory (default 1)"
+    )
     parser.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
@@ -190,9 +194,10 @@ def main() -> None:
 
     from reactive_streams.spark import local_session
 
+    print(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores, shared)")
     spark = local_session(app_name="bench-splits")
     try:
-        for times in (int(size) for size in args.sizes.split(",")):
+        for times in (int(size) for size in args.sizes.split(",") if size):
             with tempfile.TemporaryDirectory() as work:
                 directory = Path(work)
                 rows = write_flights(directory, times, args.row_group)
@@ -220,15 +225,18 @@ def main() -> None:
                         f"  {label:34} spark.read.parquet {parquet:6.2f} s "
                         f"({rows / parquet:12,.0f} rows/s) | from_splits {splits:6.2f} s "
                         f"({rows / splits:12,.0f} rows/s, {batches} micro-batches) | "
-                        f"ratio {parquet / splits:.2f}x"
+                        f"ratio {parquet / splits:.2f}x | load {os.getloadavg()[0]:.1f}"
                     )
     finally:
         spark.stop()
 
     if args.memory:
         with tempfile.TemporaryDirectory() as work:
-            write_flights(Path(work), 1, args.row_group)
-            print("\nexecutor Python workers' peak RSS, flights x1 (MiB, per worker)")
+            write_flights(Path(work), args.memory_times, args.row_group)
+            print(
+                f"\nexecutor Python workers' peak RSS, flights x{args.memory_times} (MiB, per "
+                f"worker) | load {os.getloadavg()[0]:.1f}"
+            )
             for batch_rows in (1_000, 10_000, 100_000):
                 env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
                 completed = subprocess.run(

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import SparkSession
 
+    from reactive_streams.pipeline._config import ReadOn
+
 pytestmark = SPARK_MARKS
 
 TIMEOUT = 240.0
@@ -122,8 +124,9 @@ def test_a_spark_failure_mid_run_is_exit_1_without_partial_files(
     assert list(out.iterdir()) == []  # no result, no temporary file
 
 
+@pytest.mark.parametrize("read_on", ["driver", "executors"])
 def test_rerun_with_a_checkpoint_gives_the_same_exact_result(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, read_on: ReadOn
 ) -> None:
     data = tmp_path / "flights.csv"
     good = _flights_csv(data, 1_500)
@@ -133,7 +136,11 @@ def test_rerun_with_a_checkpoint_gives_the_same_exact_result(
         out = tmp_path / f"out-{attempt}"
         pipe = Pipeline(
             PipelineConfig(
-                inputs=(data,), output=out, checkpoint=checkpoint, max_records_per_trigger=400
+                inputs=(data,),
+                output=out,
+                checkpoint=checkpoint,
+                max_records_per_trigger=400,
+                read_on=read_on,
             )
         )
         _run(pipe, spark)
@@ -143,10 +150,13 @@ def test_rerun_with_a_checkpoint_gives_the_same_exact_result(
         assert_same_result(pq.read_table(out / "result.parquet").to_pandas(), expected)
         assert (checkpoint / "sink").is_dir()  # every batch journaled
         assert bool(result.notes) == (attempt == 1)
-    # The rerun found every micro-batch committed: it resumed at the end, read the input
-    # again only to skip it, and sent nothing to Spark.
+    # The rerun found every micro-batch committed: it resumed at the end and sent nothing
+    # to Spark (on the driver it read the input again only to skip it).
     assert "resumed from the checkpoint" in result.notes[0]
-    assert "micro-batches were committed before (1,500 records)" in result.notes[0]
+    if read_on == "driver":
+        assert "micro-batches were committed before (1,500 records)" in result.notes[0]
+    else:
+        assert "4 micro-batches were committed before" in result.notes[0]
     assert result.progress.records_emitted == 0
 
 
@@ -157,8 +167,13 @@ def test_a_run_stopped_midway_resumes_from_its_checkpoint_exactly(
     good = _flights_csv(data, 3_000)
     checkpoint = tmp_path / "checkpoint"
     expected = default_query_with_pandas(good)
+    # On the driver (the executors' restart: test_read_on_executors.py).
     config = PipelineConfig(
-        inputs=(data,), output=tmp_path / "out", checkpoint=checkpoint, max_records_per_trigger=400
+        inputs=(data,),
+        output=tmp_path / "out",
+        checkpoint=checkpoint,
+        max_records_per_trigger=400,
+        read_on="driver",
     )
     first = Pipeline(config)
     first.prepare()
@@ -245,10 +260,12 @@ def test_a_source_failure_mid_run_names_the_file_and_the_cause(
         return read(self, max_rows)
 
     monkeypatch.setattr(_formats.CsvReader, "read", failing_read)
+    # The patch reaches this process's reader, not an executor's: read on the driver (the
+    # executors' failures: test_read_on_executors.py).
     result = CliRunner().invoke(
         main,
         ["pipeline", "--input", str(data), "--output", str(tmp_path / "out"),
-         "--max-records-per-trigger", "400"],
+         "--max-records-per-trigger", "400", "--read-on", "driver"],
     )  # fmt: skip
     assert result.exit_code == 1, (result.stdout, result.stderr)
     # Not Spark's "Failed when Python streaming data source perform latestOffset: ...".

@@ -126,6 +126,38 @@ def test_a_file_that_disappears_after_planning_fails_the_run_naming_it(
     assert not (tmp_path / "out" / "result.parquet").exists()
 
 
+def test_a_split_that_fails_on_an_executor_fails_the_run_naming_it(tmp_path: Path) -> None:
+    import os
+
+    from click.testing import CliRunner
+
+    from reactive_streams.cli import main
+
+    # One file of two row groups: cut into two splits for the two cores of local[2]. The
+    # second row group's pages are overwritten (size, modification time and footer kept):
+    # planning and counting pass, reading it on the executor fails.
+    (tmp_path / "in").mkdir()
+    path = tmp_path / "in" / "flights.parquet"
+    frame = _flights(0, 1_000)
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path, row_group_size=500)
+    offset = pq.read_metadata(path).row_group(1).column(0).data_page_offset
+    status = path.stat()
+    with path.open("r+b") as handle:
+        handle.seek(offset)
+        handle.write(b"\xff" * 32)
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+    result = CliRunner().invoke(
+        main, ["pipeline", "--quiet", "--input", str(path), "--output", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(
+        f"Error: the pipeline failed: from_splits: split {path} (rows 500-999) (element 0): "
+    ), line
+    assert "the publisher failed: OSError: Couldn't deserialize thrift" in line  # pyarrow
+    assert not (tmp_path / "out" / "result.parquet").exists()
+
+
 def test_a_run_stopped_midway_resumes_exactly_with_each_dead_letter_once(
     spark: SparkSession, tmp_path: Path
 ) -> None:
@@ -176,13 +208,13 @@ def test_the_split_plan_is_part_of_the_checkpoint_fingerprint(
     _inputs(tmp_path / "in")
     checkpoint = tmp_path / "checkpoint"
     config = PipelineConfig(
-        inputs=(tmp_path / "in",), output=tmp_path / "out", checkpoint=checkpoint
+        inputs=(tmp_path / "in",), output=tmp_path / "out", checkpoint=checkpoint, read_on="driver"
     )
     pipe = Pipeline(config)
     _run(pipe, spark)
     assert pipe.finish().status == "completed"
     pipe.close()
-    executors = Pipeline(dataclasses.replace(config, read_on="executors"))
+    executors = Pipeline(dataclasses.replace(config, read_on=None))  # the default
     with pytest.raises(PipelineUsageError, match=r"the split plan"):
         executors.prepare()
 

@@ -19,7 +19,9 @@ from reactive_streams.pipeline._splits import (
     count_dead_letter_parts,
     count_records,
     list_splits,
+    master_cores,
     merge_dead_letters,
+    split_boundaries,
 )
 
 if TYPE_CHECKING:
@@ -135,5 +137,100 @@ def test_a_file_that_disappears_after_planning_is_named(tmp_path: Path) -> None:
 def test_rate_needs_the_reader_in_this_process() -> None:
     from reactive_streams.pipeline import Pipeline, PipelineConfig, PipelineUsageError
 
-    with pytest.raises(PipelineUsageError, match=r"--rate .* --read-on driver"):
+    with pytest.raises(PipelineUsageError, match=r"--rate .* drop --read-on executors"):
         Pipeline(PipelineConfig(rate=5.0, read_on="executors"))
+
+
+def test_executors_are_the_default_and_rate_alone_reads_on_the_driver() -> None:
+    from reactive_streams.pipeline import PipelineConfig
+    from reactive_streams.pipeline._config import (
+        DEFAULT_EXECUTOR_RECORDS_PER_TRIGGER,
+        DEFAULT_MAX_RECORDS_PER_TRIGGER,
+    )
+
+    default = PipelineConfig()
+    assert (default.reads_on, default.trigger_records) == (
+        "executors",
+        DEFAULT_EXECUTOR_RECORDS_PER_TRIGGER,
+    )
+    paced = PipelineConfig(rate=5.0)
+    assert (paced.reads_on, paced.trigger_records) == ("driver", DEFAULT_MAX_RECORDS_PER_TRIGGER)
+    driver = PipelineConfig(read_on="driver", max_records_per_trigger=7)
+    assert (driver.reads_on, driver.trigger_records) == ("driver", 7)
+
+
+def test_master_cores() -> None:
+    assert master_cores("local[3]") == 3
+    assert master_cores("local[4,2]") == 4
+    assert master_cores("local-cluster[2, 2, 1024]") == 4
+    assert master_cores("local[*]") >= 1
+    assert master_cores("spark://host:7077") >= 1
+
+
+def _rows_file(path: Path, rows: int, row_group: int, start: int = 0) -> Path:
+    table = pa.table({"id": list(range(start, start + rows)), "x": [1.0] * rows})
+    pq.write_table(table, path, row_group_size=row_group)
+    return path
+
+
+def test_a_big_parquet_file_is_cut_into_row_group_runs(tmp_path: Path) -> None:
+    big = _rows_file(tmp_path / "a.parquet", 1_000, 100)
+    small = _rows_file(tmp_path / "b.parquet", 150, 100, start=1_000)
+    plan = plan_inputs([big, small])
+    assert [(s.first, s.rows) for s in list_splits(plan.files, parallelism=2)] == [
+        (0, None),
+        (0, None),
+    ]  # enough splits already: one per file
+    splits = list_splits(plan.files, parallelism=4)
+    assert [(s.item.path.name, s.first, s.rows) for s in splits] == [
+        ("a.parquet", 0, 200),  # the larger half, halved again
+        ("a.parquet", 200, 300),
+        ("a.parquet", 500, 500),
+        ("b.parquet", 0, None),
+    ]
+    assert [split_boundaries(s) for s in splits] == [
+        (100,),
+        (100, 200),
+        (100, 200, 300, 400),
+        (100,),
+    ]
+    assert [count_records(s) for s in splits] == [200, 300, 500, 150]
+    assert str(splits[1]) == f"{big} (rows 200-499)"
+    reader = SplitReader(tuple(plan.schema.names), plan.schema, chunk_rows=70)
+    ids: list[int] = []
+    for split in splits:
+        batches = list(reader.batches(split, 0))
+        # Chunks end at row groups: no chunk crosses a boundary of its split.
+        edges = {0, *split.boundaries, count_records(split)}
+        ends, position = [], 0
+        for batch in batches:
+            position += batch.num_rows
+            ends.append(position)
+        starts = [0, *ends[:-1]]
+        assert all(
+            not any(first < edge < end for edge in edges)
+            for first, end in zip(starts, ends, strict=True)
+        )
+        assert position == count_records(split)
+        ids.extend(pa.Table.from_batches(batches).column("id").to_pylist())
+    assert ids == list(range(1_150))
+    # Opened at an offset inside a range: exactly what follows, up to the range's end.
+    rest = pa.Table.from_batches(list(reader.batches(splits[1], 250)))
+    assert rest.column("id").to_pylist() == list(range(450, 500))
+
+
+def test_dead_letters_of_a_range_split_give_the_row_in_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.parquet"
+    pq.write_table(
+        pa.table({"id": list(range(10)), "x": ["1"] * 7 + ["zz"] + ["1"] * 2}),
+        path,
+        row_group_size=4,
+    )
+    plan = plan_inputs([path])
+    schema = plan.schema.set(1, pa.field("x", pa.float64()))
+    splits = list_splits(plan.files, parallelism=2)
+    assert [(s.first, s.rows) for s in splits] == [(0, 4), (4, 6)]
+    reader = SplitReader(tuple(schema.names), schema)
+    table = pa.Table.from_batches(list(reader.batches(splits[1], 0)))
+    dead = [json.loads(text) for text in table.column(DEAD_COLUMN).drop_null().to_pylist()]
+    assert [(letter["source"], letter["row"]) for letter in dead] == [(str(path), 7)]

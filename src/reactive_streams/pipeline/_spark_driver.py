@@ -1,8 +1,9 @@
 """The Spark driver's JVM as the pipeline sees it: alive or not, how much memory, how it died.
 
 PySpark starts the driver's JVM as a child process of this one (``spark-submit`` execs
-``java``) and keeps the ``subprocess.Popen`` on ``SparkContext._gateway.proc``: the one
-private PySpark attribute this module reads. When the JVM was started some other way
+``java``) and keeps its ``subprocess.Popen`` (a private attribute, read through
+``reactive_streams.spark._pyspark_internals.gateway_process`` with the other private
+PySpark reads and their tests). When the JVM was started some other way
 (``PYSPARK_GATEWAY_PORT``), there is no process to watch and every function here answers
 "unknown" (``None``), so the pipeline then relies on py4j's errors alone.
 """
@@ -54,12 +55,10 @@ class DriverProcess:
     def of_active_context(cls) -> DriverProcess:
         """The JVM behind the running ``SparkContext`` (``process`` ``None`` if unknown)."""
         try:
-            from pyspark import SparkContext  # noqa: PLC0415
+            from ..spark._pyspark_internals import gateway_process  # noqa: PLC0415
         except ImportError:
             return cls(None)
-        gateway: Any = getattr(SparkContext, "_gateway", None)
-        process = getattr(gateway, "proc", None)
-        return cls(process if isinstance(process, subprocess.Popen) else None)
+        return cls(gateway_process())
 
     @property
     def pid(self) -> int | None:
@@ -107,11 +106,10 @@ def quiet_accumulator_server() -> None:
     ``reactive_streams.pipeline`` logger at DEBUG level instead.
     """
     try:
-        from pyspark import SparkContext  # noqa: PLC0415
+        from ..spark._pyspark_internals import accumulator_server  # noqa: PLC0415
     except ImportError:
         return
-    context: Any = SparkContext._active_spark_context
-    server = getattr(context, "_accumulatorServer", None)
+    server: Any = accumulator_server()
     if server is None:
         return
 

@@ -33,6 +33,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -60,7 +61,9 @@ __all__ = [
     "count_dead_letter_parts",
     "count_records",
     "list_splits",
+    "master_cores",
     "merge_dead_letters",
+    "split_boundaries",
 ]
 
 KIND_COLUMN: Final = "_rs_kind"
@@ -83,6 +86,12 @@ class PipelineSplit:
             for the cached flights).
         size: its size in bytes when planned.
         mtime_ns: its modification time when planned.
+        first: the file's record where the split starts (``0``: the whole file).
+        rows: the split's records when it is a range of a Parquet file's row groups;
+            ``None``: the file from ``first`` to its end.
+        boundaries: where the split's Parquet row groups start, in records from
+            ``first`` (after the first, ascending); a micro-batch ends at one of them
+            (``split_boundaries``) and a chunk never crosses one.
     """
 
     item: InputFile
@@ -90,33 +99,128 @@ class PipelineSplit:
     label: str
     size: int
     mtime_ns: int
+    first: int = 0
+    rows: int | None = None
+    boundaries: tuple[int, ...] = ()
 
     def __str__(self) -> str:
-        return self.label
+        if self.rows is None:
+            return self.label
+        return f"{self.label} (rows {self.first:,}-{self.first + self.rows - 1:,})"
 
 
-def list_splits(files: Sequence[InputFile], label: str | None = None) -> tuple[PipelineSplit, ...]:
-    """One split per file, in order, with each file's size and modification time now.
+def split_boundaries(split: PipelineSplit) -> tuple[int, ...]:
+    """``split.boundaries``: ``from_splits`` rounds each micro-batch's share to them."""
+    return split.boundaries
+
+
+def _row_groups(path: Path) -> list[int]:
+    """The rows of each row group of a Parquet file (its footer)."""
+    metadata = pq.read_metadata(path)
+    return [metadata.row_group(group).num_rows for group in range(metadata.num_row_groups)]
+
+
+def _ranges(groups: list[list[int]], parallelism: int) -> list[list[int]]:
+    """Runs of row groups, the largest halved until there are ``parallelism`` of them.
+
+    A run of two or more row groups is cut at the row group nearest its middle; this stops
+    when every run is a single row group.
+
+    >>> _ranges([[10, 10, 10, 10]], 3)
+    [[10], [10], [10, 10]]
+    >>> _ranges([[10, 10], [5]], 2)
+    [[10, 10], [5]]
+    """
+    runs = [list(run) for run in groups]
+    while len(runs) < parallelism:
+        candidates = [index for index, run in enumerate(runs) if len(run) > 1]
+        if not candidates:
+            break
+        widest = max(candidates, key=lambda index: (sum(runs[index]), -index))
+        run = runs[widest]
+        half, total, cut = sum(run) / 2, 0, 1
+        best = None
+        for position in range(1, len(run)):
+            total += run[position - 1]
+            if best is None or abs(total - half) < best:
+                best, cut = abs(total - half), position
+        runs[widest : widest + 1] = [run[:cut], run[cut:]]
+    return runs
+
+
+def master_cores(master: str) -> int:
+    """The cores a Spark master URL reads with.
+
+    ``local[N]``: N; ``local-cluster[E,C,M]``: E times C; ``local[*]`` and any cluster
+    manager's URL: this machine's.
+
+    >>> master_cores("local[2]"), master_cores("local-cluster[2,1,1024]"), master_cores("local")
+    (2, 2, 1)
+    """
+    found = re.fullmatch(r"local(?:\[(\d+)(?:,\s*\d+)?\])?", master.strip())
+    if found is not None:
+        return int(found.group(1) or 1)
+    found = re.fullmatch(r"local-cluster\[(\d+),\s*(\d+),\s*\d+\]", master.strip())
+    if found is not None:
+        return int(found.group(1)) * int(found.group(2))
+    return os.cpu_count() or 1
+
+
+def list_splits(
+    files: Sequence[InputFile], label: str | None = None, *, parallelism: int = 1
+) -> tuple[PipelineSplit, ...]:
+    """The splits of ``files``, in order, with each file's size and modification time now.
+
+    One split per file, except that when there are fewer than ``parallelism`` splits,
+    Parquet files are cut into runs of whole row groups (the largest run halved first)
+    until there are ``parallelism`` splits or every run is one row group: so a single big
+    file still keeps every core busy. A Parquet split also carries where its row groups
+    start (``boundaries``).
 
     Args:
         files: the input files.
         label: how to name every split (the default input); ``None``: by path.
+        parallelism: how many splits to aim for (the cores Spark reads with).
 
     Raises:
         OSError: a file cannot be examined.
+        pyarrow.ArrowException: a Parquet file's footer is not valid.
     """
-    splits = []
+    entries: list[tuple[int, InputFile, os.stat_result, list[int] | None]] = []
     for index, item in enumerate(files):
-        status = item.path.stat()
-        splits.append(
-            PipelineSplit(
-                item=item,
-                index=index,
-                label=label if label is not None else str(item.path),
-                size=status.st_size,
-                mtime_ns=status.st_mtime_ns,
+        groups = _row_groups(item.path) if item.format == "parquet" else None
+        entries.append((index, item, item.path.stat(), groups))
+    runs_of = {index: [groups] for index, _, _, groups in entries if groups}
+    if parallelism > len(entries) and runs_of:
+        flat = [(index, run) for index, runs in runs_of.items() for run in runs]
+        cut = _ranges([run for _, run in flat], parallelism - (len(entries) - len(flat)))
+        # _ranges keeps the order of the runs: map the pieces back to their files.
+        runs_of, position = {}, 0
+        for index, run in flat:
+            pieces, covered = [], 0
+            while covered < len(run):
+                pieces.append(cut[position])
+                covered += len(cut[position])
+                position += 1
+            runs_of[index] = pieces
+    splits = []
+    for index, item, status, _groups in entries:
+        runs = runs_of.get(index, [[]])
+        first = 0
+        for run in runs:
+            splits.append(
+                PipelineSplit(
+                    item=item,
+                    index=index,
+                    label=label if label is not None else str(item.path),
+                    size=status.st_size,
+                    mtime_ns=status.st_mtime_ns,
+                    first=first,
+                    rows=None if len(runs) == 1 else sum(run),
+                    boundaries=tuple(sum(run[:end]) for end in range(1, len(run))),
+                )
             )
-        )
+            first += sum(run)
     return tuple(splits)
 
 
@@ -143,7 +247,8 @@ _COUNTS: dict[tuple[str, int, int], int] = {}
 def count_records(split: PipelineSplit) -> int:
     """Records of ``split`` as its reader numbers them (what ``start`` counts).
 
-    Parquet: rows (footer). CSV: physical lines after the header (a blank or malformed
+    Parquet: rows (footer; a range split: its row groups' rows). CSV: physical lines after
+    the header (a blank or malformed
     line is a record: it becomes a dead letter). JSON Lines: lines up to the last
     non-blank one (blank lines are read over, never published on their own). Cached per
     file version in the calling process (Spark asks before every micro-batch).
@@ -153,6 +258,8 @@ def count_records(split: PipelineSplit) -> int:
         ValueError: the file changed since it was planned.
     """
     _check_unchanged(split)
+    if split.rows is not None:
+        return split.rows
     key = (str(split.item.path), split.size, split.mtime_ns)
     cached = _COUNTS.get(key)
     if cached is not None:
@@ -219,11 +326,22 @@ class SplitReader:
         # A JSON Lines reader reads blank lines after a record with it: the last chunk may
         # cover blank lines past the last record, which ``count_records`` leaves out.
         limit = count_records(split) if split.item.format == "jsonl" else None
-        reader = open_reader(split.item, list(self.columns), start=start)
+        # A Parquet chunk ends at the next row group: a micro-batch's share ends at one
+        # (split_boundaries), so the last chunk reads nothing past it.
+        edges = [edge for edge in split.boundaries if edge > start]
+        if split.rows is not None:
+            edges.append(split.rows)
+        reader = open_reader(split.item, list(self.columns), start=split.first + start)
         try:
             position = start
-            while (chunk := reader.read(self.chunk_rows)) is not None:
-                batch = self._align(split, chunk, position)
+            while split.rows is None or position < split.rows:
+                while edges and edges[0] <= position:
+                    edges.pop(0)
+                wanted = min(self.chunk_rows, edges[0] - position) if edges else self.chunk_rows
+                chunk = reader.read(wanted)
+                if chunk is None:
+                    break
+                batch = self._align(split, chunk, split.first + position)
                 position += chunk.consumed
                 if limit is not None and position > limit:
                     batch = batch.slice(0, max(0, batch.num_rows - (position - limit)))

@@ -10,7 +10,7 @@ from ._to_spark_stream import as_struct
 from .session import require_classic
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
     from pyspark.sql import DataFrame, SparkSession
@@ -36,6 +36,7 @@ def from_splits(
     chunk_rows: int = 10_000,
     read_timeout: float = 300.0,
     name: Callable[[S], str] = str,
+    boundaries: Callable[[S], Sequence[int]] | None = None,
 ) -> DataFrame:
     """A streaming DataFrame whose micro-batches are read from ``splits`` on the executors.
 
@@ -89,6 +90,13 @@ def from_splits(
             so the most rows one worker holds, ``>= 1``.
         read_timeout: seconds a worker waits for requested elements before failing.
         name: how errors name a split (``str`` by default).
+        boundaries: optional ``split -> offsets``, ascending: where in the split a
+            micro-batch may end cheaply (for Parquet, the first row of each row group).
+            Each split's share is then rounded down to a boundary, or up to the next one
+            when rounding down leaves it nothing (a micro-batch may exceed its budget by
+            less than one row group per split), so no micro-batch starts inside a row
+            group and nothing is decoded twice. Called once per split and query, in the
+            streaming source runner.
 
     Returns:
         A streaming DataFrame. Any number of queries may read it (each has its own
@@ -149,12 +157,13 @@ def from_splits(
         max_records_per_trigger=max_records_per_trigger,
         read_timeout=float(read_timeout),
         stream_id=uuid.uuid4().hex,
+        boundaries=boundaries,
     )
     try:
         encoded = encode_plan(plan)
     except Exception as exc:
         raise TypeError(
-            f"from_splits: the splits, opener, count and transform must pickle "
+            f"from_splits: the splits, opener, count, transform and boundaries must pickle "
             f"(they run in Spark's processes): {type(exc).__name__}: {exc}"
         ) from exc
     # One registration for every from_splits stream: the option says which stream this is,

@@ -21,10 +21,16 @@ Assumptions, one per function:
 * ``executor_count``: ``_jsc.sc().getExecutorMemoryStatus()`` has one entry per block
   manager: the driver's plus one per executor.
 * ``driver_jvm_pid``: the driver JVM answers ``java.lang.ProcessHandle.current().pid()``.
+* ``gateway_process``: when PySpark launched the driver JVM itself, it keeps the JVM's
+  ``subprocess.Popen`` on ``SparkContext._gateway.proc``.
+* ``accumulator_server``: the running context keeps its accumulator server (a
+  ``socketserver.TCPServer`` in this process) on ``_accumulatorServer``.
 """
 
 from __future__ import annotations
 
+import socketserver
+import subprocess
 from typing import TYPE_CHECKING, Any
 
 from pyspark import SparkContext
@@ -40,11 +46,13 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = [
+    "accumulator_server",
     "active_context",
     "analyzed_plan",
     "arrow_batch_messages",
     "driver_jvm_pid",
     "executor_count",
+    "gateway_process",
     "jvm",
     "parse_ddl",
     "source_names",
@@ -114,3 +122,20 @@ def executor_count(spark: SparkSession) -> int:
 def driver_jvm_pid(spark: SparkSession) -> int:
     """The process id of the driver JVM."""
     return int(jvm(spark).java.lang.ProcessHandle.current().pid())
+
+
+def gateway_process() -> subprocess.Popen[bytes] | None:
+    """The driver JVM's process, if PySpark launched it (``SparkContext._gateway.proc``).
+
+    ``None`` when no context ever started, or the JVM was started some other way
+    (``PYSPARK_GATEWAY_PORT``): PySpark then has no process to keep.
+    """
+    gateway: Any = getattr(SparkContext, "_gateway", None)
+    process = getattr(gateway, "proc", None)
+    return process if isinstance(process, subprocess.Popen) else None
+
+
+def accumulator_server() -> socketserver.BaseServer | None:
+    """The running context's accumulator server (``_accumulatorServer``), or ``None``."""
+    server = getattr(SparkContext._active_spark_context, "_accumulatorServer", None)
+    return server if isinstance(server, socketserver.BaseServer) else None

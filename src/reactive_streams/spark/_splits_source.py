@@ -59,6 +59,7 @@ __all__ = [
     "SplitPartition",
     "SplitPlan",
     "SplitStreamReader",
+    "align",
     "decode_plan",
     "encode_plan",
     "read_partition",
@@ -75,6 +76,10 @@ Counter = Callable[[Any], int]
 
 Transform = Callable[[pa.RecordBatch], pa.RecordBatch]
 """Applied to every chunk in the executor, before it is cast to the stream's schema."""
+
+Boundaries = Callable[[Any], Sequence[int]]
+"""``boundaries(split)``: the offsets inside the split where a micro-batch may end cheaply
+(for Parquet, where each row group starts), ascending."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,6 +98,7 @@ class SplitPlan:
             and so the most rows a worker holds.
         max_records_per_trigger: the default row budget of a micro-batch.
         read_timeout: seconds a worker waits for a requested chunk before failing.
+        boundaries: optional, see ``Boundaries``; each share is rounded to them (``align``).
     """
 
     splits: tuple[Any, ...]
@@ -105,6 +111,7 @@ class SplitPlan:
     max_records_per_trigger: int = 100_000
     read_timeout: float = 300.0
     stream_id: str = field(default="")
+    boundaries: Boundaries | None = None
 
 
 def encode_plan(plan: SplitPlan) -> str:
@@ -153,6 +160,32 @@ def spread(available: Sequence[int], budget: int | None) -> list[int]:
     return shares
 
 
+def align(begin: int, end: int, count: int, boundaries: Sequence[int]) -> int:
+    """``end`` moved to a boundary: the last one in ``begin + 1 .. end``, else the next one.
+
+    A share that would end inside a row group ends at the row group's start instead (or,
+    when that would leave the split nothing this micro-batch, at its end: at most one row
+    group over the budget), so the next micro-batch starts at a row group and nothing is
+    decoded twice. ``count`` (the split's end) is always a boundary; ``end == begin``
+    (no share) stays, and so does every end of a split without boundaries.
+
+    >>> align(0, 70, 200, [50, 100, 150])
+    50
+    >>> align(100, 120, 200, [50, 100, 150])
+    150
+    >>> align(150, 180, 200, [50, 100, 150])
+    200
+    >>> align(10, 30, 200, [])
+    30
+    """
+    if end <= begin or end >= count or not boundaries:
+        return end
+    below = [edge for edge in boundaries if begin < edge <= end]
+    if below:
+        return max(below)
+    return min([edge for edge in boundaries if end < edge < count] + [count])
+
+
 class SplitPartition(InputPartition):
     """Elements ``start..end - 1`` of split number ``index`` (one Spark task).
 
@@ -187,6 +220,7 @@ class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._plan = decode_plan(lowered["plan"])
         self._schema = schema
         self._targets: list[int] | None = None
+        self._boundaries_cache: dict[int, list[int]] = {}
 
     # ------------------------------------------------------- the driver side (runner)
     def initialOffset(self) -> dict[str, list[int]]:
@@ -252,7 +286,28 @@ class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:  # a limit that does not count rows: keep to the stream's own
             budget = self._plan.max_records_per_trigger
         shares = spread(available, budget)
-        return {"rows": [done + share for done, share in zip(begin, shares, strict=True)]}
+        ends = [done + share for done, share in zip(begin, shares, strict=True)]
+        if self._plan.boundaries is not None:
+            ends = [
+                align(done, end, count, self._edges(index))
+                for index, (done, end, count) in enumerate(zip(begin, ends, counts, strict=True))
+            ]
+        return {"rows": ends}
+
+    def _edges(self, index: int) -> Sequence[int]:
+        """The split's boundaries (``SplitPlan.boundaries``), asked once per split."""
+        cache = self._boundaries_cache
+        if index not in cache:
+            assert self._plan.boundaries is not None
+            split, name = self._plan.splits[index], self._plan.names[index]
+            try:
+                cache[index] = sorted(int(edge) for edge in self._plan.boundaries(split))
+            except Exception as exc:
+                raise SplitReadError(
+                    f"from_splits: the boundaries of split {name} failed: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+        return cache[index]
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[SplitPartition]:
         """One partition per split with elements between ``start`` and ``end``."""

@@ -23,8 +23,9 @@ once per file version (the count is cached by path, size and modification time).
 
 Seeking: a Parquet split starts at the row group holding its offset and skips rows inside
 it; CSV skips rows while parsing (``skip_rows_after_names``); JSON Lines skips lines
-without parsing them. So files with row groups of about ``chunk_rows`` rows re-read the
-least when a micro-batch ends inside one.
+without parsing them. ``FileSplits.to_dataframe`` rounds each micro-batch's share of a
+Parquet file to its row groups (``row_group_starts``), so a micro-batch never ends inside
+one and no row group is decoded twice.
 """
 
 from __future__ import annotations
@@ -53,7 +54,15 @@ if TYPE_CHECKING:
 
     from ..api import Publisher
 
-__all__ = ["FileFormat", "FileOpener", "FileSplit", "FileSplits", "count_rows", "file_splits"]
+__all__ = [
+    "FileFormat",
+    "FileOpener",
+    "FileSplit",
+    "FileSplits",
+    "count_rows",
+    "file_splits",
+    "row_group_starts",
+]
 
 FileFormat = Literal["parquet", "csv", "jsonl"]
 """The file formats ``file_splits`` reads."""
@@ -143,6 +152,35 @@ def count_rows(split: FileSplit) -> int:
         rows = sum(1 for _ in _json_lines(split.path))
     _COUNTS[key] = int(rows)
     return int(rows)
+
+
+_STARTS: dict[tuple[str, int, int], tuple[int, ...]] = {}
+
+
+def row_group_starts(split: FileSplit) -> tuple[int, ...]:
+    """Where each row group after the first starts, in rows from the split's start.
+
+    ``from_splits`` (``boundaries=``) ends each micro-batch's share of a Parquet file at
+    one of them, so the next micro-batch starts at a row group and decodes nothing twice.
+    Empty for a row-group split, a CSV or a JSON Lines file. Cached per file version.
+
+    Raises:
+        FileNotFoundError: the file disappeared since it was listed.
+        ValueError: the file changed since it was listed.
+    """
+    if split.format != "parquet" or split.row_group is not None:
+        return ()
+    _check_unchanged(split)
+    key = (split.path, split.size, split.mtime_ns)
+    cached = _STARTS.get(key)
+    if cached is None:
+        metadata = pq.ParquetFile(split.path).metadata
+        starts, first = [], 0
+        for group in range(metadata.num_row_groups - 1):
+            first += metadata.row_group(group).num_rows
+            starts.append(first)
+        cached = _STARTS[key] = tuple(starts)
+    return cached
 
 
 def _json_lines(path: str) -> Iterator[bytes]:
@@ -313,8 +351,10 @@ class FileSplits:
             schema: the stream's schema; ``spark_schema`` by default (pass the output
                 schema when a ``transform`` changes the columns).
             **options: ``from_splits`` keywords (``max_records_per_trigger``,
-                ``chunk_rows``, ``transform``, ``read_timeout``).
+                ``chunk_rows``, ``transform``, ``read_timeout``); ``boundaries`` is
+                ``row_group_starts`` unless given (``None``: shares are not rounded).
         """
+        options.setdefault("boundaries", row_group_starts)
         return from_splits(
             self.splits,
             self.opener,
@@ -398,10 +438,12 @@ def file_splits(
             order, skipping names that start with ``.`` or ``_``.
         format: the files' format; by default each file's suffix says.
         by_row_group: one split per Parquet row group (``True``) or per file (the
-            default). Row-group splits give more tasks per micro-batch, but a micro-batch
-            that ends inside a row group makes the next one decode that row group again
-            up to its offset (Parquet cannot seek inside a row group): choose them when
-            each split's share of a micro-batch is at least a row group.
+            default). Row-group splits give more tasks per micro-batch, but each task
+            opens its file and reads its footer, and a micro-batch that ends inside a row
+            group makes the next one decode that row group again up to its offset
+            (Parquet cannot seek inside a row group). With file splits,
+            ``to_dataframe`` rounds each micro-batch's share to the file's row groups
+            (``row_group_starts``), so that never happens.
         schema: the columns and types to read; by default the first file's (Parquet
             footer; CSV's first block; JSON Lines' first 1,000 lines).
         batch_rows: the most rows per record batch the opener publishes.
