@@ -53,6 +53,9 @@ class PipelineConfig:
             starts Spark; ``None``: they share this process's stderr.
         read_on: where the input is read and validated (``ReadOn``); ``--rate`` needs
             ``"driver"``.
+        metrics_port: serve Prometheus metrics on this port while the job runs (``0``: a
+            free port, see ``Pipeline.metrics.url``); ``None``: not served.
+        metrics_host: the address the metrics are served on.
     """
 
     inputs: tuple[Path, ...] = ()
@@ -72,6 +75,8 @@ class PipelineConfig:
     spark_output: Path | None = None
     encoding: str = DEFAULT_ENCODING
     read_on: ReadOn = "driver"
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     @property
     def dead_letter_path(self) -> Path:
