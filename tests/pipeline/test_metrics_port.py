@@ -60,11 +60,11 @@ def test_spark_waits_on_the_sink_or_runs_a_trigger() -> None:
     running = {"isTriggerActive": True, "message": "Processing new data"}
     offsets = {"isTriggerActive": True, "message": "Getting offsets from PythonMicroBatchStream"}
     between = {"isTriggerActive": False, "message": "Waiting for data to arrive"}
-    assert spark_state(folding, status=running, ended=False) == "backpressured"
-    assert spark_state(waiting, status=running, ended=False) == "busy"
-    assert spark_state(waiting, status=offsets, ended=False) == "idle"  # waits for its source
-    assert spark_state(waiting, status=between, ended=False) == "idle"
-    assert spark_state(waiting, status=running, ended=True) == "idle"
+    assert spark_state(folding, running) == "backpressured"
+    assert spark_state(waiting, running) == "busy"
+    assert spark_state(waiting, offsets) == "idle"  # waits for its source
+    assert spark_state(waiting, between) == "idle"
+    assert spark_state(_stats(3, 3, done=True), running) == "idle"
     assert sink_state(folding) == "busy"
     assert sink_state(waiting) == "idle"
     assert sink_state(_stats(0, 0)) == "idle"

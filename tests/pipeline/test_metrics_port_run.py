@@ -99,6 +99,11 @@ def _sink_held_back(samples: dict[str, dict[str, float]]) -> bool:
     return samples.get("reactive_streams_pipeline_bottleneck", {}).get("sink") == 1.0
 
 
+def _final(pipe: Pipeline) -> bool:
+    latest = pipe.metrics.latest()
+    return latest is not None and all(stage.terminated for stage in latest.stages)
+
+
 def test_executors_run_serves_every_stage_and_names_the_held_sink(
     spark: SparkSession, tmp_path: Path, held_sink: threading.Event
 ) -> None:
@@ -106,6 +111,7 @@ def test_executors_run_serves_every_stage_and_names_the_held_sink(
     data.mkdir()
     _flights_csv(data / "a.csv", 600)
     _flights_csv(data / "b.csv", 400)
+    stages = {"source", "spark", "sink"}
     pipe = Pipeline(
         PipelineConfig(
             inputs=(data,), output=tmp_path / "out", read_on="executors",
@@ -121,12 +127,20 @@ def test_executors_run_serves_every_stage_and_names_the_held_sink(
         progress = pipe.progress()
         held_sink.set()
         assert pipe.wait(DEADLINE)
+        deadline = time.monotonic() + DEADLINE
+        while not _final(pipe):  # sampling ends with one snapshot of the final counts
+            assert time.monotonic() < deadline, "no final snapshot"
+            time.sleep(0.1)
+        final = _scrape(url)
         result = pipe.finish()
     finally:
         held_sink.set()
         pipe.close()
     assert result.status == "completed", result.error
-    stages = {"source", "spark", "sink"}
+    assert final["reactive_streams_stage_elements_in_total"]["source"] == 1_000
+    assert final["reactive_streams_stage_elements_out_total"]["spark"] == 1_000
+    assert final["reactive_streams_pipeline_bottleneck"] == dict.fromkeys(stages, 0.0)
+
     for name in ("reactive_streams_stage_elements_out_total",
                  "reactive_streams_stage_busy_ms_per_second",
                  "reactive_streams_stage_backpressured_ms_per_second",

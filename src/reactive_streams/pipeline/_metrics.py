@@ -93,13 +93,13 @@ def bridge_state(stats: StreamStatistics, *, moved: bool) -> StageState:
     return "busy" if moved else "idle"
 
 
-def spark_state(sink: StreamStatistics, *, status: Mapping[str, Any], ended: bool) -> StageState:
+def spark_state(sink: StreamStatistics, status: Mapping[str, Any]) -> StageState:
     """Spark's micro-batches: ``sink`` is the demand of its downstream.
 
     ``status`` is ``StreamingQuery.status``: a trigger runs while ``isTriggerActive``,
     except while it gets offsets (it waits for its source to say what it has).
     """
-    if ended or sink.terminated or sink.cancelled:
+    if sink.terminated or sink.cancelled:
         return "idle"
     if sink.requested > 0 and _outstanding(sink) == 0:
         return "backpressured"  # foreachBatch waits for the sink
@@ -239,6 +239,8 @@ class PipelineMetrics:
     Concurrency: sampling runs on the interval's timer thread, one tick at a time;
     ``latest``, ``bottleneck`` and ``figures`` may be read from any thread. A failed
     reading (the JVM died, the session stopped) counts as idle: metrics never fail a run.
+    Sampling ends with one last snapshot once the sink has ended, or at ``close``; the
+    server serves that snapshot until ``close``.
     """
 
     def __init__(
@@ -264,6 +266,8 @@ class PipelineMetrics:
         self._sequence = 0
         self._ticks = 0
         self._started = False
+        self._ending = False  # the run is over: one last snapshot, then the stream ends
+        self._ended = False
 
     # -- control ------------------------------------------------------------------------
 
@@ -304,7 +308,7 @@ class PipelineMetrics:
         self._last_sample = self._period_start = time.monotonic()
         snapshots = (
             Flow.interval(self._period / self._samples)
-            .take_while(lambda _tick: not self._closed.is_set())
+            .take_while(lambda _tick: not (self._closed.is_set() or self._ended))
             .filter(self._tick)
             .map(lambda _tick: self._snapshot())
             .on_backpressure_latest()
@@ -363,17 +367,17 @@ class PipelineMetrics:
         for name, state in states.items():
             self._times.setdefault(name, _Times()).add(state, elapsed)
         self._ticks += 1
-        return self._ticks % self._samples == 0
+        sink = self._pipeline._sink
+        if sink is not None and sink.wait(0):
+            self._ending = True  # the last snapshot shows the final counts
+        return self._ending or self._ticks % self._samples == 0
 
     def _states(self) -> dict[str, StageState]:
         pipe = self._pipeline
         sink = pipe._sink.statistics().stream if pipe._sink is not None else _NOTHING
         query = pipe._query()
-        status: Mapping[str, Any] = {}
-        ended = False
-        if query is not None:
-            status, ended = query.status, not query.isActive
-        spark = spark_state(sink, status=status, ended=ended)
+        status: Mapping[str, Any] = {} if query is None else query.status
+        spark = spark_state(sink, status)
         states: dict[str, StageState] = {}
         if pipe.splits is not None:
             states["source"] = spark  # read inside each micro-batch, on the executors
@@ -408,10 +412,12 @@ class PipelineMetrics:
             sequence=self._sequence, time=now, period=period, stages=tuple(stages)
         )
         self._sequence += 1
-        figures = Figures(progress=progress, batch=batch, bottleneck=bottleneck_of(snapshot))
+        held_back = None if self._ending else bottleneck_of(snapshot)
+        figures = Figures(progress=progress, batch=batch, bottleneck=held_back)
         with self._lock:
             self._latest = snapshot
             self._figures = figures
+        self._ended = self._ending
         return snapshot
 
     def _stage_figures(
@@ -460,7 +466,7 @@ class PipelineMetrics:
                     busy_ms_per_s=times.busy * scale,
                     idle_ms_per_s=times.idle * scale if total > 0 else 1000.0,
                     backpressured_ms_per_s=times.backpressured * scale,
-                    terminated=progress.phase == "done",
+                    terminated=self._ending or progress.phase == "done",
                     upstreams=() if upstream is None else (upstream,),
                 )
             )
