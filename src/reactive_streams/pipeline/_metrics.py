@@ -440,7 +440,7 @@ class PipelineMetrics:
             rows.append(("bridge", "to_spark_stream", progress.records_emitted, into_spark,
                          room, progress.bridge_held, "source"))  # fmt: skip
         rows.append(("spark", "micro_batches", into_spark, progress.records_processed,
-                     sink_demand, 0 if executors else progress.in_flight,
+                     sink_demand, max(0, progress.in_flight - progress.bridge_held),
                      "source" if executors else "bridge"))  # fmt: skip
         rows.append(("sink", "result_sink", rows_received, rows_received, sink_demand, 0,
                      "spark"))  # fmt: skip
