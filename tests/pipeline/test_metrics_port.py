@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 import socket
-from typing import TYPE_CHECKING
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +18,7 @@ from reactive_streams.pipeline import PipelineProgress
 from reactive_streams.pipeline._display import render_progress
 from reactive_streams.pipeline._metrics import (
     Bottleneck,
+    PipelineMetrics,
     bottleneck_of,
     bridge_state,
     sink_state,
@@ -185,3 +187,124 @@ def test_a_busy_metrics_port_is_exit_2_with_one_line(tmp_path: Path) -> None:
         "(Address already in use); choose another port, or 0 for a free one"
     ]
     assert "Traceback" not in result.stdout
+
+
+# -- sampling a pipeline (a fake one: no Spark, a fake clock) -------------------------------
+
+
+class _FakeClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def monotonic(self) -> float:
+        self.now += 0.125  # exact in binary: the splits come out exact
+        return self.now
+
+
+class _FakePipeline:
+    """The parts of ``Pipeline`` that ``PipelineMetrics`` reads, in a held-sink state."""
+
+    splits = None
+
+    def __init__(self) -> None:
+        self.sink_stream = _stats(3, 3)  # folding a micro-batch: no demand
+        self.done = False
+        self._source = SimpleNamespace(statistics=lambda: SimpleNamespace(stream=_stats(9, 9)))
+        self._bridge = SimpleNamespace(statistics=lambda: _stats(9, 9, buffered=4_000))
+        self._sink = SimpleNamespace(
+            statistics=lambda: SimpleNamespace(stream=self.sink_stream, rows_received=120),
+            wait=lambda _timeout: self.done,
+        )
+        self.query = SimpleNamespace(
+            status={"isTriggerActive": True, "message": "Processing new data"},
+            lastProgress={"batchId": 2, "numInputRows": 300, "inputRowsPerSecond": 10.0,
+                          "processedRowsPerSecond": 20.0, "durationMs": {"triggerExecution": 1500}},
+        )  # fmt: skip
+
+    def _query(self) -> Any:
+        return self.query
+
+    def progress(self) -> PipelineProgress:
+        return PipelineProgress(
+            phase="running", elapsed=5.0, records_read=1_000, records_emitted=990,
+            records_processed=600, dead_letters=10, batches=2, source_demand=0, sink_demand=0,
+            groups=40, late_rows=0, total_rows=None, bridge_held=390, bridge_bound=4_000,
+        )  # fmt: skip
+
+
+def _sampled(monkeypatch: pytest.MonkeyPatch, pipe: _FakePipeline) -> PipelineMetrics:
+    from reactive_streams.pipeline import _metrics
+
+    monkeypatch.setattr(_metrics.time, "monotonic", _FakeClock().monotonic)
+    metrics = PipelineMetrics(pipe, samples_per_period=4)  # type: ignore[arg-type]
+    metrics._last_sample = metrics._period_start = 100.0
+    return metrics
+
+
+def test_a_held_sink_is_sampled_as_the_bottleneck(monkeypatch: pytest.MonkeyPatch) -> None:
+    pipe = _FakePipeline()
+    metrics = _sampled(monkeypatch, pipe)
+    ends = [metrics._tick(index) for index in range(4)]
+    assert ends == [False, False, False, True]
+    snapshot = metrics._snapshot()
+    split = {
+        stage.stage: (stage.busy_ms_per_s, stage.idle_ms_per_s, stage.backpressured_ms_per_s)
+        for stage in snapshot.stages
+    }
+    assert split == {
+        "source": (0.0, 0.0, 1000.0),
+        "bridge": (0.0, 0.0, 1000.0),
+        "spark": (0.0, 0.0, 1000.0),
+        "sink": (1000.0, 0.0, 0.0),
+    }
+    assert [stage.upstreams for stage in snapshot.stages] == [
+        (),
+        ("source",),
+        ("bridge",),
+        ("spark",),
+    ]
+    assert snapshot.stage("source").elements_in == 1_000
+    assert snapshot.stage("bridge").buffered == 390
+    assert metrics.bottleneck() == Bottleneck("sink", 1000.0, "spark", 1000.0)
+    figures = metrics.figures()
+    assert figures is not None and figures.batch is not None
+    assert (figures.batch.batch_id, figures.batch.duration) == (2, 1.5)
+
+
+def test_sampling_ends_with_a_final_snapshot_once_the_sink_ended(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pipe = _FakePipeline()
+    metrics = _sampled(monkeypatch, pipe)
+    assert metrics._tick(0) is False
+    pipe.done = True
+    pipe.sink_stream = _stats(3, 3, done=True)
+    assert metrics._tick(1) is True  # the period is cut short: the final counts now
+    final = metrics._snapshot()
+    assert all(stage.terminated for stage in final.stages)
+    assert metrics.bottleneck() is None
+    assert metrics._ended  # the stream's take_while stops at the next tick
+
+
+def test_the_registry_renders_the_pipeline_figures_by_stage(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from prometheus_client import generate_latest
+
+    pipe = _FakePipeline()
+    metrics = _sampled(monkeypatch, pipe)
+    url = metrics.serve(0)
+    try:
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")
+        for index in range(4):
+            metrics._tick(index)
+        metrics._snapshot()
+        text = generate_latest(metrics.registry).decode()
+    finally:
+        metrics.close()
+    assert 'reactive_streams_pipeline_dead_letters_total{stage="source"} 10.0' in text
+    assert 'reactive_streams_pipeline_bridge_rows_bound{stage="bridge"} 4000.0' in text
+    assert 'reactive_streams_pipeline_spark_batch_duration_seconds{stage="spark"} 1.5' in text
+    assert 'reactive_streams_pipeline_sink_result_rows{stage="sink"} 40.0' in text
+    assert 'reactive_streams_pipeline_bottleneck{stage="sink"} 1.0' in text
+    assert 'reactive_streams_pipeline_bottleneck{stage="spark"} 0.0' in text

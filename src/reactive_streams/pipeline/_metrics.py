@@ -397,7 +397,14 @@ class PipelineMetrics:
         now = self._last_sample
         period, self._period_start = now - self._period_start, now
         pipe = self._pipeline
-        progress = pipe.progress()
+        try:
+            progress = pipe.progress()
+        except Exception:  # never fail the run: keep showing the last period
+            _log.debug("reading the pipeline's progress failed", exc_info=True)
+            with self._lock:
+                latest = self._latest
+            self._ended = self._ending
+            return latest or MetricsSnapshot(sequence=0, time=now, period=period, stages=())
         batch = None
         try:
             query = pipe._query()
