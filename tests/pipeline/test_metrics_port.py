@@ -232,18 +232,16 @@ class _FakePipeline:
         )  # fmt: skip
 
 
-def _sampled(monkeypatch: pytest.MonkeyPatch, pipe: _FakePipeline) -> PipelineMetrics:
-    from reactive_streams.pipeline import _metrics
-
-    monkeypatch.setattr(_metrics.time, "monotonic", _FakeClock().monotonic)
-    metrics = PipelineMetrics(pipe, samples_per_period=4)  # type: ignore[arg-type]
-    metrics._last_sample = metrics._period_start = 100.0
+def _sampled(pipe: _FakePipeline) -> PipelineMetrics:
+    clock = _FakeClock()
+    metrics = PipelineMetrics(pipe, samples_per_period=4, clock=clock.monotonic)  # type: ignore[arg-type]
+    metrics._last_sample = metrics._period_start = clock.now
     return metrics
 
 
-def test_a_held_sink_is_sampled_as_the_bottleneck(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_held_sink_is_sampled_as_the_bottleneck() -> None:
     pipe = _FakePipeline()
-    metrics = _sampled(monkeypatch, pipe)
+    metrics = _sampled(pipe)
     ends = [metrics._tick(index) for index in range(4)]
     assert ends == [False, False, False, True]
     snapshot = metrics._snapshot()
@@ -271,11 +269,9 @@ def test_a_held_sink_is_sampled_as_the_bottleneck(monkeypatch: pytest.MonkeyPatc
     assert (figures.batch.batch_id, figures.batch.duration) == (2, 1.5)
 
 
-def test_sampling_ends_with_a_final_snapshot_once_the_sink_ended(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_sampling_ends_with_a_final_snapshot_once_the_sink_ended() -> None:
     pipe = _FakePipeline()
-    metrics = _sampled(monkeypatch, pipe)
+    metrics = _sampled(pipe)
     assert metrics._tick(0) is False
     pipe.done = True
     pipe.sink_stream = _stats(3, 3, done=True)
@@ -286,13 +282,11 @@ def test_sampling_ends_with_a_final_snapshot_once_the_sink_ended(
     assert metrics._ended  # the stream's take_while stops at the next tick
 
 
-def test_the_registry_renders_the_pipeline_figures_by_stage(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_registry_renders_the_pipeline_figures_by_stage() -> None:
     from prometheus_client import generate_latest
 
     pipe = _FakePipeline()
-    metrics = _sampled(monkeypatch, pipe)
+    metrics = _sampled(pipe)
     url = metrics.serve(0)
     try:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics")

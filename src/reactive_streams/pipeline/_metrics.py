@@ -35,7 +35,7 @@ from ..operators import Flow
 from ._errors import PipelineUsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
     from ._diagnostics import PipelineProgress
     from ._run import Pipeline
@@ -235,6 +235,7 @@ class PipelineMetrics:
         pipeline: the run; ``start`` is called once its stages exist.
         period: seconds per snapshot, ``> 0``.
         samples_per_period: state samples per period, ``>= 1``.
+        clock: seconds, for the busy/idle/backpressured split (a fake one in tests).
 
     Concurrency: sampling runs on the interval's timer thread, one tick at a time;
     ``latest``, ``bottleneck`` and ``figures`` may be read from any thread. A failed
@@ -244,9 +245,15 @@ class PipelineMetrics:
     """
 
     def __init__(
-        self, pipeline: Pipeline, *, period: float = 1.0, samples_per_period: int = 10
+        self,
+        pipeline: Pipeline,
+        *,
+        period: float = 1.0,
+        samples_per_period: int = 10,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._pipeline = pipeline
+        self._clock = clock
         self._period = period
         self._samples = samples_per_period
         self.registry: Any = None
@@ -305,7 +312,7 @@ class PipelineMetrics:
         if self._started or self._closed.is_set():
             return
         self._started = True
-        self._last_sample = self._period_start = time.monotonic()
+        self._last_sample = self._period_start = self._clock()
         snapshots = (
             Flow.interval(self._period / self._samples)
             .take_while(lambda _tick: not (self._closed.is_set() or self._ended))
@@ -357,7 +364,7 @@ class PipelineMetrics:
 
     def _tick(self, _index: int) -> bool:
         """Sample every stage's state; ``True`` at the end of a period."""
-        now = time.monotonic()
+        now = self._clock()
         elapsed, self._last_sample = max(0.0, now - self._last_sample), now
         try:
             states = self._states()
