@@ -189,7 +189,8 @@ def test_cli_driver_run_serves_every_stage_while_it_runs(
         outcome["result"] = CliRunner().invoke(
             main,
             ["pipeline", "--quiet", "--input", str(data), "--output", str(tmp_path / "out"),
-             "--max-records-per-trigger", "300", "--metrics-port", str(port)],
+             "--max-records-per-trigger", "300", "--metrics-port", str(port),
+             "--read-on", "driver"],
         )  # fmt: skip
 
     runner = threading.Thread(target=run, daemon=True)
