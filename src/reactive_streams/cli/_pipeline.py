@@ -205,6 +205,16 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
 )
 @click.option("--key", "keys", multiple=True, help="Result key column for update mode.")
 @click.option(
+    "--metrics-port",
+    type=click.IntRange(min=0, max=65535),
+    default=None,
+    help="Serve Prometheus metrics of every stage on this port while the job runs (0: a "
+    "free port); the URL is printed on stderr.",
+)
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, help="Address for --metrics-port."
+)
+@click.option(
     "--summary-json",
     type=click.Path(path_type=Path, dir_okay=False),
     default=None,
@@ -228,6 +238,8 @@ def pipeline(
     keys: tuple[str, ...],
     encoding: str,
     read_on: str | None,
+    metrics_port: int | None,
+    metrics_host: str,
     summary_json: Path | None,
     quiet: bool,
     debug: bool,
@@ -269,6 +281,8 @@ def pipeline(
         keys=keys,
         encoding=encoding,
         read_on=read_on,  # type: ignore[arg-type]  # click.Choice guarantees the literal
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
         spark_log_level="WARN" if debug else "OFF",
         # Spark's own output (logs, Java stack traces) goes to a file unless --debug: the
         # run reports its errors itself, in one line.
@@ -297,6 +311,8 @@ def pipeline(
     try:
         pipe = Pipeline(config)
         plan = pipe.prepare(start_spark=True)
+        if pipe.metrics.url is not None:
+            click.echo(f"metrics: {pipe.metrics.url}", err=True)
         if not quiet:
             console.print(render_schema(pipe.describe_schema(), plan.description))
             console.print(f"[dim]starting Spark ({config.master})...[/dim]")

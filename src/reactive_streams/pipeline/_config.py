@@ -67,6 +67,9 @@ class PipelineConfig:
             starts Spark; ``None``: they share this process's stderr.
         read_on: where the input is read and validated (``ReadOn``); ``None``: on the
             executors, or on the driver with ``rate`` (see ``reads_on``).
+        metrics_port: serve Prometheus metrics on this port while the job runs (``0``: a
+            free port, see ``Pipeline.metrics.url``); ``None``: not served.
+        metrics_host: the address the metrics are served on.
     """
 
     inputs: tuple[Path, ...] = ()
@@ -86,6 +89,8 @@ class PipelineConfig:
     spark_output: Path | None = None
     encoding: str = DEFAULT_ENCODING
     read_on: ReadOn | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
 
     @property
     def reads_on(self) -> ReadOn:

@@ -26,6 +26,7 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
 if TYPE_CHECKING:
     from ._checkpoint import ResumePoint
+    from ._metrics import Bottleneck
 
 __all__ = [
     "PipelineProgress",
@@ -77,6 +78,8 @@ class PipelineProgress:
         split_shares: ``--read-on executors``: the records the last planned micro-batch
             asked of each split (its demand per split), else ``None``.
         splits: ``--read-on executors``: how many splits the input has, else ``0``.
+        bottleneck: the stage that held the pipeline back in the last metrics period
+            (busy while its upstream was backpressured), else ``None``.
     """
 
     phase: str
@@ -97,6 +100,7 @@ class PipelineProgress:
     reading: float = 0.0
     split_shares: tuple[int, ...] | None = None
     splits: int = 0
+    bottleneck: Bottleneck | None = None
 
     @property
     def in_flight(self) -> int:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from ._diagnostics import PipelineProgress, PipelineResult
 
-__all__ = ["render_progress", "render_schema", "render_summary", "render_top"]
+__all__ = ["bottleneck_line", "render_progress", "render_schema", "render_summary", "render_top"]
 
 
 def _count(value: int) -> str:
@@ -63,6 +63,7 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
             f"{read} read",
             _plural(progress.source_demand, "batch", "batches"),
             f"{progress.rate:,.0f} rec/s, {_count(progress.dead_letters)} dead letters",
+            style=_row_style(progress, "source"),
         )
         table.add_row(
             "spark",
@@ -71,15 +72,44 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
             f"{_count(progress.in_flight)} in flight, {_count(progress.bridge_held)} held "
             f"(at most {_count(progress.bridge_bound)}), "
             f"{_plural(progress.batches, 'micro-batch', 'micro-batches')}",
+            style=_row_style(progress, "spark", "bridge"),
         )
     table.add_row(
         "sink",
         f"{_count(progress.groups)} {_result_unit(progress)}",
         _plural(progress.sink_demand, "micro-batch", "micro-batches"),
         f"{_count(progress.late_rows)} late rows dropped",
+        style=_row_style(progress, "sink"),
     )
     status = Text(f"{progress.phase} · {progress.elapsed:,.1f} s", style="dim")
-    return Panel(Group(table, status), title=title, title_align="left", expand=False)
+    held_back = bottleneck_line(progress)
+    parts = (table, status) if held_back is None else (table, held_back, status)
+    return Panel(Group(*parts), title=title, title_align="left", expand=False)
+
+
+def _row_style(progress: PipelineProgress, *stages: str) -> str | None:
+    """Bold yellow for the row of the stage that holds the run back (``bottleneck_line``)."""
+    held_back = progress.bottleneck
+    if held_back is None or progress.phase != "running" or held_back.stage not in stages:
+        return None
+    return "bold yellow"
+
+
+def bottleneck_line(progress: PipelineProgress) -> Text | None:
+    """``bottleneck: <stage> (why)`` while the run goes and a stage holds it back, else ``None``.
+
+    The stage is the one busy while its upstream was backpressured in the last metrics
+    period (``PipelineMetrics``), or a source everything after it waits for.
+    """
+    bottleneck = progress.bottleneck
+    if bottleneck is None or progress.phase != "running":
+        return None
+    line = Text("bottleneck: ", style="bold")
+    line.append(bottleneck.stage, style="bold yellow")
+    detail = str(bottleneck).removeprefix(bottleneck.stage).strip()
+    if detail:
+        line.append(f" {detail}", style="yellow")
+    return line
 
 
 def _split_rows(table: Table, progress: PipelineProgress, read: str) -> None:
@@ -101,12 +131,14 @@ def _split_rows(table: Table, progress: PipelineProgress, read: str) -> None:
         f"{read} read",
         f"{_count(sum(shares))} records",
         f"last micro-batch: {spread}; {_count(progress.dead_letters)} dead letters",
+        style=_row_style(progress, "source"),
     )
     table.add_row(
         "spark",
         f"{_count(progress.records_processed)} processed",
         "",
         _plural(progress.batches, "micro-batch", "micro-batches"),
+        style=_row_style(progress, "spark"),
     )
 
 

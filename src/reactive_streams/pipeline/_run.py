@@ -56,6 +56,7 @@ from ._diagnostics import (
 )
 from ._errors import PipelineFailedError, PipelineUsageError
 from ._inputs import InputPlan, check_default_input, default_input, plan_inputs
+from ._metrics import PipelineMetrics
 from ._output import check_output_dir, result_path
 from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, choose_mode
 from ._schema import UTC_TIMESTAMP, describe_schema, spark_schema
@@ -152,6 +153,8 @@ class Pipeline:
         self._parts: Path | None = None
         self._parts_temporary = False
         self._merged_dead: int | None = None
+        # Per-stage metrics: the display's bottleneck, and --metrics-port (see _metrics).
+        self.metrics = PipelineMetrics(self)
 
     # -- step 1 -------------------------------------------------------------------------
 
@@ -173,6 +176,8 @@ class Pipeline:
                 "foreachBatch would run on the Connect server, which cannot reach this "
                 "process); use --master instead"
             )
+        if config.metrics_port is not None:  # a busy port fails before Spark starts
+            self.metrics.serve(config.metrics_port, config.metrics_host)
         self._check_output_and_java()
         start_now = start_spark and not spark_is_running()
         if config.inputs:
@@ -313,6 +318,7 @@ class Pipeline:
             events = self._bridge_stream(spark)
         events.createOrReplaceTempView(EVENTS_VIEW)
         self._start_query(spark)
+        self.metrics.start()
 
     def _split_stream(self, spark: SparkSession) -> DataFrame:
         """``events`` read on the executors: ``from_splits`` over the files, validated there."""
@@ -544,6 +550,7 @@ class Pipeline:
                 if source is not None and source.first_read_at is not None
                 else 0.0
             ),
+            bottleneck=self.metrics.bottleneck(),
         )
 
     def _dead_letters(self) -> int:
@@ -584,6 +591,7 @@ class Pipeline:
             ),
             split_shares=shares,
             splits=len(self.splits),
+            bottleneck=self.metrics.bottleneck(),
         )
 
     def _merge_dead_letters(self) -> None:
@@ -678,6 +686,7 @@ class Pipeline:
 
     def close(self) -> None:
         """Stop the source and, if ``start`` created it, the Spark session. Idempotent."""
+        self.metrics.close()
         if self._source is not None:
             self._source.stop()
         if self._bridge is not None:
