@@ -88,6 +88,11 @@ class PipelineConfig:
     read_on: ReadOn | None = None
 
     @property
+    def dead_letter_path(self) -> Path:
+        """Where dead letters go."""
+        return self.dead_letter or self.output / "dead-letters.jsonl"
+
+    @property
     def reads_on(self) -> ReadOn:
         """Where the input is read: ``read_on``, else on the driver with ``--rate``.
 
@@ -109,8 +114,3 @@ class PipelineConfig:
         if self.reads_on == "executors":
             return DEFAULT_EXECUTOR_RECORDS_PER_TRIGGER
         return DEFAULT_MAX_RECORDS_PER_TRIGGER
-
-    @property
-    def dead_letter_path(self) -> Path:
-        """Where dead letters go."""
-        return self.dead_letter or self.output / "dead-letters.jsonl"
