@@ -93,6 +93,11 @@ class PipelineConfig:
     metrics_host: str = "127.0.0.1"
 
     @property
+    def dead_letter_path(self) -> Path:
+        """Where dead letters go."""
+        return self.dead_letter or self.output / "dead-letters.jsonl"
+
+    @property
     def reads_on(self) -> ReadOn:
         """Where the input is read: ``read_on``, else on the driver with ``--rate``.
 
@@ -114,8 +119,3 @@ class PipelineConfig:
         if self.reads_on == "executors":
             return DEFAULT_EXECUTOR_RECORDS_PER_TRIGGER
         return DEFAULT_MAX_RECORDS_PER_TRIGGER
-
-    @property
-    def dead_letter_path(self) -> Path:
-        """Where dead letters go."""
-        return self.dead_letter or self.output / "dead-letters.jsonl"

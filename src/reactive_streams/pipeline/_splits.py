@@ -1,13 +1,16 @@
 """Reading the pipeline's files on Spark's executors: splits, their opener, dead letters.
 
-With ``--read-on executors`` the pipeline does not read its input in this process:
-``from_splits`` (``reactive_streams.spark``) plans micro-batches over *one split per
-input file* and each executor's Python worker reads its share of a split, validates it
-and hands Spark the records that fit. The pieces, all picklable (they run in Spark's
-processes):
+With ``--read-on executors`` (the default) the pipeline does not read its input in this
+process: ``from_splits`` (``reactive_streams.spark``) plans micro-batches over the
+splits (*one per input file*, or runs of row groups of big Parquet files when there are
+fewer files than cores) and each executor's Python worker reads its share of a split,
+validates it and hands Spark the records that fit. The pieces, all picklable (they run
+in Spark's processes):
 
-* ``PipelineSplit``: one input file, as listed (size and modification time, so a file
-  that changes or disappears after planning is named in a clear error);
+* ``PipelineSplit``: one input file, or a run of a Parquet file's row groups, as listed
+  (size and modification time, so a file that changes or disappears after planning is
+  named in a clear error), with where its row groups start (``split_boundaries``: each
+  micro-batch's share ends at one, so no row group is decoded twice);
 * ``count_records``: how many records a split has, as the pipeline's readers count them
   (Parquet footers; lines after the header for CSV; lines up to the last non-blank one
   for JSON Lines), cached per file version;
