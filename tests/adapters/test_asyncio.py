@@ -20,6 +20,7 @@ from reactive_streams import (
     Subscriber,
     Subscription,
 )
+from reactive_streams.adapters import _async_iterator
 from reactive_streams.adapters.asyncio import from_async_iterable, to_async_iterator
 from reactive_streams.reference import ExecutorIterablePublisher, IterablePublisher, RangePublisher
 from reactive_streams.testing import RecordingSubscriber, collect
@@ -569,22 +570,22 @@ def test_an_element_emitted_before_upstream_stalls_reaches_the_consumer() -> Non
     assert not publisher.stalled_out, "element 0 waited for the whole request call"
 
 
-def test_elements_of_one_request_call_wake_the_consumer_once() -> None:
+def test_elements_of_one_request_call_wake_the_consumer_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A fast synchronous publisher: one wake-up per ``request`` call, not per element."""
     wakes = 0
+    resolve = _async_iterator._resolve
+
+    def counting_resolve(waiter: asyncio.Future[None]) -> None:
+        nonlocal wakes
+        wakes += 1
+        resolve(waiter)
+
+    monkeypatch.setattr(_async_iterator, "_resolve", counting_resolve)
 
     async def main() -> list[int]:
-        nonlocal wakes
-        iterator = to_async_iterator(RangePublisher(0, 4096), prefetch=256)
-        wake = iterator._wake
-
-        def counting_wake(waiter: asyncio.Future[None]) -> None:
-            nonlocal wakes
-            wakes += 1
-            wake(waiter)
-
-        iterator._wake = counting_wake  # type: ignore[method-assign]
-        return [x async for x in iterator]
+        return [x async for x in to_async_iterator(RangePublisher(0, 4096), prefetch=256)]
 
     assert asyncio.run(main()) == list(range(4096))
     # 4096 elements come in 22 request calls (256, then 192 each); the deferral may lapse
