@@ -328,12 +328,14 @@ class QueryProgress:
         shares = _split_shares(recent[-1]) if recent else None
         with self._lock:
             self._batches.update(seen)
-            if shares is not None and int(recent[-1].batchId) >= self._shares_batch:
+            # A trigger that found no new rows reports empty shares: keep the last
+            # micro-batch that read something, which is what the display describes.
+            if shares and any(shares) and int(recent[-1].batchId) >= self._shares_batch:
                 self._shares, self._shares_batch = shares, int(recent[-1].batchId)
 
     @property
     def shares(self) -> tuple[int, ...]:
-        """Per split, the records the last micro-batch seen planned (``from_splits`` only)."""
+        """Per split, what the last micro-batch that read rows planned (``from_splits`` only)."""
         with self._lock:
             return self._shares
 
