@@ -10,8 +10,9 @@ from reactive_streams.pipeline._diagnostics import QueryProgress
 
 
 def _progress(batch: int, rows: int, start: list[int] | None, end: list[int]) -> Any:
+    """A progress as PySpark 4.3 gives it: a first micro-batch's start is the text "null"."""
     source = SimpleNamespace(
-        startOffset=None if start is None else json.dumps({"rows": start}),
+        startOffset=json.dumps(None if start is None else {"rows": start}),
         endOffset=json.dumps({"rows": end}),
     )
     return SimpleNamespace(batchId=batch, numInputRows=rows, stateOperators=[], sources=[source])
@@ -38,3 +39,13 @@ def test_a_later_micro_batch_replaces_the_shares() -> None:
     )
     assert progress.shares == (5, 0)
     assert progress.totals() == (35, 0)
+
+
+def test_a_poll_that_first_sees_the_idle_trigger_still_finds_the_shares() -> None:
+    progress = QueryProgress()
+    progress.poll(
+        SimpleNamespace(
+            recentProgress=[_progress(0, 30, None, [10, 20]), _progress(1, 0, [10, 20], [10, 20])]
+        )
+    )
+    assert progress.shares == (10, 20)

@@ -294,7 +294,9 @@ def _split_shares(progress: Any) -> tuple[int, ...] | None:
     try:
         source = progress.sources[0]
         end = json.loads(source.endOffset)["rows"]
-        start = json.loads(source.startOffset)["rows"] if source.startOffset else [0] * len(end)
+        # The first micro-batch has no start: None, or the JSON text "null" (PySpark 4.3)
+        begin = json.loads(source.startOffset) if source.startOffset else None
+        start = [0] * len(end) if begin is None else begin["rows"]
         return tuple(int(last) - int(first) for first, last in zip(start, end, strict=True))
     except Exception:  # another source, or no offsets yet
         return None
@@ -325,13 +327,18 @@ class QueryProgress:
                 int(state.numRowsDroppedByWatermark or 0) for state in progress.stateOperators
             )
             seen[int(progress.batchId)] = (int(progress.numInputRows), late)
-        shares = _split_shares(recent[-1]) if recent else None
+        # The newest micro-batch that read rows: a trigger that found nothing new reports
+        # empty shares, and may be all a poll sees after the last real micro-batch.
+        shares, batch = None, -1
+        for progress in reversed(recent):
+            found = _split_shares(progress)
+            if found and any(found):
+                shares, batch = found, int(progress.batchId)
+                break
         with self._lock:
             self._batches.update(seen)
-            # A trigger that found no new rows reports empty shares: keep the last
-            # micro-batch that read something, which is what the display describes.
-            if shares and any(shares) and int(recent[-1].batchId) >= self._shares_batch:
-                self._shares, self._shares_batch = shares, int(recent[-1].batchId)
+            if shares is not None and batch >= self._shares_batch:
+                self._shares, self._shares_batch = shares, batch
 
     @property
     def shares(self) -> tuple[int, ...]:
