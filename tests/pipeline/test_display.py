@@ -127,3 +127,13 @@ def test_the_executors_demand_per_split_reads_at_a_glance() -> None:
     assert "last micro-batch: 2 of 3 splits read, 100-200 records each" in text
     assert "3 dead letters" in text
     assert "in flight" not in text  # the driver-side bridge is not in this run
+
+
+def test_equal_shares_read_as_one_number() -> None:
+    progress = PipelineProgress(
+        phase="done", elapsed=3.0, records_read=400, records_emitted=400,
+        records_processed=400, dead_letters=0, batches=1, source_demand=400, sink_demand=0,
+        groups=12, late_rows=0, total_rows=400, split_shares=(100, 100, 100, 100), splits=4,
+    )  # fmt: skip
+    text = _text(render_progress(progress, title="run"), 140)
+    assert "last micro-batch: 4 of 4 splits read, 100 records each" in text

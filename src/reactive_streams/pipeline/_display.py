@@ -120,12 +120,15 @@ def _split_rows(table: Table, progress: PipelineProgress, read: str) -> None:
     asked of its split).
     """
     shares = [share for share in progress.split_shares or () if share > 0]
-    spread = (
-        f"{len(shares)} of {_plural(progress.splits, 'split', 'splits')} read, "
-        f"{_count(min(shares))}-{_count(max(shares))} records each"
-        if shares
-        else f"{_plural(progress.splits, 'split', 'splits')}, none read yet"
-    )
+    if not shares:
+        spread = f"{_plural(progress.splits, 'split', 'splits')}, none read yet"
+    else:
+        least, most = min(shares), max(shares)
+        each = _count(most) if least == most else f"{_count(least)}-{_count(most)}"
+        spread = (
+            f"{len(shares)} of {_plural(progress.splits, 'split', 'splits')} read, "
+            f"{each} records each"
+        )
     table.add_row(
         "executors",
         f"{read} read",
