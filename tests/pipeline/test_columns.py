@@ -78,7 +78,8 @@ def _check_counts_and_dead_letter(pipe: Pipeline, good: pd.DataFrame, tmp_path: 
     counts = pq.read_table(tmp_path / "out" / "result.parquet").to_pandas()
     expected = good.groupby("origin").size()
     assert dict(zip(counts["origin"], counts["flights"], strict=True)) == expected.to_dict()
-    letters = [json.loads(line) for line in (tmp_path / "out" / "dead-letters.jsonl").open()]
+    text = (tmp_path / "out" / "dead-letters.jsonl").read_text()
+    letters = [json.loads(line) for line in text.splitlines()]
     assert [(letter["source"], letter["line"]) for letter in letters] == [
         (str(tmp_path / "in" / "b.csv"), 3)
     ]
