@@ -12,7 +12,8 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 import pytest
 
 from reactive_streams.pipeline import DEFAULT_SQL, Pipeline, PipelineConfig
-from reactive_streams.pipeline._columns import query_columns
+from reactive_streams.pipeline._columns import query_columns, stream_columns
+from reactive_streams.pipeline._query import DEFAULT_REQUIRED_COLUMNS
 
 from .conftest import SPARK_MARKS
 
@@ -149,6 +150,9 @@ def test_query_columns_of_the_default_query_and_edge_cases(spark: SparkSession) 
         "origin",
         "time_hour",
     )
+    # What the pipeline uses for the default query without analysing it.
+    assert stream_columns(spark, None, schema) == query_columns(spark, DEFAULT_SQL, schema)
+    assert set(DEFAULT_REQUIRED_COLUMNS) == set(query_columns(spark, DEFAULT_SQL, schema))
     assert query_columns(spark, "SELECT *, 1 AS one FROM events", schema) == tuple(schema.names)
     # No column read: the first keeps the stream a stream of rows.
     assert query_columns(spark, "SELECT count(*) FROM events", schema) == ("year",)

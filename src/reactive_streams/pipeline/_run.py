@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
 from ._checkpoint import check_fingerprint, checkpoint_columns, fingerprint, resume_point
-from ._columns import query_columns
+from ._columns import stream_columns
 from ._dead_letter import DeadLetterWriter
 from ._diagnostics import (
     PipelineProgress,
@@ -348,8 +348,7 @@ class Pipeline:
                 )
         names = tuple(self.plan.schema.names)
         # Every column is validated on the executors; only the query's go on to Spark.
-        sql = config.sql if config.sql is not None else DEFAULT_SQL
-        kept = query_columns(spark, sql, self.plan.schema)
+        kept = stream_columns(spark, config.sql, self.plan.schema)
         if config.checkpoint is not None:
             try:
                 kept = checkpoint_columns(config.checkpoint, kept, names)

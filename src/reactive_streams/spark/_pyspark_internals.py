@@ -117,8 +117,9 @@ def file_scan_columns(dataframe: DataFrame) -> list[list[str]] | None:
     """The columns each file source scan of a batch DataFrame's physical plan reads.
 
     One list per ``FileSourceScanExec`` (its ``requiredSchema``: what column pruning
-    kept), in no particular order (a subquery's scan may be listed twice); ``None`` when the plan has no such scan (a source of
-    another kind, such as a DataSource V2 one). Plans the query (no job runs).
+    kept), in no particular order (a subquery's scan may be listed twice); ``None`` when
+    the plan has no such scan (a source of another kind, such as a DataSource V2 one).
+    Plans the query (no job runs).
 
     Raises:
         Exception: the query does not analyze or plan (py4j's or PySpark's error).
