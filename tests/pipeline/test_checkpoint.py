@@ -127,3 +127,24 @@ def test_the_command_refuses_a_checkpoint_of_another_query_with_exit_2(tmp_path:
     (line,) = result.stderr.splitlines()
     assert line.startswith("Error: --checkpoint ") and "written by another run" in line
     assert json.loads(summary.read_text())["exit_code"] == 2
+
+
+def test_a_checkpoint_keeps_the_input_columns_it_was_written_with(tmp_path: Path) -> None:
+    from reactive_streams.pipeline._checkpoint import checkpoint_columns
+
+    names = ("a", "b", "c", "d")
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "pipeline.json").write_text('{"sql": "q"}')
+    # New: the query's columns are recorded next to the fingerprint.
+    assert checkpoint_columns(checkpoint, ("a", "c"), names) == ("a", "c")
+    recorded = json.loads((checkpoint / "pipeline.json").read_text())
+    assert recorded == {"sql": "q", "columns": ["a", "c"]}
+    _offsets(checkpoint / "query", 0, '{"seq": 0}')
+    # Started: resumed with the recorded columns, whatever this run's analysis found.
+    assert checkpoint_columns(checkpoint, ("a",), names) == ("a", "c")
+    with pytest.raises(PipelineUsageError, match="other input columns"):
+        checkpoint_columns(checkpoint, ("a", "b"), names)  # b was never sent
+    # Written before the columns were recorded: every column was sent.
+    (checkpoint / "pipeline.json").write_text('{"sql": "q"}')
+    assert checkpoint_columns(checkpoint, ("a",), names) == names

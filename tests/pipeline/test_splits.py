@@ -234,3 +234,20 @@ def test_dead_letters_of_a_range_split_give_the_row_in_the_file(tmp_path: Path) 
     table = pa.Table.from_batches(list(reader.batches(splits[1], 0)))
     dead = [json.loads(text) for text in table.column(DEAD_COLUMN).drop_null().to_pylist()]
     assert [(letter["source"], letter["row"]) for letter in dead] == [(str(path), 7)]
+
+
+def test_kept_columns_only_are_published_and_every_column_is_validated(tmp_path: Path) -> None:
+    path = tmp_path / "wide.csv"
+    path.write_text("id,x,note\n1,2,a\n3,oops,b\n5,6,c\n")  # line 3: x is not a number
+    schema = pa.schema([("id", pa.int64()), ("x", pa.int64()), ("note", pa.string())])
+    (split,) = list_splits(plan_inputs([path]).files)
+    reader = SplitReader(tuple(schema.names), schema, chunk_rows=10, keep=("id",))
+    table = pa.Table.from_batches(list(reader.batches(split, 0)))
+    assert table.schema.names == ["id", KIND_COLUMN, DEAD_COLUMN]
+    assert table.schema == reader.output_schema
+    assert table.column(KIND_COLUMN).to_pylist() == [0, 1, 0]  # x is checked, not sent
+    (dead,) = [json.loads(text) for text in table.column(DEAD_COLUMN).drop_null().to_pylist()]
+    assert dead["line"] == 3
+    kept = DeadLetterSplitter(str(tmp_path / "parts"), ("id",))(table.to_batches()[0])
+    assert kept.to_pylist() == [{"id": 1}, {"id": 5}]
+    assert count_dead_letter_parts(tmp_path / "parts") == 1

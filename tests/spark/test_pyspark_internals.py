@@ -105,3 +105,25 @@ def test_accumulator_server_is_a_socketserver_of_this_process(spark: SparkSessio
     assert isinstance(server, socketserver.BaseServer)
     assert callable(server.handle_error)  # what the pipeline replaces to quiet it
     assert spark.sparkContext.accumulator(0) is not None
+
+
+def test_file_scan_columns_are_what_column_pruning_keeps_per_scan(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    frame = spark.read.schema("a long, b string, c double, d long").parquet(str(tmp_path))
+    frame.createOrReplaceTempView("scanned")
+    try:
+        projected = internals.file_scan_columns(spark.sql("SELECT a FROM scanned WHERE c > 0"))
+        # A scalar subquery is a scan of its own (found under adaptive execution too).
+        nested = internals.file_scan_columns(
+            spark.sql("SELECT b FROM scanned WHERE a > (SELECT max(d) FROM scanned)")
+        )
+        everything = internals.file_scan_columns(spark.sql("SELECT * FROM scanned"))
+    finally:
+        spark.catalog.dropTempView("scanned")
+    assert projected is not None
+    assert [sorted(scan) for scan in projected] == [["a", "c"]]
+    assert nested is not None
+    assert {tuple(sorted(scan)) for scan in nested} == {("a", "b"), ("d",)}
+    assert everything == [["a", "b", "c", "d"]]
+    assert internals.file_scan_columns(spark.range(3)) is None  # no file source

@@ -25,7 +25,14 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-__all__ = ["FINGERPRINT_FILE", "ResumePoint", "check_fingerprint", "fingerprint", "resume_point"]
+__all__ = [
+    "FINGERPRINT_FILE",
+    "ResumePoint",
+    "check_fingerprint",
+    "checkpoint_columns",
+    "fingerprint",
+    "resume_point",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -179,3 +186,52 @@ def check_fingerprint(checkpoint: Path, expected: dict[str, object]) -> None:
     temporary = checkpoint / f".{FINGERPRINT_FILE}.{os.getpid()}.tmp"
     temporary.write_text(json.dumps(expected, indent=2) + "\n", encoding="utf-8")
     temporary.replace(path)
+
+
+def checkpoint_columns(
+    checkpoint: Path, columns: Sequence[str], names: Sequence[str]
+) -> tuple[str, ...]:
+    """The input columns to send Spark with ``checkpoint`` (``--read-on executors``).
+
+    A checkpoint is resumed with the columns it was written with, whatever the analysis
+    of the query finds now (it may have fallen back to every column in one run and not
+    in the other): they are recorded as ``"columns"`` in ``pipeline.json`` before the
+    first micro-batch. A started checkpoint without them (written by an older version,
+    which sent every column) resumes with every column.
+
+    Args:
+        checkpoint: the ``--checkpoint`` directory (``check_fingerprint`` already ran).
+        columns: the columns the query reads (``_columns.query_columns``).
+        names: every column of the input, in order.
+
+    Returns:
+        The columns to send, in ``names``' order.
+
+    Raises:
+        PipelineUsageError: the recorded columns are not the input's, or lack one the
+            query reads.
+        OSError: ``pipeline.json`` cannot be written.
+    """
+    path = checkpoint / FINGERPRINT_FILE
+    recorded: object = {}
+    if path.is_file():
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            recorded = {}
+    if not isinstance(recorded, dict):
+        recorded = {}
+    if _batch_ids(checkpoint / "query" / "offsets"):
+        kept = recorded.get("columns", list(names))
+        if not isinstance(kept, list) or not set(columns) <= set(kept) <= set(names):
+            raise PipelineUsageError(
+                f"--checkpoint {checkpoint} was written with other input columns "
+                f"({kept!r}) than this run reads; use a new checkpoint directory"
+            )
+        return tuple(name for name in names if name in kept)
+    recorded["columns"] = list(columns)
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    temporary = checkpoint / f".{FINGERPRINT_FILE}.{os.getpid()}.tmp"
+    temporary.write_text(json.dumps(recorded, indent=2) + "\n", encoding="utf-8")
+    temporary.replace(path)
+    return tuple(columns)

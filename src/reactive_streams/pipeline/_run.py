@@ -39,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-from ._checkpoint import check_fingerprint, fingerprint, resume_point
+from ._checkpoint import check_fingerprint, checkpoint_columns, fingerprint, resume_point
+from ._columns import stream_columns
 from ._dead_letter import DeadLetterWriter
 from ._diagnostics import (
     PipelineProgress,
@@ -153,6 +154,8 @@ class Pipeline:
         self._parts: Path | None = None
         self._parts_temporary = False
         self._merged_dead: int | None = None
+        # The input columns sent to Spark (the query's; --read-on executors only).
+        self.stream_columns: tuple[str, ...] | None = None
         # Per-stage metrics: the display's bottleneck, and --metrics-port (see _metrics).
         self.metrics = PipelineMetrics(self)
 
@@ -344,14 +347,28 @@ class Pipeline:
                     "planned one from the same split offsets"
                 )
         names = tuple(self.plan.schema.names)
+        # Every column is validated on the executors; only the query's go on to Spark.
+        kept = stream_columns(spark, config.sql, self.plan.schema)
+        if config.checkpoint is not None:
+            try:
+                kept = checkpoint_columns(config.checkpoint, kept, names)
+            except OSError as exc:
+                raise PipelineUsageError(
+                    f"--checkpoint {config.checkpoint}: {exc.strerror or exc}"
+                ) from None
+        self.stream_columns = kept
+        every = kept == names
+        reader = SplitReader(
+            names, self.plan.schema, config.chunk_rows, keep=None if every else kept
+        )
         return from_splits(
             self.splits,
-            SplitReader(names, self.plan.schema, config.chunk_rows),
+            reader,
             spark,
-            spark_schema(self.plan.schema),
+            spark_schema(reader.kept_schema),
             count=count_records,
             arrow=True,
-            transform=DeadLetterSplitter(str(self._parts), names),
+            transform=DeadLetterSplitter(str(self._parts), kept),
             max_records_per_trigger=config.trigger_records,
             chunk_rows=config.chunk_rows,
             boundaries=split_boundaries,

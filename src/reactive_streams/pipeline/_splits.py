@@ -299,18 +299,29 @@ class SplitReader:
 
     Attributes:
         columns: the stream's column names (the first file's), for CSV headers.
-        schema: the stream's Arrow schema (what ``validate`` converts to).
+        schema: the stream's Arrow schema (what ``validate`` converts to: every column of
+            every record is validated, whichever are sent on).
         chunk_rows: the most records read and validated at a time.
+        keep: the columns the published batches carry, a subset of ``schema``'s names in
+            its order (the query's, ``_columns.query_columns``); ``None``: all of them.
     """
 
     columns: tuple[str, ...]
     schema: pa.Schema
     chunk_rows: int = 10_000
+    keep: tuple[str, ...] | None = None
+
+    @property
+    def kept_schema(self) -> pa.Schema:
+        """The columns of ``schema`` the batches carry (``keep``)."""
+        if self.keep is None:
+            return self.schema
+        return pa.schema([self.schema.field(name) for name in self.keep])
 
     @property
     def output_schema(self) -> pa.Schema:
-        """The published batches' schema: ``schema`` plus the kind and dead-letter columns."""
-        return self.schema.append(pa.field(KIND_COLUMN, pa.int8())).append(
+        """The published batches' schema: ``kept_schema`` plus the kind and dead-letter columns."""
+        return self.kept_schema.append(pa.field(KIND_COLUMN, pa.int8())).append(
             pa.field(DEAD_COLUMN, pa.string())
         )
 
@@ -356,6 +367,8 @@ class SplitReader:
     def _align(self, split: PipelineSplit, chunk: Any, first: int) -> pa.RecordBatch:
         """One row per record ``first .. first + chunk.consumed - 1``."""
         good, letters = validate(chunk, self.schema)
+        if self.keep is not None:  # validated whole; only the query's columns go on
+            good = good.select(list(self.keep))
         size = int(chunk.consumed)
         if not letters and good.num_rows == size:
             kinds = pa.array([_GOOD] * size, pa.int8()) if size else pa.array([], pa.int8())

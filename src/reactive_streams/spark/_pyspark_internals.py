@@ -15,6 +15,11 @@ Assumptions, one per function:
   ``PythonRDD.toLocalIteratorAndServe(rdd, prefetch)`` serve one Arrow IPC record batch
   message per element, one job per partition, read with ``_local_iterator_from_socket``.
 * ``analyzed_plan``: ``DataFrame._jdf.queryExecution().analyzed()`` is the analyzed plan.
+* ``file_scan_columns``: ``DataFrame._jdf.queryExecution().executedPlan()`` is a tree of
+  ``SparkPlan`` nodes (``children()``, ``subqueries()``; adaptive execution wraps it in an
+  ``AdaptiveSparkPlanExec`` whose ``inputPlan()`` is the plan), and a batch read of a file
+  source is a ``FileSourceScanExec`` whose ``requiredSchema()`` is the columns Spark's
+  column pruning kept (those the query's projections and filters reference).
 * ``streaming_plan`` / ``source_names``: ``StreamingQuery._jsq.streamingQuery().logicalPlan()``
   is the query's plan, and its text names each Python data source by its registered name.
 * ``parse_ddl``: ``pyspark.sql.types._parse_datatype_string`` parses a DDL string.
@@ -52,6 +57,7 @@ __all__ = [
     "arrow_batch_messages",
     "driver_jvm_pid",
     "executor_count",
+    "file_scan_columns",
     "gateway_process",
     "jvm",
     "parse_ddl",
@@ -93,6 +99,38 @@ def arrow_batch_messages(dataframe: DataFrame, *, prefetch_partitions: bool) -> 
 def analyzed_plan(dataframe: DataFrame) -> str:
     """The text of the DataFrame's analyzed logical plan."""
     return str(dataframe._jdf.queryExecution().analyzed().toString())
+
+
+def _nodes(plan: Any) -> Iterator[Any]:
+    """Every node of a physical plan, its subqueries' and adaptive execution's included."""
+    pending = [plan]
+    while pending:
+        node = pending.pop()
+        yield node
+        if node.getClass().getSimpleName() == "AdaptiveSparkPlanExec":
+            pending.append(node.inputPlan())
+        for group in (node.children(), node.subqueries()):
+            pending.extend(group.apply(index) for index in range(group.size()))
+
+
+def file_scan_columns(dataframe: DataFrame) -> list[list[str]] | None:
+    """The columns each file source scan of a batch DataFrame's physical plan reads.
+
+    One list per ``FileSourceScanExec`` (its ``requiredSchema``: what column pruning
+    kept), in no particular order (a subquery's scan may be listed twice); ``None`` when
+    the plan has no such scan (a source of another kind, such as a DataSource V2 one).
+    Plans the query (no job runs).
+
+    Raises:
+        Exception: the query does not analyze or plan (py4j's or PySpark's error).
+    """
+    plan = dataframe._jdf.queryExecution().executedPlan()
+    scans = [
+        [str(name) for name in node.requiredSchema().fieldNames()]
+        for node in _nodes(plan)
+        if node.getClass().getSimpleName() == "FileSourceScanExec"
+    ]
+    return scans or None
 
 
 def streaming_plan(query: StreamingQuery) -> str:
