@@ -103,6 +103,24 @@ class _TimedStage(BufferedStage):
         """Hook after ``on_subscribe`` went downstream; by default unbounded demand."""
         self.request_upstream(subscription, MAX_DEMAND)
 
+    def _start_ticks(self) -> None:
+        """Call ``self._tick`` every ``period`` seconds until the stage ends.
+
+        The periodic task is kept with the stage's timers, so ending the stage cancels it;
+        a stage that ended while the task was being scheduled cancels it here.
+        """
+        task = self._scheduler.schedule_periodic(self._period, self._tick)
+        with self._lock:
+            alive = not self._done and not self._cancelled
+            if alive:
+                self._tasks.append(task)
+        if not alive:
+            task.cancel()
+
+    def _tick(self) -> None:
+        """One period has passed (stages that call ``_start_ticks`` override it)."""
+        raise NotImplementedError
+
     def _emit_locked(self, element: Any) -> bool:
         """Queue ``element`` for downstream if it has demand; else fail (lock held).
 
@@ -188,13 +206,7 @@ class _Sample(_TimedStage):
         return len(self._ready) + (self._latest is not None)
 
     def _started(self, subscription: Subscription) -> None:
-        task = self._scheduler.schedule_periodic(self._period, self._tick)
-        with self._lock:
-            alive = not self._done and not self._cancelled
-            if alive:
-                self._tasks.append(task)
-        if not alive:
-            task.cancel()
+        self._start_ticks()
         super()._started(subscription)
 
     def on_next(self, element: Any) -> None:
@@ -636,13 +648,7 @@ class _Window(_TimedStage):
 
     def _started(self, subscription: Subscription) -> None:
         if self._period > 0:
-            task = self._scheduler.schedule_periodic(self._period, self._tick)
-            with self._lock:
-                alive = not self._done and not self._cancelled
-                if alive:
-                    self._tasks.append(task)
-            if not alive:
-                task.cancel()
+            self._start_ticks()
         if self._count is None:
             self.request_upstream(subscription, MAX_DEMAND)
 
