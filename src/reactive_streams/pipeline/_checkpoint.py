@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._errors import PipelineUsageError
 
@@ -166,12 +166,7 @@ def check_fingerprint(checkpoint: Path, expected: dict[str, object]) -> None:
     path = checkpoint / FINGERPRINT_FILE
     started = bool(_batch_ids(checkpoint / "query" / "offsets"))
     if started and path.is_file():
-        try:
-            recorded = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            recorded = {}
-        if not isinstance(recorded, dict):
-            recorded = {}
+        recorded = _recorded(path)
         differs = [what for key, what in _WHAT.items() if recorded.get(key) != expected[key]]
         if differs:
             raise PipelineUsageError(
@@ -186,6 +181,15 @@ def check_fingerprint(checkpoint: Path, expected: dict[str, object]) -> None:
     temporary = checkpoint / f".{FINGERPRINT_FILE}.{os.getpid()}.tmp"
     temporary.write_text(json.dumps(expected, indent=2) + "\n", encoding="utf-8")
     temporary.replace(path)
+
+
+def _recorded(path: Path) -> dict[str, Any]:
+    """The JSON object in ``pipeline.json``; ``{}`` when it is not one (a damaged file)."""
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return {}
+    return recorded if isinstance(recorded, dict) else {}
 
 
 def checkpoint_columns(
@@ -213,14 +217,7 @@ def checkpoint_columns(
         OSError: ``pipeline.json`` cannot be written.
     """
     path = checkpoint / FINGERPRINT_FILE
-    recorded: object = {}
-    if path.is_file():
-        try:
-            recorded = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            recorded = {}
-    if not isinstance(recorded, dict):
-        recorded = {}
+    recorded = _recorded(path) if path.is_file() else {}
     if _batch_ids(checkpoint / "query" / "offsets"):
         kept = recorded.get("columns", list(names))
         if not isinstance(kept, list) or not set(columns) <= set(kept) <= set(names):
