@@ -28,6 +28,7 @@ within 1.3x of the batch job at both sizes, and its Python driver's peak memory 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import subprocess
@@ -144,6 +145,20 @@ print(whole.num_rows)
 """
 
 
+def compile_sources() -> None:
+    """Byte-compile ``src`` once, as pip does for an installed wheel.
+
+    Every job runs the package from ``src`` (``PYTHONPATH``), and Spark starts several
+    Python processes per query (the source runner, the read planner, the executors'
+    workers), each importing it. Where ``PYTHONDONTWRITEBYTECODE`` is set (as on the
+    machines these figures come from) no ``.pyc`` is ever written for ``src``, so each of
+    those processes would compile the modules again (about 0.2 s apiece), a cost no pip
+    install has. ``--no-compile`` measures that case.
+    """
+    src = Path(__file__).resolve().parents[1] / "src"
+    compileall.compile_dir(str(src), quiet=1)
+
+
 def write_files(repeat: int, directory: Path) -> int:
     """The flights ``repeat`` times over, as 8 Parquet files of equal size; the row count.
 
@@ -167,8 +182,23 @@ def main() -> None:
         default=None,
         help="for the pipeline on the executors (default: the command's own, 1,000,000)",
     )
+    parser.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="do not byte-compile src first (see compile_sources)",
+    )
+    parser.add_argument(
+        "--skip-driver-path",
+        action="store_true",
+        help="leave out the pipeline with --read-on driver (the slowest job)",
+    )
     args = parser.parse_args()
-    print(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores, shared)")
+    if not args.no_compile:
+        compile_sources()
+    print(
+        f"load average at start: {os.getloadavg()[0]:.1f} (2 cores, shared); "
+        f"src {'not ' if args.no_compile else ''}byte-compiled"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-pipeline-") as tmp:
         work = Path(tmp)
         for repeat in args.repeat:
@@ -187,26 +217,31 @@ def main() -> None:
                 executors, summary = run_pipeline(
                     str(source), work / f"executors-{tag}", "executors", budget
                 )
-                driver, driver_summary = run_pipeline(
-                    str(source), work / f"driver-{tag}", "driver", None
-                )
                 assert native_groups == groups, (native_groups, groups)
                 assert summary["output_groups"] == groups, (summary, groups)
-                assert driver_summary["output_groups"] == groups, (driver_summary, groups)
+                driver_line = driver_peak = ""
+                if not args.skip_driver_path:
+                    driver, driver_summary = run_pipeline(
+                        str(source), work / f"driver-{tag}", "driver", None
+                    )
+                    assert driver_summary["output_groups"] == groups, (driver_summary, groups)
+                    driver_line = f" | pipeline driver {driver:5.1f} s ({driver / batch:.2f}x)"
+                    driver_peak = (
+                        ", pipeline driver "
+                        f"{_mib(driver_summary['python_driver_peak_memory_bytes'])}"
+                    )
                 print(
                     f"  run {run + 1}: batch {batch:5.1f} s | spark stream {native:5.1f} s "
                     f"({native / batch:.2f}x) | pipeline executors {executors:5.1f} s "
                     f"({executors / batch:.2f}x, {summary['micro_batches']} micro-batches, "
-                    f"{executors / native:.2f}x the spark stream) | pipeline driver "
-                    f"{driver:5.1f} s ({driver / batch:.2f}x) | {groups:,} groups | load "
-                    f"average now {os.getloadavg()[0]:.1f}"
+                    f"{executors / native:.2f}x the spark stream){driver_line} | "
+                    f"{groups:,} groups | load average now {os.getloadavg()[0]:.1f}"
                 )
                 print(
                     "         Python driver peak memory: batch "
                     f"{_mib(batch_peak)}, pipeline executors "
-                    f"{_mib(summary['python_driver_peak_memory_bytes'])}, pipeline driver "
-                    f"{_mib(driver_summary['python_driver_peak_memory_bytes'])}; Spark driver "
-                    f"JVM: pipeline executors "
+                    f"{_mib(summary['python_driver_peak_memory_bytes'])}{driver_peak}; "
+                    "Spark driver JVM: pipeline executors "
                     f"{_mib(summary['spark_driver_jvm_peak_memory_bytes'])}"
                 )
 

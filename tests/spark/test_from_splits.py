@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from reactive_streams.spark._splits_source import (
     read_partition,
     spread,
 )
+from reactive_streams.spark._warm_up import WorkerWarmUp, _warm
 from reactive_streams.spark.splits import FileSplit, count_rows, file_splits, row_group_starts
 
 if TYPE_CHECKING:
@@ -510,3 +512,64 @@ def test_a_file_that_disappears_fails_the_query_naming_it(
 def test_split_names_in_errors_are_the_file_and_row_group(tmp_path: Path) -> None:
     split = FileSplit(str(tmp_path / "x.parquet"), "parquet", 3)
     assert str(split) == f"{tmp_path / 'x.parquet'} (row group 3)"
+
+
+# ----------------------------------------------------------- warming the workers up
+class LoggedShard(str):
+    """A shard name that appends the unpickling process's pid to ``log`` (a plan decode)."""
+
+    log: str
+
+    def __new__(cls, name: str, log: str) -> LoggedShard:
+        shard = super().__new__(cls, name)
+        shard.log = log
+        return shard
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_logged_shard, (str(self), self.log))
+
+
+def _logged_shard(name: str, log: str) -> LoggedShard:
+    with open(log, "a", encoding="utf-8") as handle:
+        handle.write(f"{os.getpid()}\n")
+    return LoggedShard(name, log)
+
+
+def _pids(path: Path) -> set[int]:
+    return {int(line) for line in path.read_text().split()} if path.exists() else set()
+
+
+def test_warm_workers_start_the_reading_workers_before_the_query(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    decoded, requests = tmp_path / "decoded.txt", tmp_path / "requests.jsonl"
+    counts = {"north": 300, "south": 200}
+    shards = [LoggedShard(name, str(decoded)) for name in counts]
+    df = from_splits(
+        shards,
+        range_opener(counts, str(requests)),
+        spark,
+        "shard string, i long",
+        count=lambda shard: counts[str(shard)],
+        max_records_per_trigger=200,
+        warm_workers=True,
+    )
+    deadline = time.monotonic() + TIMEOUT
+    while len(_pids(decoded)) < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    warmed = _pids(decoded)
+    assert warmed, "the warm-up decoded no plan before the query started"
+    assert os.getpid() not in warmed  # decoded in Spark's Python workers
+
+    table = pa.concat_tables(run_available_now(df))
+    got = sorted(zip(table.column("shard").to_pylist(), table.column("i").to_pylist(), strict=True))
+    assert got == sorted((shard, i) for shard, rows in counts.items() for i in range(rows))
+    readers = {json.loads(line)["pid"] for line in requests.read_text().splitlines()}
+    assert readers & warmed  # the reads ran in a worker the warm-up started
+
+
+def test_a_warm_up_whose_plan_does_not_decode_changes_nothing(spark: SparkSession) -> None:
+    assert list(_warm("not a plan")(iter([]))) == []  # never raises in the worker
+    warm_up = WorkerWarmUp(spark, "not a plan", tasks=2)
+    assert warm_up.wait(TIMEOUT)
+    assert warm_up.error is None

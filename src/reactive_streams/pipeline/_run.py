@@ -372,6 +372,8 @@ class Pipeline:
             max_records_per_trigger=config.trigger_records,
             chunk_rows=config.chunk_rows,
             boundaries=split_boundaries,
+            # The executors' Python workers start while the query is analysed and started.
+            warm_workers=True,
         )
 
     def _bridge_stream(self, spark: SparkSession) -> DataFrame:

@@ -37,6 +37,7 @@ def from_splits(
     read_timeout: float = 300.0,
     name: Callable[[S], str] = str,
     boundaries: Callable[[S], Sequence[int]] | None = None,
+    warm_workers: bool = False,
 ) -> DataFrame:
     """A streaming DataFrame whose micro-batches are read from ``splits`` on the executors.
 
@@ -97,6 +98,13 @@ def from_splits(
             less than one row group per split), so no micro-batch starts inside a row
             group and nothing is decoded twice. Called once per split and query, in the
             streaming source runner.
+        warm_workers: start the executors' Python workers now, in the background, with
+            one task per core that imports what the opener, counter and transform need
+            (it decodes the plan) and returns no row; Spark keeps them for the first
+            micro-batch's reads, which then skip the workers' start (about 3.5 s of a
+            9 s first micro-batch on the flights x10, ``benchmarks/README.md``). Best
+            effort: a failed warm-up is logged at debug level and changes nothing else.
+            It costs one short Spark job while the query starts (``_warm_up``).
 
     Returns:
         A streaming DataFrame. Any number of queries may read it (each has its own
@@ -169,4 +177,8 @@ def from_splits(
     # One registration for every from_splits stream: the option says which stream this is,
     # so registering again replaces the entry with the same class instead of adding one.
     spark.dataSource.register(SplitDataSource)
+    if warm_workers:
+        from ._warm_up import WorkerWarmUp  # noqa: PLC0415
+
+        WorkerWarmUp(spark, encoded)
     return spark.readStream.format(FORMAT_NAME).schema(struct).option("plan", encoded).load()
