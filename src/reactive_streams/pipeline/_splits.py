@@ -514,6 +514,19 @@ def cache_dir() -> Path:
     return Path(base) / "reactive-streams"
 
 
+def _cache_paths(key: str, parts: int) -> list[Path]:
+    directory = cache_dir() / "pipeline" / key
+    return [directory / f"part-{index:02d}.parquet" for index in range(parts)]
+
+
+def cached_files(key: str, *, parts: int = 4) -> tuple[InputFile, ...] | None:
+    """The files ``cache_table(table, key, parts=parts)`` wrote, if they are all there."""
+    files = _cache_paths(key, parts)
+    if not all(path.is_file() for path in files):
+        return None
+    return tuple(InputFile(path, "parquet") for path in files)
+
+
 def cache_table(
     table: pa.Table, key: str, *, parts: int = 4, row_group_rows: int = 25_000
 ) -> tuple[InputFile, ...]:
@@ -533,7 +546,7 @@ def cache_table(
         OSError: the cache cannot be written.
     """
     directory = cache_dir() / "pipeline" / key
-    files = [directory / f"part-{index:02d}.parquet" for index in range(parts)]
+    files = _cache_paths(key, parts)
     if not all(path.is_file() for path in files):
         directory.mkdir(parents=True, exist_ok=True)
         rows = -(-table.num_rows // parts)
