@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -19,11 +20,13 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Read
 from reactive_streams import EmitterElection, Publisher, Subscriber, Subscription
 from reactive_streams.spark import SplitReadError, from_splits
 from reactive_streams.spark._splits_source import (
+    SplitGroup,
     SplitPartition,
     SplitPlan,
     SplitStreamReader,
     align,
     encode_plan,
+    group_shares,
     read_partition,
     spread,
 )
@@ -223,7 +226,9 @@ def test_latest_offset_follows_the_read_limit_and_split_growth(tmp_path: Path) -
     first = reader.latestOffset(start, ReadMaxRows(6))
     assert first == {"rows": [3, 3]}
     parts = reader.partitions(start, first)
-    assert [(p.name, p.start, p.end) for p in parts] == [("a", 0, 3), ("b", 0, 3)]
+    shares = [p for p in parts if isinstance(p, SplitPartition)]  # no max_partitions: no group
+    assert [(p.name, p.start, p.end) for p in shares] == [("a", 0, 3), ("b", 0, 3)]
+    assert len(shares) == len(parts)
     assert reader.latestOffset(first, ReadAllAvailable()) == {"rows": [10, 4]}
     assert reader.latestOffset(first, ReadMinRows(100)) == first  # not enough rows yet
     state.write_text(json.dumps({"a": 10, "b": 9}))  # a live split grows: later batches
@@ -573,3 +578,76 @@ def test_a_warm_up_whose_plan_does_not_decode_changes_nothing(spark: SparkSessio
     warm_up = WorkerWarmUp(spark, "not a plan", tasks=2)
     assert warm_up.wait(TIMEOUT)
     assert warm_up.error is None
+
+
+# ------------------------------------------------- grouping shares into fewer tasks
+def _shares(rows: list[int]) -> list[SplitPartition]:
+    return [SplitPartition(i, f"s{i}", f"s{i}", 10, 10 + n) for i, n in enumerate(rows)]
+
+
+@pytest.mark.parametrize(
+    ("rows", "limit"),
+    [([100] * 8, 2), ([100, 100, 100, 100, 50], 2), ([5, 300, 7, 40, 40, 1], 3), ([9, 9], 5)],
+)
+def test_group_shares_covers_every_share_once_in_balanced_groups(
+    rows: list[int], limit: int
+) -> None:
+    shares = _shares(rows)
+    groups = group_shares(shares, limit)
+    assert len(groups) == min(limit, len(shares))
+    placed = [part.index for group in groups for part in group.parts]
+    assert sorted(placed) == list(range(len(shares)))  # each share exactly once
+    for group in groups:  # each group reads its splits in order
+        indices = [part.index for part in group.parts]
+        assert indices == sorted(indices)
+    assert [group.parts[0].index for group in groups] == sorted(g.parts[0].index for g in groups)
+    loads = [group.rows for group in groups]
+    assert max(loads) - min(loads) <= max(rows)  # greedy balance: within one share
+    again = group_shares(list(reversed(shares)), limit)  # the same shares, the same groups
+    assert [[p.index for p in g.parts] for g in again] == [
+        [p.index for p in g.parts] for g in groups
+    ]
+
+
+def test_partitions_are_grouped_beyond_max_partitions_and_read_in_turn() -> None:
+    counts = {"a": 30, "b": 30, "c": 30}
+    plan = SplitPlan(
+        splits=tuple(counts),
+        names=tuple(counts),
+        opener=range_opener(counts),
+        count=counts.__getitem__,
+        max_partitions=2,
+        chunk_rows=7,
+    )
+    reader = reader_for(plan)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    parts = reader.partitions(start, end)
+    assert len(parts) == 2
+    assert all(isinstance(part, SplitGroup) for part in parts)
+    table = pa.Table.from_batches([batch for part in parts for batch in reader.read(part)])
+    got = list(zip(table.column("shard").to_pylist(), table.column("i").to_pylist(), strict=True))
+    assert sorted(got) == sorted((shard, i) for shard, n in counts.items() for i in range(n))
+    one = reader_for(dataclasses.replace(plan, max_partitions=3)).partitions(start, end)
+    assert [type(part) for part in one] == [SplitPartition] * 3  # no more shares than that
+
+
+def test_max_partitions_gives_the_exact_rows_in_fewer_tasks(spark: SparkSession) -> None:
+    counts = {"north": 250, "south": 120, "east": 90, "west": 40}
+    with pytest.raises(ValueError, match="max_partitions"):
+        from_splits(list(counts), range_opener(counts), spark, "shard string, i long",
+                    count=counts.__getitem__, max_partitions=0)  # fmt: skip
+    df = from_splits(
+        list(counts),
+        range_opener(counts),
+        spark,
+        "shard string, i long",
+        count=counts.__getitem__,
+        max_records_per_trigger=200,
+        max_partitions=1,
+    )
+    batches = run_available_now(df)
+    table = pa.concat_tables(batches)
+    got = sorted(zip(table.column("shard").to_pylist(), table.column("i").to_pylist(), strict=True))
+    assert got == sorted((shard, i) for shard, rows in counts.items() for i in range(rows))
+    assert max(batch.num_rows for batch in batches) <= 200

@@ -394,6 +394,9 @@ class Pipeline:
             boundaries=split_boundaries,
             # The executors' Python workers start while the query is analysed and started.
             warm_workers=True,
+            # As many tasks per micro-batch as cores: with more files than cores, a task
+            # reads several files' shares in turn instead of paying a task per file.
+            max_partitions=max(1, int(spark.sparkContext.defaultParallelism)),
         )
 
     def _bridge_stream(self, spark: SparkSession) -> DataFrame:

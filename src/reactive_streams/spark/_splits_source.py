@@ -56,12 +56,14 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMAT_NAME",
     "SplitDataSource",
+    "SplitGroup",
     "SplitPartition",
     "SplitPlan",
     "SplitStreamReader",
     "align",
     "decode_plan",
     "encode_plan",
+    "group_shares",
     "read_partition",
     "spread",
 ]
@@ -99,6 +101,10 @@ class SplitPlan:
         max_records_per_trigger: the default row budget of a micro-batch.
         read_timeout: seconds a worker waits for a requested chunk before failing.
         boundaries: optional, see ``Boundaries``; each share is rounded to them (``align``).
+        max_partitions: the most Spark partitions (tasks) a micro-batch is planned into;
+            when more splits have a share, the shares are grouped (``group_shares``) and
+            a task reads its group's shares one after the other. ``None``: one partition
+            per split with a share.
     """
 
     splits: tuple[Any, ...]
@@ -112,6 +118,7 @@ class SplitPlan:
     read_timeout: float = 300.0
     stream_id: str = field(default="")
     boundaries: Boundaries | None = None
+    max_partitions: int | None = None
 
 
 def encode_plan(plan: SplitPlan) -> str:
@@ -204,6 +211,49 @@ class SplitPartition(InputPartition):
         self.name = name
         self.start = start
         self.end = end
+
+
+class SplitGroup(InputPartition):
+    """Several splits' shares read by one Spark task, one after the other, in split order.
+
+    Attributes:
+        parts: the shares, ordered by split index.
+    """
+
+    def __init__(self, parts: Sequence[SplitPartition]) -> None:
+        super().__init__(tuple((part.index, part.start, part.end) for part in parts))
+        self.parts = tuple(parts)
+
+    @property
+    def rows(self) -> int:
+        """The elements the group reads."""
+        return sum(part.end - part.start for part in self.parts)
+
+
+def group_shares(shares: Sequence[SplitPartition], limit: int) -> list[SplitGroup]:
+    """``shares`` in at most ``limit`` groups of about equal rows, deterministically.
+
+    The largest share goes first to the group with the fewest rows so far (the lowest
+    numbered on a tie); each group reads its shares in split order, and the groups come
+    in the order of their first split. The same shares always give the same groups, so a
+    replayed micro-batch is read exactly as before.
+
+    >>> shares = [SplitPartition(i, str(i), str(i), 0, rows)
+    ...           for i, rows in enumerate([100, 100, 100, 100, 50])]
+    >>> [[part.index for part in group.parts] for group in group_shares(shares, 2)]
+    [[0, 2, 4], [1, 3]]
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    bins: list[list[SplitPartition]] = [[] for _ in range(min(limit, len(shares)))]
+    loads = [0] * len(bins)
+    for part in sorted(shares, key=lambda part: (-(part.end - part.start), part.index)):
+        target = min(range(len(bins)), key=lambda number: (loads[number], number))
+        bins[target].append(part)
+        loads[target] += part.end - part.start
+    groups = [sorted(parts, key=lambda part: part.index) for parts in bins if parts]
+    groups.sort(key=lambda parts: parts[0].index)
+    return [SplitGroup(parts) for parts in groups]
 
 
 class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -309,15 +359,24 @@ class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ) from exc
         return cache[index]
 
-    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[SplitPartition]:
-        """One partition per split with elements between ``start`` and ``end``."""
+    def partitions(
+        self, start: dict[str, Any], end: dict[str, Any]
+    ) -> list[SplitPartition] | list[SplitGroup]:
+        """One partition per split with elements between ``start`` and ``end``.
+
+        With ``max_partitions`` and more shares than that, the shares are grouped
+        (``group_shares``): fewer, longer tasks, each reading several splits in turn.
+        """
         begin, finish = self._start_rows(start), self._start_rows(end)
         plan = self._plan
-        return [
+        shares = [
             SplitPartition(index, plan.splits[index], plan.names[index], first, last)
             for index, (first, last) in enumerate(zip(begin, finish, strict=True))
             if last > first
         ]
+        if plan.max_partitions is None or len(shares) <= plan.max_partitions:
+            return shares
+        return group_shares(shares, plan.max_partitions)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: every read opens its split anew at its start offset."""
@@ -330,8 +389,11 @@ class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             SplitReadError: the opener raised, the publisher failed, ended early or sent
                 nothing for ``read_timeout`` seconds; the message names the split.
         """
+        schema = to_arrow_schema(self._schema, timezone="UTC")
+        if isinstance(partition, SplitGroup):
+            return _read_group(self._plan, partition, schema)
         assert isinstance(partition, SplitPartition)
-        return read_partition(self._plan, partition, to_arrow_schema(self._schema, timezone="UTC"))
+        return read_partition(self._plan, partition, schema)
 
 
 class SplitDataSource(DataSource):
@@ -438,6 +500,12 @@ class _ChunkSubscriber(Subscriber[Any]):
             subscription = self.subscription
         if subscription is not None:
             subscription.cancel()
+
+
+def _read_group(plan: SplitPlan, group: SplitGroup, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Each share of ``group`` in turn (closing this closes the share being read)."""
+    for part in group.parts:
+        yield from read_partition(plan, part, schema)
 
 
 def _fail(partition: SplitPartition, at: int, what: str) -> SplitReadError:
