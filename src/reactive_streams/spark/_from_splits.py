@@ -191,9 +191,9 @@ def from_splits(
         ) from exc
     # One registration for every from_splits stream: the option says which stream this is,
     # so registering again replaces the entry with the same class instead of adding one.
-    spark.dataSource.register(SplitDataSource)
-    if warm_workers:
+    if warm_workers:  # first: it needs no registration, and overlaps all that follows
         from ._warm_up import WorkerWarmUp  # noqa: PLC0415
 
         WorkerWarmUp(spark, encoded)
+    spark.dataSource.register(SplitDataSource)
     return spark.readStream.format(FORMAT_NAME).schema(struct).option("plan", encoded).load()
