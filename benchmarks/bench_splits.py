@@ -14,7 +14,9 @@ each timed on both paths (wall time, best of ``--runs``, the session already up)
   reader prunes the other 16 columns; ``from_splits`` over ``file_splits`` reads all 19,
   or (the third line) only those 3, given as ``file_splits(schema=...)``.
 
-``spark.read.parquet(dir)`` runs the query as one batch job; ``from_splits`` runs it as a
+``spark.read.parquet(dir)`` runs the query as one batch job; ``from_splits`` (with
+``max_partitions`` as many as the cores unless ``--max-partitions`` says otherwise: one
+task per core and micro-batch, each reading its files' shares in turn) runs it as a
 streaming query (``Trigger.AvailableNow``, ``--max-records`` rows per micro-batch) whose
 ``foreachBatch`` aggregates each micro-batch, and the partial results are combined. The
 ratio printed is Parquet's time over ``from_splits``' (rows/s of ``from_splits`` as a
@@ -102,6 +104,7 @@ def run_splits(
     batch_rows: int,
     *,
     project: bool = False,
+    max_partitions: int | None = None,
 ) -> tuple[float, Any, int]:
     from reactive_streams.spark.splits import file_splits
 
@@ -111,7 +114,9 @@ def run_splits(
         full = pq.read_schema(next(iter(sorted(directory.glob("*.parquet")))))
         schema = pa.schema([full.field(column) for column in THREE])
     files = file_splits(directory, batch_rows=batch_rows, schema=schema)
-    df = files.to_dataframe(spark, max_records_per_trigger=max_records)
+    df = files.to_dataframe(
+        spark, max_records_per_trigger=max_records, max_partitions=max_partitions
+    )
     parts: list[list[dict[str, Any]]] = []
 
     def each(frame: Any, batch_id: int) -> None:
@@ -182,6 +187,13 @@ def main() -> None:
     parser.add_argument("--row-group", type=int, default=100_000, help="Parquet row group rows")
     parser.add_argument("--max-records", type=int, default=1_000_000, help="rows per trigger")
     parser.add_argument("--batch-rows", type=int, default=50_000, help="rows per record batch")
+    parser.add_argument(
+        "--max-partitions",
+        type=int,
+        default=0,
+        help="from_splits' max_partitions (default 0: Spark's default parallelism, the cores; "
+        "-1: one partition per split)",
+    )
     parser.add_argument("--memory", action="store_true", help="also measure worker memory")
     parser.add_argument(
         "--memory-times", type=int, default=1, help="flights multiple of --memory (default 1)"
@@ -196,6 +208,12 @@ def main() -> None:
 
     print(f"load average at start: {os.getloadavg()[0]:.1f} (2 cores, shared)")
     spark = local_session(app_name="bench-splits")
+    max_partitions: int | None = args.max_partitions
+    if max_partitions == 0:
+        max_partitions = int(spark.sparkContext.defaultParallelism)
+    elif max_partitions is not None and max_partitions < 0:
+        max_partitions = None
+    print(f"from_splits max_partitions: {max_partitions} (None: one partition per split)")
     try:
         for times in (int(size) for size in args.sizes.split(",") if size):
             with tempfile.TemporaryDirectory() as work:
@@ -217,6 +235,7 @@ def main() -> None:
                             args.max_records,
                             args.batch_rows,
                             project=project,
+                            max_partitions=max_partitions,
                         )
                         assert p_result == s_result, (name, p_result, s_result)
                         parquet, splits = min(parquet, p_time), min(splits, s_time)
