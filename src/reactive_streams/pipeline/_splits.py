@@ -333,7 +333,7 @@ class SplitReader:
             ValueError: the file changed since it was planned.
         """
         _check_unchanged(split)
-        return Flow.from_iterable(_Deferred(self, split, start))
+        return Flow.defer(lambda: Flow.from_iterable(self.batches(split, start)))
 
     def batches(self, split: PipelineSplit, start: int) -> Iterator[pa.RecordBatch]:
         """The batches ``__call__`` publishes, as an iterator."""
@@ -397,18 +397,6 @@ class SplitReader:
             [*taken.columns, pa.array(kind, pa.int8()), pa.array(texts, pa.string())],
             schema=self.output_schema,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class _Deferred:
-    """A re-iterable over ``reader.batches(split, start)`` (one pass per subscriber)."""
-
-    reader: SplitReader
-    split: PipelineSplit
-    start: int
-
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        return self.reader.batches(self.split, self.start)
 
 
 @dataclass(frozen=True, slots=True)

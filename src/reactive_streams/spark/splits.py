@@ -226,7 +226,7 @@ class FileOpener:
             ValueError: the file changed since it was listed.
         """
         _check_unchanged(split)
-        return Flow.from_iterable(_Deferred(self, split, start))
+        return Flow.defer(lambda: Flow.from_iterable(self.batches(split, start)))
 
     def batches(self, split: FileSplit, start: int) -> Iterator[pa.RecordBatch]:
         """The batches ``__call__`` publishes, as an iterator."""
@@ -296,18 +296,6 @@ class FileOpener:
                     return
                 table = pa_json.read_json(io.BytesIO(b"".join(block)), parse_options=parse)
                 yield from table.select(names).to_batches()
-
-
-@dataclass(frozen=True, slots=True)
-class _Deferred:
-    """A re-iterable over ``opener.batches(split, start)`` (one pass per subscriber)."""
-
-    opener: FileOpener
-    split: FileSplit
-    start: int
-
-    def __iter__(self) -> Iterator[pa.RecordBatch]:
-        return self.opener.batches(self.split, self.start)
 
 
 @dataclass(frozen=True, slots=True)
