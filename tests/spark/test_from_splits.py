@@ -136,6 +136,12 @@ def run_failing(df: DataFrame) -> str:
     return str(caught.value)
 
 
+def assert_every_row_once(table: pa.Table, counts: dict[str, int]) -> None:
+    """``table`` holds each ``(shard, i)`` of ``counts`` exactly once (in any order)."""
+    got = sorted(zip(table.column("shard").to_pylist(), table.column("i").to_pylist(), strict=True))
+    assert got == sorted((shard, i) for shard, rows in counts.items() for i in range(rows))
+
+
 def reader_for(plan: SplitPlan) -> SplitStreamReader:
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -427,8 +433,7 @@ def test_custom_opener_transform_and_chunked_demand(spark: SparkSession, tmp_pat
     )
     batches = run_available_now(df)
     table = pa.concat_tables(batches)
-    got = sorted(zip(table.column("shard").to_pylist(), table.column("i").to_pylist(), strict=True))
-    assert got == sorted((shard, i) for shard, rows in counts.items() for i in range(rows))
+    assert_every_row_once(table, counts)
     assert table.column("twice").to_pylist() == [2 * i for i in table.column("i").to_pylist()]
     assert max(batch.num_rows for batch in batches) <= 300
     requests = [json.loads(line) for line in log.read_text().splitlines()]
@@ -567,8 +572,7 @@ def test_warm_workers_start_the_reading_workers_before_the_query(
     assert os.getpid() not in warmed  # decoded in Spark's Python workers
 
     table = pa.concat_tables(run_available_now(df))
-    got = sorted(zip(table.column("shard").to_pylist(), table.column("i").to_pylist(), strict=True))
-    assert got == sorted((shard, i) for shard, rows in counts.items() for i in range(rows))
+    assert_every_row_once(table, counts)
     readers = {json.loads(line)["pid"] for line in requests.read_text().splitlines()}
     assert readers & warmed  # the reads ran in a worker the warm-up started
 
@@ -626,8 +630,7 @@ def test_partitions_are_grouped_beyond_max_partitions_and_read_in_turn() -> None
     assert len(parts) == 2
     assert all(isinstance(part, SplitGroup) for part in parts)
     table = pa.Table.from_batches([batch for part in parts for batch in reader.read(part)])
-    got = list(zip(table.column("shard").to_pylist(), table.column("i").to_pylist(), strict=True))
-    assert sorted(got) == sorted((shard, i) for shard, n in counts.items() for i in range(n))
+    assert_every_row_once(table, counts)
     one = reader_for(dataclasses.replace(plan, max_partitions=3)).partitions(start, end)
     assert [type(part) for part in one] == [SplitPartition] * 3  # no more shares than that
 
@@ -648,6 +651,5 @@ def test_max_partitions_gives_the_exact_rows_in_fewer_tasks(spark: SparkSession)
     )
     batches = run_available_now(df)
     table = pa.concat_tables(batches)
-    got = sorted(zip(table.column("shard").to_pylist(), table.column("i").to_pylist(), strict=True))
-    assert got == sorted((shard, i) for shard, rows in counts.items() for i in range(rows))
+    assert_every_row_once(table, counts)
     assert max(batch.num_rows for batch in batches) <= 200
