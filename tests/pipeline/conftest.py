@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
+    from reactive_streams.pipeline import Pipeline
+
 T = TypeVar("T")
 
 
@@ -97,3 +99,18 @@ def spark() -> Iterator[SparkSession]:
         for query in session.streams.active:
             query.stop()
         session.stop()
+
+
+PIPELINE_TIMEOUT = 240.0
+"""Seconds a test pipeline may take (Spark on a loaded 2-core machine)."""
+
+
+def run_to_end(pipe: Pipeline, spark: SparkSession) -> None:
+    """Prepare and start ``pipe`` on ``spark`` and wait for its end; stop it on a failure."""
+    pipe.prepare()
+    try:
+        pipe.start(spark)
+        assert pipe.wait(PIPELINE_TIMEOUT), "the pipeline did not finish in time"
+    except BaseException:
+        pipe.stop()
+        raise

@@ -15,7 +15,7 @@ from reactive_streams.pipeline import DEFAULT_SQL, Pipeline, PipelineConfig
 from reactive_streams.pipeline._columns import query_columns, stream_columns
 from reactive_streams.pipeline._query import DEFAULT_REQUIRED_COLUMNS
 
-from .conftest import SPARK_MARKS
+from .conftest import SPARK_MARKS, run_to_end
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 pytestmark = SPARK_MARKS
 
-TIMEOUT = 240.0
 COLUMNS = ["origin", "time_hour", "dep_time", "dep_delay", "carrier", "tailnum"]
 COUNT_SQL = "SELECT origin, count(*) AS flights FROM events GROUP BY origin"
 
@@ -63,13 +62,7 @@ def _run(tmp_path: Path, spark: SparkSession, sql: str) -> tuple[Pipeline, pd.Da
             chunk_rows=128,
         )
     )
-    pipe.prepare()
-    try:
-        pipe.start(spark)
-        assert pipe.wait(TIMEOUT), "the pipeline did not finish in time"
-    except BaseException:
-        pipe.stop()
-        raise
+    run_to_end(pipe, spark)
     return pipe, good
 
 

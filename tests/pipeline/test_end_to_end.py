@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from reactive_streams.cli import main
 from reactive_streams.pipeline import Pipeline, PipelineConfig
 
-from .conftest import SPARK_MARKS
+from .conftest import PIPELINE_TIMEOUT, SPARK_MARKS, run_to_end
 from .reference import assert_same_result, default_query_with_pandas
 
 if TYPE_CHECKING:
@@ -27,17 +27,7 @@ if TYPE_CHECKING:
 
 pytestmark = SPARK_MARKS
 
-TIMEOUT = 240.0
-
-
-def _run(pipe: Pipeline, spark: SparkSession) -> None:
-    pipe.prepare()
-    try:
-        pipe.start(spark)
-        assert pipe.wait(TIMEOUT), "the pipeline did not finish in time"
-    except BaseException:
-        pipe.stop()
-        raise
+TIMEOUT = PIPELINE_TIMEOUT
 
 
 def test_default_run_equals_a_pandas_computation(spark: SparkSession, tmp_path: Path) -> None:
@@ -45,7 +35,7 @@ def test_default_run_equals_a_pandas_computation(spark: SparkSession, tmp_path: 
 
     out = tmp_path / "out"
     pipe = Pipeline(PipelineConfig(output=out))
-    _run(pipe, spark)
+    run_to_end(pipe, spark)
     result = pipe.finish()
     pipe.close()
     assert result.status == "completed", result.error
@@ -143,7 +133,7 @@ def test_rerun_with_a_checkpoint_gives_the_same_exact_result(
                 read_on=read_on,
             )
         )
-        _run(pipe, spark)
+        run_to_end(pipe, spark)
         result = pipe.finish()
         pipe.close()
         assert result.status == "completed", result.error
@@ -191,7 +181,7 @@ def test_a_run_stopped_midway_resumes_from_its_checkpoint_exactly(
     assert not (tmp_path / "out" / "result.parquet").exists()
 
     second = Pipeline(config)
-    _run(second, spark)
+    run_to_end(second, spark)
     result = second.finish()
     second.close()
     assert result.status == "completed", result.error
@@ -217,7 +207,7 @@ def test_an_aggregating_sql_runs_in_complete_mode(spark: SparkSession, tmp_path:
             max_records_per_trigger=300,
         )
     )
-    _run(pipe, spark)
+    run_to_end(pipe, spark)
     result = pipe.finish()
     pipe.close()
     assert result.status == "completed", result.error

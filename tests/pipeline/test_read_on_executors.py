@@ -14,7 +14,7 @@ import pytest
 
 from reactive_streams.pipeline import Pipeline, PipelineConfig
 
-from .conftest import SPARK_MARKS
+from .conftest import PIPELINE_TIMEOUT, SPARK_MARKS, run_to_end
 from .reference import assert_same_result, default_query_with_pandas
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 pytestmark = SPARK_MARKS
 
-TIMEOUT = 240.0
+TIMEOUT = PIPELINE_TIMEOUT
 COLUMNS = ["origin", "time_hour", "dep_time", "dep_delay"]
 
 
@@ -56,16 +56,6 @@ def _inputs(directory: Path) -> tuple[pd.DataFrame, list[tuple[str, int, str]]]:
     return pd.concat([csv_part, jsonl_part, parquet_part], ignore_index=True), dead
 
 
-def _run(pipe: Pipeline, spark: SparkSession) -> None:
-    pipe.prepare()
-    try:
-        pipe.start(spark)
-        assert pipe.wait(TIMEOUT), "the pipeline did not finish in time"
-    except BaseException:
-        pipe.stop()
-        raise
-
-
 def _dead_letters(path: Path) -> list[tuple[str, int, str]]:
     records = [json.loads(line) for line in path.read_text().splitlines()]
     return [(record["source"], record["line"], record["reason"]) for record in records]
@@ -85,7 +75,7 @@ def test_csv_jsonl_and_parquet_inputs_give_the_exact_result_and_dead_letters(
             chunk_rows=128,
         )
     )
-    _run(pipe, spark)
+    run_to_end(pipe, spark)
     result = pipe.finish()
     pipe.close()
     assert result.status == "completed", result.error
@@ -183,7 +173,7 @@ def test_a_run_stopped_midway_resumes_exactly_with_each_dead_letter_once(
     assert stopped.status == "interrupted"
 
     second = Pipeline(config)
-    _run(second, spark)
+    run_to_end(second, spark)
     result = second.finish()
     second.close()
     assert result.status == "completed", result.error
@@ -211,7 +201,7 @@ def test_the_split_plan_is_part_of_the_checkpoint_fingerprint(
         inputs=(tmp_path / "in",), output=tmp_path / "out", checkpoint=checkpoint, read_on="driver"
     )
     pipe = Pipeline(config)
-    _run(pipe, spark)
+    run_to_end(pipe, spark)
     assert pipe.finish().status == "completed"
     pipe.close()
     executors = Pipeline(dataclasses.replace(config, read_on=None))  # the default
@@ -227,7 +217,7 @@ def test_the_default_input_runs_on_the_executors_exactly(
     monkeypatch.setenv("REACTIVE_STREAMS_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "out"
     pipe = Pipeline(PipelineConfig(output=out, read_on="executors"))
-    _run(pipe, spark)
+    run_to_end(pipe, spark)
     result = pipe.finish()
     pipe.close()
     assert result.status == "completed", result.error
