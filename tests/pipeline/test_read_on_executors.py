@@ -229,3 +229,42 @@ def test_the_default_input_runs_on_the_executors_exactly(
     assert pipe.splits is not None
     assert len(pipe.splits) == 4
     assert sorted(path.name for path in out.iterdir()) == ["result.parquet"]
+
+
+def test_one_big_csv_file_is_read_in_line_ranges_exactly(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reactive_streams.pipeline import _splits
+
+    monkeypatch.setattr(_splits, "_LINE_UNIT", 100)  # planning runs here: cut 2,000 lines
+    (tmp_path / "in").mkdir()
+    good = _flights(0, 2_000)
+    path = tmp_path / "in" / "big.csv"
+    lines = good.to_csv(index=False).splitlines()
+    lines.insert(1_001, "JFK,not a time,1,2")  # in the second range
+    lines.insert(400, "LGA,2013-01-02T10:00:00Z")  # file line 401: too few fields
+    # The header is line 1, so the bad time is now on line 1,003 of the file.
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    pipe = Pipeline(
+        PipelineConfig(
+            inputs=(tmp_path / "in",),
+            output=out,
+            read_on="executors",
+            max_records_per_trigger=700,
+            chunk_rows=128,
+        )
+    )
+    run_to_end(pipe, spark)
+    result = pipe.finish()
+    pipe.close()
+    assert result.status == "completed", result.error
+    assert pipe.splits is not None
+    assert [split.rows for split in pipe.splits] == [1_000, 1_002]  # two line ranges
+    assert_same_result(
+        pq.read_table(out / "result.parquet").to_pandas(), default_query_with_pandas(good)
+    )
+    letters = _dead_letters(out / "dead-letters.jsonl")
+    assert [(source, line) for source, line, _ in letters] == [(str(path), 401), (str(path), 1_003)]
+    assert result.progress.records_emitted == 2_000
+    assert result.progress.records_read == 2_002

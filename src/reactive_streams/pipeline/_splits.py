@@ -90,8 +90,8 @@ class PipelineSplit:
         size: its size in bytes when planned.
         mtime_ns: its modification time when planned.
         first: the file's record where the split starts (``0``: the whole file).
-        rows: the split's records when it is a range of a Parquet file's row groups;
-            ``None``: the file from ``first`` to its end.
+        rows: the split's records when it is a range of a Parquet file's row groups or of
+            a CSV file's lines; ``None``: the file from ``first`` to its end.
         boundaries: where the split's Parquet row groups start, in records from
             ``first`` (after the first, ascending); a micro-batch ends at one of them
             (``split_boundaries``) and a chunk never crosses one.
@@ -121,6 +121,17 @@ def _row_groups(path: Path) -> list[int]:
     """The rows of each row group of a Parquet file (its footer)."""
     metadata = pq.read_metadata(path)
     return [metadata.row_group(group).num_rows for group in range(metadata.num_row_groups)]
+
+
+_LINE_UNIT: Final = 10_000
+"""A CSV file is cut into line ranges in units of this many records."""
+
+
+def _line_units(item: InputFile) -> list[int]:
+    """A CSV file's records (lines after the header) in units of ``_LINE_UNIT``."""
+    records = _count_text_records(item)
+    whole, rest = divmod(records, _LINE_UNIT)
+    return [_LINE_UNIT] * whole + ([rest] if rest else [])
 
 
 def _ranges(groups: list[list[int]], parallelism: int) -> list[list[int]]:
@@ -174,11 +185,13 @@ def list_splits(
 ) -> tuple[PipelineSplit, ...]:
     """The splits of ``files``, in order, with each file's size and modification time now.
 
-    One split per file, except that when there are fewer than ``parallelism`` splits,
-    Parquet files are cut into runs of whole row groups (the largest run halved first)
-    until there are ``parallelism`` splits or every run is one row group: so a single big
-    file still keeps every core busy. A Parquet split also carries where its row groups
-    start (``boundaries``).
+    One split per file, except that when there are fewer files than ``parallelism``,
+    Parquet files are cut into runs of whole row groups and CSV files into ranges of
+    lines (counted here, in units of ``_LINE_UNIT`` records), the largest run halved
+    first, until there are ``parallelism`` splits or every run is one unit: so a single
+    big file still keeps every core busy. A Parquet split also carries where its row
+    groups start (``boundaries``). JSON Lines files stay whole (a reader takes the blank
+    lines after a record with it, so a range could not end exactly at a line).
 
     Args:
         files: the input files.
@@ -190,8 +203,13 @@ def list_splits(
         pyarrow.ArrowException: a Parquet file's footer is not valid.
     """
     entries: list[tuple[int, InputFile, os.stat_result, list[int] | None]] = []
+    few = parallelism > len(files)  # then big files are cut, so every core has a split
     for index, item in enumerate(files):
-        groups = _row_groups(item.path) if item.format == "parquet" else None
+        groups = None
+        if item.format == "parquet":
+            groups = _row_groups(item.path)
+        elif item.format == "csv" and few:
+            groups = _line_units(item)
         entries.append((index, item, item.path.stat(), groups))
     runs_of = {index: [groups] for index, _, _, groups in entries if groups}
     if parallelism > len(entries) and runs_of:
@@ -220,7 +238,9 @@ def list_splits(
                     mtime_ns=status.st_mtime_ns,
                     first=first,
                     rows=None if len(runs) == 1 else sum(run),
-                    boundaries=tuple(sum(run[:end]) for end in range(1, len(run))),
+                    boundaries=tuple(sum(run[:end]) for end in range(1, len(run)))
+                    if item.format == "parquet"
+                    else (),
                 )
             )
             first += sum(run)
@@ -271,18 +291,24 @@ def count_records(split: PipelineSplit) -> int:
     if item.format == "parquet":
         records = int(pq.read_metadata(item.path).num_rows)
     else:
-        with item.path.open("rb") as handle:
-            lines = _Lines(handle)
-            if item.format == "csv":
-                _csv_header(item, lines)
-            records = last = 0
-            while (line := lines.next_line()) is not None:
-                records += 1
-                if item.format == "csv" or not isinstance(line, bytes) or line.strip():
-                    last = records
-            records = last
+        records = _count_text_records(item)
     _COUNTS[key] = records
     return records
+
+
+def _count_text_records(item: InputFile) -> int:
+    """Records of a CSV or JSON Lines file, as ``count_records`` counts them."""
+    with item.path.open("rb") as handle:
+        lines = _Lines(handle)
+        if item.format == "csv":
+            _csv_header(item, lines)
+            return lines.skip_lines(2**63 - 1)
+        records = last = 0
+        while (line := lines.next_line()) is not None:
+            records += 1
+            if not isinstance(line, bytes) or line.strip():
+                last = records
+        return last
 
 
 def _first_record(item: InputFile) -> int:
@@ -337,9 +363,13 @@ class SplitReader:
 
     def batches(self, split: PipelineSplit, start: int) -> Iterator[pa.RecordBatch]:
         """The batches ``__call__`` publishes, as an iterator."""
-        # A JSON Lines reader reads blank lines after a record with it: the last chunk may
-        # cover blank lines past the last record, which ``count_records`` leaves out.
-        limit = count_records(split) if split.item.format == "jsonl" else None
+        # A reader may take records past where it was asked to stop: a CSV chunk takes the
+        # malformed lines before its last record with it (into the next range of a cut
+        # file), a JSON Lines chunk the blank lines after its last record (which
+        # ``count_records`` leaves out). No batch goes past the split's end.
+        limit = split.rows
+        if limit is None and split.item.format == "jsonl":
+            limit = count_records(split)
         # A Parquet chunk ends at the next row group: a micro-batch's share ends at one
         # (split_boundaries), so the last chunk reads nothing past it.
         edges = [edge for edge in split.boundaries if edge > start]
