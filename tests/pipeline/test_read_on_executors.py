@@ -12,7 +12,7 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 import pytest
 
-from reactive_streams.pipeline import Pipeline, PipelineConfig
+from reactive_streams.pipeline import Pipeline, PipelineConfig, PipelineResult
 
 from .conftest import PIPELINE_TIMEOUT, SPARK_MARKS, run_to_end
 from .reference import assert_same_result, default_query_with_pandas
@@ -61,17 +61,17 @@ def _dead_letters(path: Path) -> list[tuple[str, int, str]]:
     return [(record["source"], record["line"], record["reason"]) for record in records]
 
 
-def test_csv_jsonl_and_parquet_inputs_give_the_exact_result_and_dead_letters(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    good, dead = _inputs(tmp_path / "in")
+def _run_on_executors(
+    spark: SparkSession, tmp_path: Path, *, max_records_per_trigger: int
+) -> tuple[Pipeline, PipelineResult, Path]:
+    """Run the default query over ``tmp_path / "in"`` on the executors, to completion."""
     out = tmp_path / "out"
     pipe = Pipeline(
         PipelineConfig(
             inputs=(tmp_path / "in",),
             output=out,
             read_on="executors",
-            max_records_per_trigger=500,
+            max_records_per_trigger=max_records_per_trigger,
             chunk_rows=128,
         )
     )
@@ -79,6 +79,14 @@ def test_csv_jsonl_and_parquet_inputs_give_the_exact_result_and_dead_letters(
     result = pipe.finish()
     pipe.close()
     assert result.status == "completed", result.error
+    return pipe, result, out
+
+
+def test_csv_jsonl_and_parquet_inputs_give_the_exact_result_and_dead_letters(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    good, dead = _inputs(tmp_path / "in")
+    _, result, out = _run_on_executors(spark, tmp_path, max_records_per_trigger=500)
     assert_same_result(
         pq.read_table(out / "result.parquet").to_pandas(), default_query_with_pandas(good)
     )
@@ -245,20 +253,7 @@ def test_one_big_csv_file_is_read_in_line_ranges_exactly(
     lines.insert(400, "LGA,2013-01-02T10:00:00Z")  # file line 401: too few fields
     # The header is line 1, so the bad time is now on line 1,003 of the file.
     path.write_text("\n".join(lines) + "\n")
-    out = tmp_path / "out"
-    pipe = Pipeline(
-        PipelineConfig(
-            inputs=(tmp_path / "in",),
-            output=out,
-            read_on="executors",
-            max_records_per_trigger=700,
-            chunk_rows=128,
-        )
-    )
-    run_to_end(pipe, spark)
-    result = pipe.finish()
-    pipe.close()
-    assert result.status == "completed", result.error
+    pipe, result, out = _run_on_executors(spark, tmp_path, max_records_per_trigger=700)
     assert pipe.splits is not None
     assert [split.rows for split in pipe.splits] == [1_000, 1_002]  # two line ranges
     assert_same_result(
