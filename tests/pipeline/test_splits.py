@@ -22,6 +22,7 @@ from reactive_streams.pipeline._splits import (
     list_splits,
     master_cores,
     merge_dead_letters,
+    parquet_columns,
     split_boundaries,
 )
 
@@ -252,6 +253,78 @@ def test_kept_columns_only_are_published_and_every_column_is_validated(tmp_path:
     kept = DeadLetterSplitter(str(tmp_path / "parts"), ("id",))(table.to_batches()[0])
     assert kept.to_pylist() == [{"id": 1}, {"id": 5}]
     assert count_dead_letter_parts(tmp_path / "parts") == 1
+
+
+def _wide_parquet(path: Path, stamps: list[str]) -> pa.Schema:
+    """A Parquet file whose ``stamp`` text needs converting; the stream's schema."""
+    rows = len(stamps)
+    pq.write_table(
+        pa.table(
+            {
+                "id": list(range(rows)),
+                "stamp": stamps,
+                "note": [f"n{i}" for i in range(rows)],
+                "small": pa.array(range(rows), pa.int32()),  # widened: a cast, may refuse
+            }
+        ),
+        path,
+        row_group_size=4,
+    )
+    return pa.schema(
+        [
+            ("id", pa.int64()),
+            ("stamp", pa.timestamp("us", tz="UTC")),
+            ("note", pa.string()),
+            ("small", pa.int64()),
+        ]
+    )
+
+
+def test_parquet_columns_leaves_out_unused_columns_already_of_their_type(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "wide.parquet"
+    schema = _wide_parquet(path, ["2013-01-01T05:00:00Z"] * 3)
+    # note (string) and id (int64) are stored as the stream's types; stamp and small are not
+    assert parquet_columns(path, schema, ("id",)) == ("id", "stamp", "small")
+    assert parquet_columns(path, schema, ("note",)) == ("stamp", "note", "small")
+    assert parquet_columns(path, schema, ("id", "note")) is None  # every column is needed
+    as_stored = schema.set(1, pa.field("stamp", pa.string())).set(3, pa.field("small", pa.int32()))
+    assert parquet_columns(path, as_stored, ("id",)) == ("id",)
+    (item,) = plan_inputs([path]).files
+    reader = open_reader(item, list(schema.names), start=2, parquet_columns=("id", "small"))
+    chunk = reader.read(10)
+    reader.close()
+    assert chunk is not None
+    assert chunk.table.column_names == ["id", "small"]  # the others are not decoded
+    assert chunk.positions == [2]  # the last of the file's 3 rows
+
+
+@pytest.mark.parametrize("keep", [None, ("id",), ("id", "stamp")])
+def test_a_pruned_parquet_read_gives_the_same_records_and_whole_dead_letters(
+    tmp_path: Path, keep: tuple[str, ...] | None
+) -> None:
+    path = tmp_path / "wide.parquet"
+    stamps = ["2013-01-01T05:00:00Z"] * 10
+    stamps[6] = "not a time"  # row 6: a dead letter, in the second row group
+    schema = _wide_parquet(path, stamps)
+    (split,) = list_splits(plan_inputs([path]).files)
+    reader = SplitReader(tuple(schema.names), schema, chunk_rows=3, keep=keep)
+    table = pa.Table.from_batches(list(reader.batches(split, 0)))
+    assert table.schema == reader.output_schema
+    assert table.column(KIND_COLUMN).to_pylist() == [0] * 6 + [1] + [0] * 3
+    (dead,) = [json.loads(text) for text in table.column(DEAD_COLUMN).drop_null().to_pylist()]
+    assert dead["row"] == 6
+    assert "stamp" in dead["reason"]
+    # the record as stored, every column, although "note" was not read for the batch
+    assert dead["raw"] == {"id": 6, "stamp": "not a time", "note": "n6", "small": 6}
+    kinds = table.column(KIND_COLUMN).to_pylist()
+    good = [row for row, kind in enumerate(kinds) if not kind]
+    assert table.column("id").drop_null().to_pylist() == good
+    # from any start, the same rows as the whole read (a micro-batch's share)
+    for start in (0, 5, 6, 7):
+        part = pa.Table.from_batches(list(reader.batches(split, start)))
+        assert part.equals(table.slice(start))
 
 
 def test_the_default_input_on_the_executors_is_planned_from_its_cache(

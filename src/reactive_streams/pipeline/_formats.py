@@ -52,7 +52,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 from ._dead_letter import DeadLetter
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
     from pathlib import Path
 
 __all__ = [
@@ -775,11 +775,16 @@ class ParquetReader:
     Args:
         item: the file.
         start: rows to skip first (whole row groups before it are not read at all).
+        columns: the columns to read, by name (the others are not decoded at all);
+            ``None``: every column.
     """
 
-    def __init__(self, item: InputFile, *, start: int = 0) -> None:
+    def __init__(
+        self, item: InputFile, *, start: int = 0, columns: Sequence[str] | None = None
+    ) -> None:
         self._name = str(item.path)
         self._file = pq.ParquetFile(item.path)
+        self._columns = None if columns is None else list(columns)
         self._slicer: _BatchSlicer | None = None
         self._start = start
         self._offset = start
@@ -811,7 +816,10 @@ class ParquetReader:
             skip -= rows
             first_group += 1
         groups = list(range(first_group, metadata.num_row_groups))
-        slicer = _BatchSlicer(self._file.iter_batches(batch_size=batch_size, row_groups=groups))
+        batches = self._file.iter_batches(
+            batch_size=batch_size, row_groups=groups, columns=self._columns
+        )
+        slicer = _BatchSlicer(batches)
         while skip > 0:  # the rest of ``start`` lies inside the first row group read
             skipped = slicer.take(skip)
             if skipped is None:
@@ -893,13 +901,21 @@ def sample(
     return list(found[0]), found  # the first record's fields are the columns
 
 
-def open_reader(item: InputFile, columns: list[str], *, start: int = 0) -> ChunkReader:
+def open_reader(
+    item: InputFile,
+    columns: list[str],
+    *,
+    start: int = 0,
+    parquet_columns: Sequence[str] | None = None,
+) -> ChunkReader:
     """Open the reader for ``item``'s format at record ``start``.
 
     Args:
         item: the file.
         columns: the stream's column names (the first file's).
         start: records to skip first, as the reader counts them (see the module doc).
+        parquet_columns: for a Parquet file, the only columns to read (``None``: all);
+            ignored for text formats, whose records are parsed whole.
 
     Raises:
         OSError: the file cannot be opened.
@@ -909,5 +925,5 @@ def open_reader(item: InputFile, columns: list[str], *, start: int = 0) -> Chunk
     if item.format == "csv":
         return CsvReader(item, columns, start=start)
     if item.format == "parquet":
-        return ParquetReader(item, start=start)
+        return ParquetReader(item, start=start, columns=parquet_columns)
     return JsonLinesReader(item, start=start)

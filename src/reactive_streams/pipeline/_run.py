@@ -367,7 +367,9 @@ class Pipeline:
                     "planned one from the same split offsets"
                 )
         names = tuple(self.plan.schema.names)
-        # Every column is validated on the executors; only the query's go on to Spark.
+        # Every column that could refuse a record is validated on the executors (a Parquet
+        # column already of its type is not read unless the query uses it); only the
+        # query's columns go on to Spark.
         kept = stream_columns(spark, config.sql, self.plan.schema)
         if config.checkpoint is not None:
             try:

@@ -39,7 +39,7 @@ import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
@@ -47,7 +47,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ..operators import Flow
 from ._dead_letter import DeadLetter
-from ._formats import InputFile, _csv_header, _Lines, open_reader
+from ._formats import InputFile, RawChunk, _csv_header, _Lines, open_reader
 from ._validate import validate
 
 if TYPE_CHECKING:
@@ -316,6 +316,33 @@ def _first_record(item: InputFile) -> int:
     return {"csv": 2, "jsonl": 1, "parquet": 0}[item.format]
 
 
+def parquet_columns(path: Path, schema: pa.Schema, keep: Sequence[str]) -> tuple[str, ...] | None:
+    """The columns of a Parquet file to read when only ``keep`` go on to Spark.
+
+    A column stored with exactly its type in ``schema`` converts as it is: validating it
+    can never refuse a record (``_validate``), so unless the query uses it, it is not
+    read at all (as Spark's own Parquet reader prunes columns). Every other column is
+    read: the query's, and those whose conversion may refuse a record (a dead letter).
+
+    Returns:
+        The names to read, in ``schema``'s order; ``None`` when that is every column.
+
+    Raises:
+        OSError: the file cannot be read.
+        pyarrow.ArrowException: its footer is not valid Parquet.
+    """
+    stored = pq.read_schema(path)
+    wanted = set(keep)
+    names = tuple(
+        field.name
+        for field in schema
+        if field.name in wanted
+        or stored.get_field_index(field.name) < 0
+        or stored.field(field.name).type != field.type
+    )
+    return None if len(names) == len(schema) else names
+
+
 @dataclass(frozen=True, slots=True)
 class SplitReader:
     """The opener of the pipeline's splits: records from ``start`` on, validated.
@@ -323,10 +350,14 @@ class SplitReader:
     Deterministic from an offset (the readers are): each published batch holds one row
     per input record, in order, from record ``start`` on.
 
+    Every column that could refuse a record is validated, whichever are sent on. With
+    ``keep``, a Parquet file's columns that are neither kept nor in need of conversion
+    are not read (``parquet_columns``); a chunk with a dead letter is then read again
+    whole, so the dead letter carries every column of its record.
+
     Attributes:
         columns: the stream's column names (the first file's), for CSV headers.
-        schema: the stream's Arrow schema (what ``validate`` converts to: every column of
-            every record is validated, whichever are sent on).
+        schema: the stream's Arrow schema (what ``validate`` converts to).
         chunk_rows: the most records read and validated at a time.
         keep: the columns the published batches carry, a subset of ``schema``'s names in
             its order (the query's, ``_columns.query_columns``); ``None``: all of them.
@@ -375,7 +406,13 @@ class SplitReader:
         edges = [edge for edge in split.boundaries if edge > start]
         if split.rows is not None:
             edges.append(split.rows)
-        reader = open_reader(split.item, list(self.columns), start=split.first + start)
+        read = None
+        if self.keep is not None and split.item.format == "parquet":
+            read = parquet_columns(split.item.path, self.schema, self.keep)
+        schema = self.schema if read is None else pa.schema([self.schema.field(n) for n in read])
+        reader = open_reader(
+            split.item, list(self.columns), start=split.first + start, parquet_columns=read
+        )
         try:
             position = start
             while split.rows is None or position < split.rows:
@@ -385,7 +422,7 @@ class SplitReader:
                 chunk = reader.read(wanted)
                 if chunk is None:
                     break
-                batch = self._align(split, chunk, split.first + position)
+                batch = self._align(split, chunk, split.first + position, schema)
                 position += chunk.consumed
                 if limit is not None and position > limit:
                     batch = batch.slice(0, max(0, batch.num_rows - (position - limit)))
@@ -394,10 +431,20 @@ class SplitReader:
         finally:
             reader.close()
 
-    def _align(self, split: PipelineSplit, chunk: Any, first: int) -> pa.RecordBatch:
-        """One row per record ``first .. first + chunk.consumed - 1``."""
-        good, letters = validate(chunk, self.schema)
-        if self.keep is not None:  # validated whole; only the query's columns go on
+    def _align(
+        self, split: PipelineSplit, chunk: RawChunk, first: int, schema: pa.Schema
+    ) -> pa.RecordBatch:
+        """One row per record ``first .. first + chunk.consumed - 1``.
+
+        ``schema``: the columns ``chunk`` holds (``self.schema``, or fewer for a Parquet
+        file read without the columns that need no conversion).
+        """
+        good, letters = validate(chunk, schema)
+        if letters and schema is not self.schema:
+            # A dead letter carries its whole record: these records again, every column.
+            chunk = self._whole_chunk(split, first, int(chunk.consumed))
+            good, letters = validate(chunk, self.schema)
+        if self.keep is not None:  # validated; only the query's columns go on
             good = good.select(list(self.keep))
         size = int(chunk.consumed)
         if not letters and good.num_rows == size:
@@ -426,6 +473,35 @@ class SplitReader:
         return pa.RecordBatch.from_arrays(
             [*taken.columns, pa.array(kind, pa.int8()), pa.array(texts, pa.string())],
             schema=self.output_schema,
+        )
+
+    def _whole_chunk(self, split: PipelineSplit, first: int, count: int) -> RawChunk:
+        """Records ``first .. first + count - 1`` of a Parquet file, every column.
+
+        Raises:
+            ValueError: the file ended before (it changed since it was planned).
+        """
+        reader = open_reader(split.item, list(self.columns), start=first)
+        pieces: list[RawChunk] = []
+        taken = 0
+        try:
+            while taken < count:
+                piece = reader.read(count - taken)
+                if piece is None:
+                    raise ValueError(
+                        f"{split}: the file ended at row {first + taken:,} while its rows "
+                        f"up to {first + count - 1:,} were read again (did it change?)"
+                    )
+                pieces.append(piece)
+                taken += piece.consumed
+        finally:
+            reader.close()
+        return RawChunk(
+            source=pieces[0].source,
+            position_kind="row",
+            positions=[position for piece in pieces for position in piece.positions],
+            table=pa.concat_tables([piece.table for piece in pieces]),
+            consumed=taken,
         )
 
 
