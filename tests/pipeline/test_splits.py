@@ -296,6 +296,7 @@ def test_parquet_columns_leaves_out_unused_columns_already_of_their_type(
     chunk = reader.read(10)
     reader.close()
     assert chunk is not None
+    assert chunk.table is not None
     assert chunk.table.column_names == ["id", "small"]  # the others are not decoded
     assert chunk.positions == [2]  # the last of the file's 3 rows
 
