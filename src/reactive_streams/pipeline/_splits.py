@@ -448,7 +448,7 @@ class SplitReader:
             good = good.select(list(self.keep))
         size = int(chunk.consumed)
         if not letters and good.num_rows == size:
-            kinds = pa.array([_GOOD] * size, pa.int8()) if size else pa.array([], pa.int8())
+            kinds = pa.repeat(pa.scalar(_GOOD, pa.int8()), size)  # no Python list per row
             dead = pa.nulls(size, pa.string())
             return pa.RecordBatch.from_arrays(
                 [*good.columns, kinds, dead], schema=self.output_schema
