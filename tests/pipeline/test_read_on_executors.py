@@ -263,3 +263,28 @@ def test_one_big_csv_file_is_read_in_line_ranges_exactly(
     assert [(source, line) for source, line, _ in letters] == [(str(path), 401), (str(path), 1_003)]
     assert result.progress.records_emitted == 2_000
     assert result.progress.records_read == 2_002
+
+
+def test_one_big_json_lines_file_is_read_in_line_ranges_exactly(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reactive_streams.pipeline import _splits
+
+    monkeypatch.setattr(_splits, "_LINE_UNIT", 100)  # planning runs here: cut 2,000 lines
+    (tmp_path / "in").mkdir()
+    good = _flights(0, 2_000)
+    path = tmp_path / "in" / "big.jsonl"
+    lines = good.to_json(orient="records", lines=True).splitlines()
+    lines[995:995] = [""] * 10  # blank lines across the middle, where the ranges meet
+    lines.insert(1_500, "not json")  # file line 1,501: a dead letter
+    path.write_text("\n".join(lines) + "\n\n")
+    pipe, result, out = _run_on_executors(spark, tmp_path, max_records_per_trigger=700)
+    assert pipe.splits is not None
+    assert len(pipe.splits) == 2  # two line ranges
+    assert sum(split.rows or 0 for split in pipe.splits) == 2_011
+    assert_same_result(
+        pq.read_table(out / "result.parquet").to_pandas(), default_query_with_pandas(good)
+    )
+    letters = _dead_letters(out / "dead-letters.jsonl")
+    assert [(source, line) for source, line, _ in letters] == [(str(path), 1_501)]
+    assert result.progress.records_emitted == 2_000

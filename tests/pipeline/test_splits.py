@@ -361,29 +361,49 @@ def test_the_default_input_on_the_executors_is_planned_from_its_cache(
     assert sum(count_records(split) for split in pipe.splits) == 336_776
 
 
-def test_a_big_csv_file_is_cut_into_line_ranges_read_exactly_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def _big_text_file(path: Path) -> None:
+    """1,050 records with blank and malformed lines (runs of blank lines in JSON Lines)."""
+    if path.suffix == ".csv":
+        lines = ["id,x"]
+        for i in range(1_050):
+            if i % 97 == 5:
+                lines.append("")  # a blank line: a record, and a dead letter
+            elif i % 211 == 7:
+                lines.append(f"{i},1,extra")  # too many fields: a dead letter
+            else:
+                lines.append(f"{i},{i / 2}")
+        path.write_text("\n".join(lines) + "\n")
+        return
+    lines = []
+    for i in range(1_050):
+        if i % 97 == 5 or i % 100 >= 95:
+            lines.append("")  # blank lines (runs of them around the ranges' ends): no record
+        elif i % 211 == 7:
+            lines.append("{not json")  # a dead letter
+        elif i % 307 == 11:
+            lines.append("[1, 2]")  # not an object: a dead letter
+        else:
+            lines.append(json.dumps({"id": i, "x": i / 2}))
+    path.write_text("\n".join(lines) + "\n\n\n")  # blank lines after the last record
+
+
+@pytest.mark.parametrize("name", ["big.csv", "big.jsonl"])
+def test_a_big_text_file_is_cut_into_line_ranges_read_exactly_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     from reactive_streams.pipeline import _splits
 
     monkeypatch.setattr(_splits, "_LINE_UNIT", 100)
-    path = tmp_path / "big.csv"
-    lines = ["id,x"]
-    for i in range(1_050):
-        if i % 97 == 5:
-            lines.append("")  # a blank line: a record, and a dead letter
-        elif i % 211 == 7:
-            lines.append(f"{i},1,extra")  # too many fields: a dead letter
-        else:
-            lines.append(f"{i},{i / 2}")
-    path.write_text("\n".join(lines) + "\n")
+    path = tmp_path / name
+    _big_text_file(path)
     plan = plan_inputs([path])
     assert [split.rows for split in list_splits(plan.files, parallelism=1)] == [None]
     splits = list_splits(plan.files, parallelism=3)
     assert len(splits) == 3
-    assert all(split.boundaries == () for split in splits)  # no row groups in a CSV file
+    assert all(split.boundaries == () for split in splits)  # no row groups in a text file
     whole = list_splits(plan.files, parallelism=1)[0]
-    assert sum(count_records(split) for split in splits) == count_records(whole) == 1_050
+    assert sum(count_records(split) for split in splits) == count_records(whole)
+    assert count_records(whole) == 1_050  # JSON Lines: up to the last record's line
     assert [split.first for split in splits] == [0, splits[0].rows, splits[0].rows + splits[1].rows]  # type: ignore[operator]
 
     reader = SplitReader(tuple(plan.schema.names), plan.schema, chunk_rows=64)
@@ -402,5 +422,11 @@ def test_a_big_csv_file_is_cut_into_line_ranges_read_exactly_once(
     assert [i for part in cut for i in part[0]] == ids  # every record once, in order
     assert [letter for part in cut for letter in part[1]] == dead  # lines in the file
     assert [part[2] for part in cut] == [split.rows for split in splits]  # one row a record
-    assert rows == 1_050
-    assert dead[0] == (str(path), 7)  # record 5 is the file's line 7 (after the header)
+    assert rows == count_records(whole)
+    if name == "big.csv":
+        assert dead[0] == (str(path), 7)  # record 5 is the file's line 7 (after the header)
+    else:
+        assert dead[0] == (str(path), 8)  # i = 7 is line 8
+        text = path.read_text().splitlines()
+        assert ids == [json.loads(line)["id"] for line in text if line.startswith('{"id"')]
+        assert len(dead) == sum(1 for line in text if line.startswith(("{not", "[")))

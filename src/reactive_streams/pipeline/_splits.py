@@ -2,12 +2,12 @@
 
 With ``--read-on executors`` (the default) the pipeline does not read its input in this
 process: ``from_splits`` (``reactive_streams.spark``) plans micro-batches over the
-splits (*one per input file*, or runs of row groups of big Parquet files when there are
-fewer files than cores) and each executor's Python worker reads its share of a split,
-validates it and hands Spark the records that fit. The pieces, all picklable (they run
-in Spark's processes):
+splits (*one per input file*, or, when there are fewer files than cores, runs of a big
+Parquet file's row groups or ranges of a big text file's lines) and each executor's
+Python worker reads its share of a split, validates it and hands Spark the records that
+fit. The pieces, all picklable (they run in Spark's processes):
 
-* ``PipelineSplit``: one input file, or a run of a Parquet file's row groups, as listed
+* ``PipelineSplit``: one input file, a run of its row groups or a range of its lines, as listed
   (size and modification time, so a file that changes or disappears after planning is
   named in a clear error), with where its row groups start (``split_boundaries``: each
   micro-batch's share ends at one, so no row group is decoded twice);
@@ -91,7 +91,7 @@ class PipelineSplit:
         mtime_ns: its modification time when planned.
         first: the file's record where the split starts (``0``: the whole file).
         rows: the split's records when it is a range of a Parquet file's row groups or of
-            a CSV file's lines; ``None``: the file from ``first`` to its end.
+            a CSV or JSON Lines file's lines; ``None``: the file from ``first`` to its end.
         boundaries: where the split's Parquet row groups start, in records from
             ``first`` (after the first, ascending); a micro-batch ends at one of them
             (``split_boundaries``) and a chunk never crosses one.
@@ -124,11 +124,11 @@ def _row_groups(path: Path) -> list[int]:
 
 
 _LINE_UNIT: Final = 10_000
-"""A CSV file is cut into line ranges in units of this many records."""
+"""A CSV or JSON Lines file is cut into line ranges in units of this many records."""
 
 
 def _line_units(item: InputFile) -> list[int]:
-    """A CSV file's records (lines after the header) in units of ``_LINE_UNIT``."""
+    """A text file's records (``count_records``' lines) in units of ``_LINE_UNIT``."""
     records = _count_text_records(item)
     whole, rest = divmod(records, _LINE_UNIT)
     return [_LINE_UNIT] * whole + ([rest] if rest else [])
@@ -186,12 +186,14 @@ def list_splits(
     """The splits of ``files``, in order, with each file's size and modification time now.
 
     One split per file, except that when there are fewer files than ``parallelism``,
-    Parquet files are cut into runs of whole row groups and CSV files into ranges of
-    lines (counted here, in units of ``_LINE_UNIT`` records), the largest run halved
-    first, until there are ``parallelism`` splits or every run is one unit: so a single
-    big file still keeps every core busy. A Parquet split also carries where its row
-    groups start (``boundaries``). JSON Lines files stay whole (a reader takes the blank
-    lines after a record with it, so a range could not end exactly at a line).
+    Parquet files are cut into runs of whole row groups and CSV and JSON Lines files into
+    ranges of lines (counted here, in units of ``_LINE_UNIT`` records), the largest run
+    halved first, until there are ``parallelism`` splits or every run is one unit: so a
+    single big file still keeps every core busy. A Parquet split also carries where its
+    row groups start (``boundaries``). A text reader may take lines past a range's end
+    (a CSV chunk the malformed lines before its last record, a JSON Lines chunk the
+    blank ones); ``SplitReader.batches`` cuts its batches at the range's end, and the
+    next range reads those lines itself.
 
     Args:
         files: the input files.
@@ -208,7 +210,7 @@ def list_splits(
         groups = None
         if item.format == "parquet":
             groups = _row_groups(item.path)
-        elif item.format == "csv" and few:
+        elif few:  # CSV or JSON Lines: ranges of lines
             groups = _line_units(item)
         entries.append((index, item, item.path.stat(), groups))
     runs_of = {index: [groups] for index, _, _, groups in entries if groups}
