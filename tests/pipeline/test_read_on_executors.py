@@ -239,52 +239,48 @@ def test_the_default_input_runs_on_the_executors_exactly(
     assert sorted(path.name for path in out.iterdir()) == ["result.parquet"]
 
 
-def test_one_big_csv_file_is_read_in_line_ranges_exactly(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from reactive_streams.pipeline import _splits
-
-    monkeypatch.setattr(_splits, "_LINE_UNIT", 100)  # planning runs here: cut 2,000 lines
-    (tmp_path / "in").mkdir()
-    good = _flights(0, 2_000)
-    path = tmp_path / "in" / "big.csv"
-    lines = good.to_csv(index=False).splitlines()
-    lines.insert(1_001, "JFK,not a time,1,2")  # in the second range
-    lines.insert(400, "LGA,2013-01-02T10:00:00Z")  # file line 401: too few fields
-    # The header is line 1, so the bad time is now on line 1,003 of the file.
-    path.write_text("\n".join(lines) + "\n")
-    pipe, result, out = _run_on_executors(spark, tmp_path, max_records_per_trigger=700)
-    assert pipe.splits is not None
-    assert [split.rows for split in pipe.splits] == [1_000, 1_002]  # two line ranges
-    assert_same_result(
-        pq.read_table(out / "result.parquet").to_pandas(), default_query_with_pandas(good)
-    )
-    letters = _dead_letters(out / "dead-letters.jsonl")
-    assert [(source, line) for source, line, _ in letters] == [(str(path), 401), (str(path), 1_003)]
-    assert result.progress.records_emitted == 2_000
-    assert result.progress.records_read == 2_002
-
-
-def test_one_big_json_lines_file_is_read_in_line_ranges_exactly(
-    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from reactive_streams.pipeline import _splits
-
-    monkeypatch.setattr(_splits, "_LINE_UNIT", 100)  # planning runs here: cut 2,000 lines
-    (tmp_path / "in").mkdir()
-    good = _flights(0, 2_000)
-    path = tmp_path / "in" / "big.jsonl"
+def _big_text_file(path: Path, good: pd.DataFrame) -> list[int]:
+    """``good`` as one CSV or JSON Lines file with malformed lines; their line numbers."""
+    if path.suffix == ".csv":
+        lines = good.to_csv(index=False).splitlines()
+        lines.insert(1_001, "JFK,not a time,1,2")  # in the second range
+        lines.insert(400, "LGA,2013-01-02T10:00:00Z")  # file line 401: too few fields
+        # The header is line 1, so the bad time is now on line 1,003 of the file.
+        path.write_text("\n".join(lines) + "\n")
+        return [401, 1_003]
     lines = good.to_json(orient="records", lines=True).splitlines()
     lines[995:995] = [""] * 10  # blank lines across the middle, where the ranges meet
-    lines.insert(1_500, "not json")  # file line 1,501: a dead letter
-    path.write_text("\n".join(lines) + "\n\n")
+    lines.insert(1_500, "not json")  # file line 1,501
+    path.write_text("\n".join(lines) + "\n\n")  # blank lines after the last record
+    return [1_501]
+
+
+@pytest.mark.parametrize(
+    ("name", "ranges"), [("big.csv", [1_000, 1_002]), ("big.jsonl", [1_000, 1_011])]
+)
+def test_one_big_text_file_is_read_in_line_ranges_exactly(
+    spark: SparkSession,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    ranges: list[int],
+) -> None:
+    from reactive_streams.pipeline import _splits
+
+    monkeypatch.setattr(_splits, "_LINE_UNIT", 100)  # planning runs here: cut 2,000 lines
+    (tmp_path / "in").mkdir()
+    good = _flights(0, 2_000)
+    path = tmp_path / "in" / name
+    dead_lines = _big_text_file(path, good)
     pipe, result, out = _run_on_executors(spark, tmp_path, max_records_per_trigger=700)
     assert pipe.splits is not None
-    assert len(pipe.splits) == 2  # two line ranges
-    assert sum(split.rows or 0 for split in pipe.splits) == 2_011
+    assert [split.rows for split in pipe.splits] == ranges  # two line ranges
     assert_same_result(
         pq.read_table(out / "result.parquet").to_pandas(), default_query_with_pandas(good)
     )
     letters = _dead_letters(out / "dead-letters.jsonl")
-    assert [(source, line) for source, line, _ in letters] == [(str(path), 1_501)]
+    assert [(source, line) for source, line, _ in letters] == [
+        (str(path), line) for line in dead_lines
+    ]
     assert result.progress.records_emitted == 2_000
+    assert result.progress.records_read == 2_000 + len(dead_lines)
