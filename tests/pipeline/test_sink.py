@@ -10,9 +10,12 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from reactive_streams import Subscription
 from reactive_streams.pipeline import ResultSink
+from reactive_streams.pipeline._sink import latest_per_key
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -72,6 +75,51 @@ def test_update_mode_keeps_the_latest_row_per_key_and_skips_replays(tmp_path: Pa
     stats = sink.statistics()
     assert (stats.batches, stats.replayed, stats.groups, stats.last_batch_id) == (2, 1, 3, 1)
     assert _files(tmp_path) == ["result.parquet"]
+
+
+_ROW = st.tuples(
+    st.sampled_from(["JFK", "EWR", None]),
+    st.integers(0, 3) | st.none(),
+    st.integers(-(2**63), 2**63 - 1),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(_ROW, max_size=12), min_size=1, max_size=5))
+def test_latest_per_key_matches_a_dict_of_the_latest_rows(
+    batches: list[list[tuple[str | None, int | None, int]]],
+) -> None:
+    schema = pa.schema([("origin", pa.string()), ("hour", pa.int64()), ("flights", pa.int64())])
+    expected: dict[tuple[object, ...], tuple[object, ...]] = {}
+    latest = None
+    for rows in batches:
+        table = pa.Table.from_pylist(
+            [{"origin": o, "hour": h, "flights": f} for o, h, f in rows], schema=schema
+        )
+        latest = latest_per_key(latest, table, ("origin", "hour"))
+        expected.update({(o, h): (o, h, f) for o, h, f in rows})  # nulls equal nulls
+    assert latest is not None
+    got = [(row["origin"], row["hour"], row["flights"]) for row in latest.to_pylist()]
+    assert len(got) == len(expected)  # one row per key
+    assert {(o, h): (o, h, f) for o, h, f in got} == expected  # the latest one
+
+
+def test_latest_per_key_casts_a_later_batch_to_the_first_schema() -> None:
+    first = pa.table({"origin": ["JFK"], "hour": pa.array([1], pa.int64())})
+    later = pa.table({"origin": ["JFK", "EWR"], "hour": pa.array([1, 2], pa.int32())})
+    merged = latest_per_key(first, later, ("origin", "hour"))
+    assert merged.schema == first.schema
+    assert merged.to_pylist() == [{"origin": "JFK", "hour": 1}, {"origin": "EWR", "hour": 2}]
+    with pytest.raises(ValueError, match="field names"):
+        latest_per_key(first, pa.table({"hour": [1], "origin": ["JFK"]}), ("origin", "hour"))
+
+
+def test_latest_per_key_keeps_a_column_named_like_its_row_numbers() -> None:
+    table = pa.table({"k": [1, 1, 2], "__row": [7, 8, 9]})
+    assert latest_per_key(None, table, ("k",)).to_pylist() == [
+        {"k": 1, "__row": 8},
+        {"k": 2, "__row": 9},
+    ]
 
 
 def test_complete_mode_keeps_the_last_batch(tmp_path: Path) -> None:
