@@ -113,8 +113,9 @@ def latest_per_key(previous: pa.Table | None, table: pa.Table, keys: Sequence[st
     while index in merged.schema.names:
         index += "_"
     numbered = merged.append_column(index, pa.array(range(merged.num_rows), pa.int64()))
-    # The largest row number of a group is its latest row.
-    last = numbered.group_by(list(keys)).aggregate([(index, "max")])
+    # The largest row number of a group is its latest row. One thread: a micro-batch's
+    # groups are few, and Arrow's thread pool would add about 10 MiB to the peak memory.
+    last = numbered.group_by(list(keys), use_threads=False).aggregate([(index, "max")])
     return merged.take(last[f"{index}_max"])
 
 
