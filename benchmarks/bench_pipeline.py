@@ -33,6 +33,7 @@ import argparse
 import compileall
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -238,6 +239,7 @@ def main() -> None:
             rows = write_files(repeat, source)
             budget = args.max_records_per_trigger
             print(f"flights x{repeat}: {rows:,} rows in 8 Parquet files")
+            walls: list[tuple[float, float, float]] = []
             for run in range(args.runs):
                 tag = f"{repeat}x-{run}"
                 batch, groups, batch_peak, native, native_groups, executors, summary = run_three(
@@ -245,6 +247,7 @@ def main() -> None:
                 )
                 assert native_groups == groups, (native_groups, groups)
                 assert summary["output_groups"] == groups, (summary, groups)
+                walls.append((batch, native, executors))
                 driver_line = driver_peak = ""
                 if not args.skip_driver_path:
                     driver, driver_summary = run_pipeline(
@@ -270,6 +273,27 @@ def main() -> None:
                     "Spark driver JVM: pipeline executors "
                     f"{_mib(summary['spark_driver_jvm_peak_memory_bytes'])}"
                 )
+            if len(walls) > 1:
+                print_medians(walls)
+
+
+def print_medians(walls: list[tuple[float, float, float]]) -> None:
+    """Medians over the runs of one size: of the wall times, and of each run's ratios.
+
+    The machine is shared and a job's wall time varies by a quarter from run to run; a
+    run's ratios compare jobs that ran minutes apart, so their median is the steadier
+    figure.
+    """
+    batch, native, executors = (statistics.median(column) for column in zip(*walls, strict=True))
+    stream_ratio = statistics.median(n / b for b, n, _ in walls)
+    to_batch = statistics.median(e / b for b, _, e in walls)
+    to_stream = statistics.median(e / n for _, n, e in walls)
+    print(
+        f"  median of {len(walls)} runs: batch {batch:5.1f} s | spark stream {native:5.1f} s | "
+        f"pipeline executors {executors:5.1f} s; median ratios: spark stream "
+        f"{stream_ratio:.2f}x the batch job, pipeline {to_batch:.2f}x the batch job and "
+        f"{to_stream:.2f}x the spark stream"
+    )
 
 
 def _mib(value: object) -> str:
