@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 import os
@@ -9,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from reactive_streams.pipeline import PipelineProgress, PipelineResult
@@ -72,6 +74,19 @@ def test_the_summary_names_both_drivers_memory() -> None:
     summary = _result().to_json()
     assert summary["python_driver_peak_memory_bytes"] == 300 << 20
     assert summary["spark_driver_jvm_peak_memory_bytes"] == 800 << 20
+
+
+@pytest.mark.parametrize(
+    ("records", "wall", "shown"),
+    [(100, 1.0, "100"), (3, 13.6, "0.22"), (0, 5.0, "0"), (3_367_760, 20.0, "168,388")],
+)
+def test_the_summary_rate_keeps_small_rates_readable(records: int, wall: float, shown: str) -> None:
+    progress = dataclasses.replace(_progress(), records_read=records)
+    result = dataclasses.replace(_result(), progress=progress, wall_time=wall)
+    line = next(
+        line for line in _text(render_summary(result), 100).splitlines() if "rows/s" in line
+    )
+    assert line.split("│")[-2].strip() == shown
 
 
 def test_append_mode_counts_rows_not_groups() -> None:

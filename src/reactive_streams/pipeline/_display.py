@@ -145,6 +145,14 @@ def _split_rows(table: Table, progress: PipelineProgress, read: str) -> None:
     )
 
 
+def _rate(per_second: float) -> str:
+    """A rate with thousands separators, or two significant digits below 10.
+
+    A tiny input read over a run of several seconds then shows as 0.22 rows/s, not 0.
+    """
+    return f"{per_second:,.0f}" if per_second >= 10 or per_second == 0 else f"{per_second:.2g}"
+
+
 def render_summary(result: PipelineResult) -> RenderableType:
     """The final summary table."""
     progress = result.progress
@@ -158,7 +166,7 @@ def render_summary(result: PipelineResult) -> RenderableType:
     table.add_row("dead letters", _count(progress.dead_letters))
     table.add_row("late rows dropped", _count(progress.late_rows))
     table.add_row("wall time", f"{result.wall_time:,.1f} s")
-    table.add_row("rows/s", f"{result.rows_per_second:,.0f}")
+    table.add_row("rows/s", _rate(result.rows_per_second))
     table.add_row("Python driver peak memory", _mib(result.peak_memory))
     if result.spark_peak_memory is not None:
         table.add_row("Spark driver JVM peak memory", _mib(result.spark_peak_memory))
