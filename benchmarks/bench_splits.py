@@ -22,6 +22,11 @@ streaming query (``Trigger.AvailableNow``, ``--max-records`` rows per micro-batc
 ratio printed is Parquet's time over ``from_splits``' (rows/s of ``from_splits`` as a
 fraction of Parquet's; the target is >= 0.8).
 
+Under each line, a **bare Python data source**: a plain PySpark batch ``DataSource``
+whose partitions (as many as ``from_splits``') read their files with
+``pyarrow.parquet.ParquetFile.iter_batches`` and yield the batches as they are. Spark's
+cost for any Python data source is all it pays, so its ratio is the ceiling of one.
+
 ``--memory``: each executor Python worker's peak resident memory (psutil, sampled every
 20 ms over the processes below the driver JVM) while ``from_splits`` reads the flights with
 record batches of 1,000, 10,000 and 100,000 rows, each in a fresh Spark session
@@ -132,6 +137,54 @@ def run_splits(
     return elapsed, combine(name, parts), len(parts)
 
 
+def bare_source(directory: Path, columns: list[str] | None, parts: int) -> type:
+    """A plain PySpark batch data source over the files: the ceiling of any Python source.
+
+    Each of ``parts`` partitions reads its files in turn with ``pyarrow`` and yields their
+    record batches as they are: no publisher, no validation, no streaming query. Spark's
+    own costs for a Python data source (its Python processes, the Arrow batches copied
+    into rows) are all that is left.
+    """
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    files = sorted(str(path) for path in directory.glob("*.parquet"))
+    groups = [files[index::parts] for index in range(parts)]
+
+    class BareReader(DataSourceReader):
+        def partitions(self) -> list[InputPartition]:
+            return [InputPartition(group) for group in groups]
+
+        def read(self, partition: InputPartition) -> Any:
+            for path in partition.value:
+                yield from pq.ParquetFile(path).iter_batches(batch_size=50_000, columns=columns)
+
+    class BareParquet(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bare_parquet_bench"
+
+        def reader(self, schema: Any) -> BareReader:
+            return BareReader()
+
+    return BareParquet
+
+
+def run_bare(
+    spark: Any, directory: Path, name: str, project: bool, parts: int
+) -> tuple[float, Any]:
+    """``name`` over ``bare_source``, timed from registering the source to the result."""
+    columns = list(THREE) if project else None
+    schema = spark.read.parquet(str(directory)).schema
+    if columns is not None:
+        schema = schema.__class__([schema[column] for column in columns])
+    began = time.perf_counter()
+    spark.dataSource.register(bare_source(directory, columns, parts))
+    frame = spark.read.format("bare_parquet_bench").schema(schema).load()
+    rows = [row.asDict() for row in queries(frame)[name].collect()]
+    elapsed = time.perf_counter() - began
+    return elapsed, combine(name, [rows])
+
+
 class WorkerPeaks:
     """Peak RSS of every Python process below this process's JVM children (psutil)."""
 
@@ -225,9 +278,13 @@ def main() -> None:
                     ("3 columns", False),
                     ("3 columns", True),
                 ):
-                    parquet = splits = float("inf")
+                    parquet = splits = bare = float("inf")
                     for _ in range(args.runs):
                         p_time, p_result = run_parquet(spark, directory, name)
+                        b_time, b_result = run_bare(
+                            spark, directory, name, project, max_partitions or FILES
+                        )
+                        assert p_result == b_result, (name, p_result, b_result)
                         s_time, s_result, batches = run_splits(
                             spark,
                             directory,
@@ -239,12 +296,18 @@ def main() -> None:
                         )
                         assert p_result == s_result, (name, p_result, s_result)
                         parquet, splits = min(parquet, p_time), min(splits, s_time)
+                        bare = min(bare, b_time)
                     label = name + (" (from_splits reads 3)" if project else "")
                     print(
                         f"  {label:34} spark.read.parquet {parquet:6.2f} s "
                         f"({rows / parquet:12,.0f} rows/s) | from_splits {splits:6.2f} s "
                         f"({rows / splits:12,.0f} rows/s, {batches} micro-batches) | "
                         f"ratio {parquet / splits:.2f}x | load {os.getloadavg()[0]:.1f}"
+                    )
+                    print(
+                        f"  {'':34} bare Python data source (batch) {bare:6.2f} s "
+                        f"({rows / bare:12,.0f} rows/s): ratio to spark.read.parquet "
+                        f"{parquet / bare:.2f}x, the ceiling of any Python source"
                     )
     finally:
         spark.stop()
