@@ -100,7 +100,7 @@ def latest_per_key(previous: pa.Table | None, table: pa.Table, keys: Sequence[st
     earlier ones. The row order is unspecified (the sink sorts the final result by key).
     Vectorised (one Arrow hash grouping): a dict of Python rows cost about 10 us per row
     on the driver's ``foreachBatch`` thread, 0.2 s for each of the flights' micro-batches
-    of 19,486 groups, against about 5 ms this way.
+    of 19,486 groups, against about 20 ms this way.
 
     Raises:
         ValueError: ``table``'s columns do not match ``previous``'s (name and order).
