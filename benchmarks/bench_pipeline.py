@@ -21,6 +21,12 @@ Usage::
 
     PYTHONPATH=src python benchmarks/bench_pipeline.py [--repeat 1 10] [--runs 1]
 
+``--cpu`` also prints, under each run, every job's CPU seconds by kind of process (the
+driver's JVM and its JIT compiler threads, the executors' Python workers, the Python
+processes Spark starts to plan a Python data source; see ``cpu_by_process.py``). On two
+shared cores every job keeps both busy, so this says where a difference in wall time
+comes from.
+
 Ratios are to the batch job of the same size. The batch job, the Spark stream and the
 pipeline on the executors run in that order, and in reverse order every other run.
 Targets: the pipeline on the executors within 1.3x of the batch job at both sizes, and its
@@ -40,6 +46,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from cpu_by_process import Accounting, run_accounted  # this folder: run as a script
 
 _SESSION = r"""
 import sys, time, resource
@@ -101,13 +109,28 @@ def _env() -> dict[str, str]:
     return env
 
 
-def run_job(job: str, source: str, out: Path) -> tuple[float, int, int]:
+# --cpu: each job's process tree is polled (cpu_by_process) and its accounting kept here.
+CPU_INTERVAL: float | None = None
+LAST_CPU: dict[str, Accounting] = {}
+
+
+def _execute(label: str, command: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run one job to its end (output captured); with ``CPU_INTERVAL``, account its CPU."""
+    if CPU_INTERVAL is None:
+        return subprocess.run(
+            command, capture_output=True, text=True, env=_env(), timeout=1800, check=False
+        )
+    accounting, completed = run_accounted(
+        command, env=_env(), interval=CPU_INTERVAL, timeout=1800, capture=True
+    )
+    LAST_CPU[label] = accounting
+    return completed
+
+
+def run_job(label: str, job: str, source: str, out: Path) -> tuple[float, int, int]:
     """Wall seconds, result groups and Python peak memory of a batch or Spark-stream job."""
     started = time.monotonic()
-    completed = subprocess.run(
-        [sys.executable, "-c", job, source, str(out)],
-        capture_output=True, text=True, env=_env(), timeout=1800, check=False,
-    )  # fmt: skip
+    completed = _execute(label, [sys.executable, "-c", job, source, str(out)])
     wall = time.monotonic() - started
     if completed.returncode != 0:
         raise SystemExit(f"job failed:\n{completed.stderr[-3000:]}")
@@ -126,9 +149,7 @@ def run_pipeline(
     if max_records is not None:
         command += ["--max-records-per-trigger", str(max_records)]
     started = time.monotonic()
-    completed = subprocess.run(
-        command, capture_output=True, text=True, env=_env(), timeout=1800, check=False
-    )
+    completed = _execute(f"pipeline {read_on}", command)
     wall = time.monotonic() - started
     if completed.returncode != 0:
         raise SystemExit(f"pipeline failed:\n{completed.stderr[-3000:]}")
@@ -194,9 +215,11 @@ def run_three(
     results: dict[str, Any] = {}
     for job in reversed(order) if reverse else order:
         if job == "batch":
-            results[job] = run_job(BATCH_JOB, str(source), work / f"batch-{tag}.parquet")
+            results[job] = run_job("batch", BATCH_JOB, str(source), work / f"batch-{tag}.parquet")
         elif job == "native":
-            results[job] = run_job(SPARK_STREAM_JOB, str(source), work / f"native-{tag}.parquet")
+            results[job] = run_job(
+                "spark stream", SPARK_STREAM_JOB, str(source), work / f"native-{tag}.parquet"
+            )
         else:
             results[job] = run_pipeline(str(source), work / f"executors-{tag}", "executors", budget)
     batch, groups, batch_peak = results["batch"]
@@ -225,7 +248,15 @@ def main() -> None:
         action="store_true",
         help="leave out the pipeline with --read-on driver (the slowest job)",
     )
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="also print each job's CPU seconds by kind of process (cpu_by_process.py; "
+        "the polling costs a few percent of a core)",
+    )
     args = parser.parse_args()
+    global CPU_INTERVAL  # a script's one setting
+    CPU_INTERVAL = 0.25 if args.cpu else None
     if not args.no_compile:
         compile_sources()
     print(
@@ -273,6 +304,9 @@ def main() -> None:
                     "Spark driver JVM: pipeline executors "
                     f"{_mib(summary['spark_driver_jvm_peak_memory_bytes'])}"
                 )
+                for label, accounting in LAST_CPU.items():
+                    print(f"         CPU of {label}: {accounting.one_line()}")
+                LAST_CPU.clear()
             if len(walls) > 1:
                 print_medians(walls)
 
