@@ -49,6 +49,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
+from .._arrow_literals import bool_scalar, string_scalar
 from ._dead_letter import DeadLetter
 
 if TYPE_CHECKING:
@@ -98,6 +99,8 @@ DEFAULT_ENCODING = "utf-8"
 
 _RAW_PREVIEW = 200
 """Characters of a refused over-long or undecodable line kept in its dead letter."""
+
+_EMPTY_TEXT, _TRUE = string_scalar(""), bool_scalar(True)  # no pandas import (_arrow_literals)
 
 
 class FormatError(ValueError):
@@ -506,7 +509,7 @@ class CsvReader:
         """Records whose fields are all empty carry nothing: dead letters, never dropped."""
         empty = None
         for column in table.columns:
-            is_empty = pc.fill_null(pc.equal(column, ""), fill_value=True)
+            is_empty = pc.fill_null(pc.equal(column, _EMPTY_TEXT), fill_value=_TRUE)
             empty = is_empty if empty is None else pc.and_(empty, is_empty)
         if empty is None or not pc.any(empty).as_py():
             return table, numbers

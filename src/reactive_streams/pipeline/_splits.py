@@ -45,6 +45,7 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
+from .._arrow_literals import int8_scalar
 from ..operators import Flow
 from ._dead_letter import DeadLetter
 from ._formats import InputFile, RawChunk, _csv_header, _Lines, open_reader
@@ -76,6 +77,7 @@ DEAD_COLUMN: Final = "_rs_dead"
 """The dead letter of a row of kind 1, as one line of JSON."""
 
 _GOOD, _DEAD, _BLANK = 0, 1, 2
+_GOOD_KIND, _DEAD_KIND = int8_scalar(_GOOD), int8_scalar(_DEAD)  # no pandas import
 
 
 @dataclass(frozen=True, slots=True)
@@ -450,7 +452,7 @@ class SplitReader:
             good = good.select(list(self.keep))
         size = int(chunk.consumed)
         if not letters and good.num_rows == size:
-            kinds = pa.repeat(pa.scalar(_GOOD, pa.int8()), size)  # no Python list per row
+            kinds = pa.repeat(_GOOD_KIND, size)  # no Python list per row, no pandas import
             dead = pa.nulls(size, pa.string())
             return pa.RecordBatch.from_arrays(
                 [*good.columns, kinds, dead], schema=self.output_schema
@@ -531,9 +533,9 @@ class DeadLetterSplitter:
         """
         kinds = batch.column(KIND_COLUMN)
         data = batch.select(list(self.names))
-        if pc.all(pc.equal(kinds, _GOOD)).as_py() is not False:
+        if pc.all(pc.equal(kinds, _GOOD_KIND)).as_py() is not False:
             return data
-        dead = pc.filter(batch.column(DEAD_COLUMN), pc.equal(kinds, _DEAD)).to_pylist()
+        dead = pc.filter(batch.column(DEAD_COLUMN), pc.equal(kinds, _DEAD_KIND)).to_pylist()
         if dead:
             text = "".join(line + "\n" for line in dead)
             digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
@@ -544,7 +546,7 @@ class DeadLetterSplitter:
                 temporary = directory / f".{digest}.{os.getpid()}.tmp"
                 temporary.write_text(text, encoding="utf-8")
                 temporary.replace(final)
-        return data.filter(pc.equal(kinds, _GOOD))
+        return data.filter(pc.equal(kinds, _GOOD_KIND))
 
 
 def count_dead_letter_parts(directory: Path) -> int:

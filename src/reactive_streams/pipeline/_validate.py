@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
 
+from .._arrow_literals import null_scalar, string_array
 from ._dead_letter import DeadLetter
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ NULL_TEXT = frozenset(
     {"", "NA", "N/A", "n/a", "NaN", "nan", "-NaN", "-nan", "NULL", "null", "None", "<NA>", "#N/A"}
 )
 """Text read as null in a column that is not text (pyarrow's CSV defaults)."""
+
+_NULL_TEXT_VALUES = string_array(sorted(NULL_TEXT))  # no pandas import (_arrow_literals)
 
 _TRUE = frozenset({"true", "t", "yes", "1"})
 _FALSE = frozenset({"false", "f", "no", "0"})
@@ -156,8 +159,8 @@ def _cast_column(column: pa.ChunkedArray | pa.Array, target: pa.DataType) -> pa.
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         if not pa.types.is_string(target):
             column = pc.if_else(
-                pc.is_in(column, value_set=pa.array(sorted(NULL_TEXT))),
-                pa.scalar(None, type=column.type),
+                pc.is_in(column, value_set=_NULL_TEXT_VALUES),
+                null_scalar(column.type),
                 column,
             )
             if pa.types.is_boolean(target):

@@ -42,6 +42,7 @@ import pyarrow.json as pa_json  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from .._arrow_literals import int64_range, string_scalar
 from .._demand import check_positive
 from ..operators import Flow
 from ._from_splits import from_splits
@@ -241,10 +242,10 @@ class FileOpener:
         columns = list(batch.columns)
         names = list(batch.schema.names)
         if self.row_column is not None:
-            columns.append(pa.array(range(position, position + batch.num_rows), pa.int64()))
+            columns.append(int64_range(position, position + batch.num_rows))
             names.append(self.row_column)
         if self.file_column is not None:
-            columns.append(pa.array([split.path] * batch.num_rows, pa.string()))
+            columns.append(pa.repeat(string_scalar(split.path), batch.num_rows))
             names.append(self.file_column)
         return pa.RecordBatch.from_arrays(columns, names=names)
 
