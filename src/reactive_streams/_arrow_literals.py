@@ -36,7 +36,11 @@ __all__ = [
 
 
 def string_array(values: Sequence[str]) -> pa.Array:
-    """A ``string`` array of ``values`` (UTF-8, no nulls)."""
+    """A ``string`` array of ``values`` (UTF-8, no nulls).
+
+    Raises:
+        OverflowError: the text is 2 GiB or more (``string`` has 32-bit offsets).
+    """
     data = [value.encode() for value in values]
     offsets = [0, *accumulate(len(item) for item in data)]
     offsets_buffer = pa.py_buffer(b"".join(o.to_bytes(4, "little", signed=True) for o in offsets))

@@ -87,7 +87,7 @@ def test_reading_splits_imports_no_pandas(tmp_path: Path, kind: str) -> None:
     reader = SplitReader(names, inputs.schema, 4, keep=kept)
     plan = SplitPlan(
         splits=splits,
-        names=tuple(split.label or str(split.item.path) for split in splits),
+        names=tuple(str(split) for split in splits),
         opener=reader,
         count=count_records,
         transform=DeadLetterSplitter(str(tmp_path / "dead"), kept),
