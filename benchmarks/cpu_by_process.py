@@ -13,10 +13,11 @@ source. This tool runs a command and says where those seconds went.
 
 How: psutil lists the command's descendants every ``--interval`` seconds and keeps the
 last CPU times (user + system) seen for each process, and, for a JVM, for each of its
-threads by name (``/proc/<pid>/task/<tid>/comm``). A process that lives less than one
-interval is missed, and up to one interval of each process's last CPU is too, so the
-totals are lower bounds (at 0.1 s, a few hundredths of a second per process). The polling
-itself costs a few percent of one core, which the command's figures do not include.
+threads by name (name and CPU ticks from ``/proc/<pid>/task/<tid>/stat``). A process
+that lives less than one interval is missed, and up to one interval of each process's
+last CPU is too, so the totals are lower bounds (at 0.1 s, a few hundredths of a second per
+process). The polling itself costs a few percent of one core, which the command's figures
+do not include.
 """
 
 from __future__ import annotations
