@@ -233,7 +233,7 @@ def test_a_query_spark_cannot_stream_is_exit_2(spark: SparkSession, tmp_path: Pa
 def test_a_source_failure_mid_run_names_the_file_and_the_cause(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from reactive_streams.pipeline import _formats
+    from reactive_streams.files import _formats
 
     data = tmp_path / "flights.csv"
     _flights_csv(data, 3_000)

@@ -1,8 +1,8 @@
-"""One bad record never takes the rest of the file with it (issue 15, items 2 and 3).
+"""One bad record never takes the rest of the file with it.
 
 Each reader turns what it cannot parse into a dead letter (file, line, reason) and goes on
-at the next line; readers are deterministic from a start record, and validation is a pure,
-picklable step (what reading on Spark's executors will need).
+with the next record; readers are deterministic from a start record, and validation is a
+pure, picklable step (what reading on Spark's executors needs).
 """
 
 from __future__ import annotations
@@ -17,9 +17,14 @@ import pytest
 from click.testing import CliRunner
 
 from reactive_streams.cli import main
+from reactive_streams.files import (
+    DEAD_LETTER_COLUMN,
+    MAX_RECORD_BYTES,
+    RawChunk,
+    open_reader,
+    validate,
+)
 from reactive_streams.pipeline import DeadLetter, PipelineUsageError, Validator, plan_inputs
-from reactive_streams.pipeline._formats import MAX_RECORD_BYTES, RawChunk, open_reader
-from reactive_streams.pipeline._validate import validate
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,12 +41,13 @@ def _read_all(
     letters: list[DeadLetter] = []
     try:
         while (raw := reader.read(chunk)) is not None:
-            table, rejects = validator.convert(raw)
-            assert table.num_rows + len(rejects) == raw.size
-            rows.extend(table.to_pylist())
-            letters.extend(rejects)
-            kept = {letter.position for letter in rejects}
-            positions.extend(p for p in raw.positions if p not in kept)
+            converted = validator.convert(raw)
+            assert converted.table.num_rows + len(converted.rejects) == raw.count
+            rows.extend(converted.table.to_pylist())
+            letters.extend(converted.dead_letters)
+            where = dict(zip(raw.parsed_slots, raw.positions, strict=True))
+            slots = converted.slots if converted.slots is not None else range(raw.count)
+            positions.extend(where[slot] for slot in slots)
     finally:
         reader.close()
     return rows, positions, letters
@@ -62,7 +68,7 @@ def test_an_unbalanced_quote_costs_one_line_not_the_rest_of_the_file(tmp_path: P
     assert positions == [*range(2, 6), *range(7, 3_003)]
     (letter,) = letters
     assert (letter.position, letter.position_kind) == (6, "line")
-    assert letter.reason == "unbalanced quote: a quoted value is not closed on its line"
+    assert letter.reason == "unbalanced quote: a quoted value is not closed within 1,000 lines"
     assert letter.raw == 'JFK,"2013-01-01T00:00:00Z,5'
 
 
@@ -119,7 +125,7 @@ def test_invalid_utf8_is_one_dead_letter_naming_the_encoding(tmp_path: Path, whe
     (letter,) = letters
     assert letter.position == where + 1
     assert letter.reason == (
-        "not valid utf-8 text (byte 0xff at offset 25 of the line); pass --encoding if the "
+        "not valid utf-8 text (byte 0xff at offset 25 of the record); pass --encoding if the "
         "file is not UTF-8"
     )
 
@@ -222,28 +228,38 @@ def test_validation_is_a_pure_picklable_step(tmp_path: Path) -> None:
     assert chunk is not None
     validator = pickle.loads(pickle.dumps(Validator(plan.schema)))
     copy: RawChunk = pickle.loads(pickle.dumps(chunk))
-    table, letters = validator.convert(copy)
+    converted = validator.convert(copy)
+    table, letters = converted.table, converted.dead_letters
     assert table.to_pylist()[:2] == [{"id": 1, "delay": 2.5}, {"id": 3, "delay": 3.5}]
     assert [(letter.source, letter.position) for letter in letters] == [(str(path), 3)]
-    assert Validator(plan.schema).convert(chunk)[0].equals(table)  # the same, every time
-    batch, batch_letters = pickle.loads(pickle.dumps(validate(copy, plan.schema)))
+    assert Validator(plan.schema).convert(chunk).table.equals(table)  # the same, every time
+    batch = pickle.loads(pickle.dumps(validate(copy, plan.schema)))
     assert isinstance(batch, pa.RecordBatch)
-    assert batch.schema == plan.schema
-    assert pa.Table.from_batches([batch]).equals(table)
-    assert batch_letters == letters
-    empty = RawChunk(source="x", position_kind="row", positions=[], rejects=[])
-    assert validate(empty, plan.schema)[0].num_rows == 0
+    assert batch.schema == plan.schema.append(pa.field(DEAD_LETTER_COLUMN, pa.string()))
+    assert batch.num_rows == chunk.count  # one row per record, the refused one included
+    dead = batch.column(DEAD_LETTER_COLUMN).to_pylist()
+    assert [DeadLetter.from_json(text) for text in dead if text is not None] == letters
+    assert (
+        pa.Table.from_batches([batch])
+        .filter(pa.compute.is_null(batch.column(DEAD_LETTER_COLUMN)))
+        .select(["id", "delay"])
+        .equals(table)
+    )
+    empty = RawChunk(source="x", position_kind="row", first=0, count=0, positions=[])
+    assert validate(empty, plan.schema).num_rows == 0
 
 
 def test_line_ends_crlf_blank_lines_and_lone_carriage_returns(tmp_path: Path) -> None:
     crlf = tmp_path / "crlf.csv"
-    crlf.write_bytes(b'a,b\r\n1,2\r\n\r\n"x,9\r\n3,4\r\n5,6')
+    crlf.write_bytes(b'a,b\r\n1,2\r\n\r\n"x,9\r\n3,4\r\n5,6\r7,8\r\n,\r\n')
     rows, positions, letters = _read_all(crlf)
-    assert rows == [{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"a": 5, "b": 6}]
-    assert positions == [2, 5, 6]
+    # A blank line is not a record (as in pandas and Spark); a record whose fields are all
+    # empty is a dead letter; a lone CR ends a record without starting a line.
+    assert rows == [{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"a": 5, "b": 6}, {"a": 7, "b": 8}]
+    assert positions == [2, 5, 6, 6]
     assert [(letter.position, letter.reason.split(" ")[0]) for letter in letters] == [
-        (3, "empty"),
         (4, "unbalanced"),
+        (7, "empty"),
     ]
     old_mac = tmp_path / "mac.csv"
     old_mac.write_bytes(b"a,b\r1,2\r")

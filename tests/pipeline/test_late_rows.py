@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+import pytest
 from click.testing import CliRunner
 
 from reactive_streams.cli import main
@@ -175,3 +176,71 @@ def test_rows_dropped_by_a_watermark_are_counted_and_left_out(
         assert stamps.tolist() == pd.to_datetime(expected[column], utc=True).tolist(), column
     assert actual["readings"].tolist() == expected["readings"].tolist()
     assert actual["total"].tolist() == expected["total"].tolist()  # small integers: exact
+
+
+SORTED_SQL = """\
+SELECT sensor,
+       window.start AS window_start,
+       window.end AS window_end,
+       count(*) AS readings,
+       sum(value) AS total
+FROM events WATERMARK event_time DELAY OF INTERVAL 10 MINUTES
+GROUP BY sensor, window(event_time, '1 hour')"""
+
+
+def _sorted_readings(directory: Path) -> pd.DataFrame:
+    """3,000 readings sorted by event time (a minute apart), in three files in order."""
+    directory.mkdir()
+    frame = pd.DataFrame(
+        {
+            "sensor": [("a", "b", "c")[index % 3] for index in range(3_000)],
+            "event_time": [START + dt.timedelta(minutes=index) for index in range(3_000)],
+            "value": [float(index % 17) for index in range(3_000)],
+        }
+    )
+    for part in range(3):  # each file a contiguous stretch of time
+        piece = frame.iloc[part * 1_000 : (part + 1) * 1_000]
+        lines = [
+            f"{r.sensor},{r.event_time:%Y-%m-%dT%H:%M:%SZ},{r.value}" for r in piece.itertuples()
+        ]
+        (directory / f"part-{part}.csv").write_text(
+            "sensor,event_time,value\n" + "\n".join(lines) + "\n", encoding="utf-8"
+        )
+    return frame
+
+
+@pytest.mark.parametrize("per_trigger", [400, 1_100, 5_000])
+def test_input_sorted_by_event_time_loses_no_row_to_the_watermark_on_either_path(
+    spark: SparkSession, tmp_path: Path, per_trigger: int
+) -> None:
+    frame = _sorted_readings(tmp_path / "in")
+    frame["window_start"] = frame["event_time"].dt.floor("1h")
+    expected = (
+        frame.groupby(["sensor", "window_start"], sort=True)
+        .agg(readings=("value", "size"), total=("value", "sum"))
+        .reset_index()
+    )
+    key_options = [option for key in KEYS for option in ("--key", key)]
+    results = {}
+    for read_on in ("executors", "driver"):
+        out = tmp_path / f"out-{read_on}"
+        summary_file = tmp_path / f"summary-{read_on}.json"
+        run = CliRunner().invoke(
+            main,
+            ["pipeline", "--input", str(tmp_path / "in"), "--sql", SORTED_SQL,
+             "--output", str(out), "--max-records-per-trigger", str(per_trigger),
+             "--output-mode", "update", *key_options, "--read-on", read_on,
+             "--summary-json", str(summary_file), "--quiet"],
+        )  # fmt: skip
+        assert run.exit_code == 0, (run.stdout, run.stderr)
+        summary = json.loads(summary_file.read_text(encoding="utf-8"))
+        assert summary["rows_into_spark"] == 3_000
+        assert summary["late_rows"] == 0, read_on  # in order: nothing is late
+        actual = pq.read_table(out / "result.parquet").to_pandas()
+        results[read_on] = actual.sort_values(list(KEYS)).reset_index(drop=True)
+    assert results["executors"].equals(results["driver"])
+    actual = results["executors"]
+    assert actual["readings"].tolist() == expected["readings"].tolist()
+    assert actual["total"].tolist() == expected["total"].tolist()
+    starts = pd.to_datetime(actual["window_start"], utc=True)
+    assert starts.tolist() == pd.to_datetime(expected["window_start"], utc=True).tolist()

@@ -27,16 +27,11 @@ from reactive_streams._arrow_literals import (
     string_array,
     string_scalar,
 )
+from reactive_streams.files import SplitReader, count_records, plan_splits, split_boundaries
 from reactive_streams.pipeline._inputs import plan_inputs
-from reactive_streams.pipeline._splits import (
-    DeadLetterSplitter,
-    SplitReader,
-    count_records,
-    list_splits,
-    split_boundaries,
-)
+from reactive_streams.pipeline._splits import DeadLetterSplitter
 from reactive_streams.spark._splits_source import SplitPlan, encode_plan
-from reactive_streams.spark.splits import file_splits
+from reactive_streams.spark.splits import FileOpener, file_splits
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -81,14 +76,13 @@ def _write(tmp_path: Path, kind: str) -> Path:
 def test_reading_splits_imports_no_pandas(tmp_path: Path, kind: str) -> None:
     path = _write(tmp_path, kind)
     inputs = plan_inputs([path])
-    names = tuple(inputs.schema.names)
-    splits = list_splits(inputs.files)
+    splits = plan_splits(inputs.files)
     kept = ("origin", "delay", "time_hour")
-    reader = SplitReader(names, inputs.schema, 4, keep=kept)
+    reader = SplitReader(inputs.schema, 4, keep=kept)
     plan = SplitPlan(
         splits=splits,
         names=tuple(str(split) for split in splits),
-        opener=reader,
+        opener=FileOpener(reader),
         count=count_records,
         transform=DeadLetterSplitter(str(tmp_path / "dead"), kept),
         arrow=True,

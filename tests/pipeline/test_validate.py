@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
+from reactive_streams.files import open_reader
 from reactive_streams.pipeline import DeadLetter, Validator, plan_inputs
-from reactive_streams.pipeline._formats import open_reader
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -24,11 +24,11 @@ def _read_all(path: Path, chunk: int = 2) -> tuple[list[dict[str, object]], list
     letters: list[DeadLetter] = []
     try:
         while (raw := reader.read(chunk)) is not None:
-            table, rejects = validator.convert(raw)
-            assert table.schema == plan.schema
-            assert table.num_rows + len(rejects) == raw.size
-            rows.extend(table.to_pylist())
-            letters.extend(rejects)
+            converted = validator.convert(raw)
+            assert converted.table.schema == plan.schema
+            assert converted.table.num_rows + len(converted.rejects) == raw.count
+            rows.extend(converted.table.to_pylist())
+            letters.extend(converted.dead_letters)
     finally:
         reader.close()
     return rows, letters
@@ -41,7 +41,7 @@ def test_csv_malformed_records_go_to_dead_letters_with_their_lines(tmp_path: Pat
         "1,2.5,2013-01-01T10:00:00Z\n"  # 2
         "2,abc,2013-01-01T11:00:00Z\n"  # 3: not a number
         "3,1\n"  # 4: too few fields
-        "\n"  # 5: blank
+        "\n"  # 5: blank (not a record)
         "4,,2013-01-01 12:00:00\n"  # 6: null delay, time without offset is UTC
         "5,7,yesterday\n"  # 7: not a timestamp
         "6,NA,2013-01-01T13:00:00+01:00\n"  # 8
@@ -59,15 +59,13 @@ def test_csv_malformed_records_go_to_dead_letters_with_their_lines(tmp_path: Pat
     assert [(letter.position, letter.position_kind) for letter in letters] == [
         (3, "line"),
         (4, "line"),
-        (5, "line"),
         (7, "line"),
     ]
     assert letters[0].reason.startswith("column 'delay': cannot convert 'abc' to double")
     assert letters[0].raw == {"id": "2", "delay": "abc", "when": "2013-01-01T11:00:00Z"}
     assert letters[1].reason == "expected 3 fields, found 2"
     assert letters[1].raw == "3,1"
-    assert letters[2].reason.startswith("empty record")
-    assert letters[3].reason.startswith("column 'when': cannot convert 'yesterday'")
+    assert letters[2].reason.startswith("column 'when': cannot convert 'yesterday'")
     record = json.loads(letters[0].to_json())
     assert record["source"] == str(path)
     assert record["line"] == 3
@@ -112,8 +110,8 @@ def test_a_chunk_of_good_records_takes_the_fast_path(tmp_path: Path) -> None:
     raw = reader.read(1000)
     reader.close()
     assert raw is not None
-    table, rejects = validator.convert(raw)
-    assert (table.num_rows, rejects, validator.slow_chunks) == (100, [], 0)
+    converted = validator.convert(raw)
+    assert (converted.table.num_rows, converted.rejects, validator.slow_chunks) == (100, [], 0)
     assert raw.positions == list(range(2, 102))
 
 

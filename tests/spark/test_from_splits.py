@@ -18,6 +18,7 @@ from pyspark import cloudpickle
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from reactive_streams import EmitterElection, Publisher, Subscriber, Subscription
+from reactive_streams.files import FileChangedError, InputFile
 from reactive_streams.spark import SplitReadError, from_splits
 from reactive_streams.spark._splits_source import (
     SplitGroup,
@@ -31,7 +32,7 @@ from reactive_streams.spark._splits_source import (
     spread,
 )
 from reactive_streams.spark._warm_up import WorkerWarmUp, _warm
-from reactive_streams.spark.splits import FileSplit, count_rows, file_splits, row_group_starts
+from reactive_streams.spark.splits import FileSplit, count_records, file_splits, split_boundaries
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -204,9 +205,9 @@ def test_file_splits_give_parquet_row_group_starts(tmp_path: Path) -> None:
     write_parquet(tmp_path / "a.parquet", 0, 2_500, row_group=1_000)
     (tmp_path / "b.csv").write_text("id\n1\n")
     files = file_splits(tmp_path)
-    assert [row_group_starts(split) for split in files.splits] == [(1_000, 2_000), ()]
+    assert [split_boundaries(split) for split in files.splits] == [(1_000, 2_000), ()]
     by_group = file_splits(tmp_path / "a.parquet", by_row_group=True)
-    assert {row_group_starts(split) for split in by_group.splits} == {()}
+    assert {split_boundaries(split) for split in by_group.splits} == {()}
 
 
 def live_counter(path: Path) -> Callable[[str], int]:
@@ -346,14 +347,16 @@ def test_file_counts_and_a_missing_file(tmp_path: Path) -> None:
         ("b.csv", None),
         ("c.jsonl", None),
     ]
-    assert [count_rows(split) for split in files.splits] == [100, 100, 50, 3, 2]
+    # b.csv: the quoted line break is part of record 1; the blank line is no record.
+    assert [count_records(split) for split in files.splits] == [100, 100, 50, 3, 2]
+    (tmp_path / "b.csv").write_text("id,name\n1,x\n")
+    with pytest.raises(FileChangedError, match=r"b\.csv changed after it was planned"):
+        count_records(files.splits[-2])
     (tmp_path / "c.jsonl").unlink()
-    with pytest.raises(
-        FileNotFoundError, match=r"c\.jsonl was listed by file_splits but no longer"
-    ):
+    with pytest.raises(FileNotFoundError, match=r"c\.jsonl disappeared after it was planned"):
         files.opener(files.splits[-1], 0)
-    with pytest.raises(FileNotFoundError, match=r"no longer exists"):
-        count_rows(files.splits[-1])
+    with pytest.raises(FileNotFoundError, match=r"disappeared"):
+        count_records(files.splits[-1])
 
 
 def test_splits_and_openers_must_pickle(spark: SparkSession) -> None:
@@ -516,11 +519,12 @@ def test_a_file_that_disappears_fails_the_query_naming_it(
     files = file_splits(tmp_path)
     (tmp_path / "b.parquet").unlink()
     message = run_failing(files.to_dataframe(spark))
-    assert f"{tmp_path / 'b.parquet'} was listed by file_splits but no longer exists" in message
+    assert f"input file {tmp_path / 'b.parquet'} disappeared after it was planned" in message
 
 
 def test_split_names_in_errors_are_the_file_and_row_group(tmp_path: Path) -> None:
-    split = FileSplit(str(tmp_path / "x.parquet"), "parquet", 3)
+    item = InputFile.of(tmp_path / "x.parquet")
+    split = FileSplit(item, size=0, mtime_ns=0, records=0, row_group=3)
     assert str(split) == f"{tmp_path / 'x.parquet'} (row group 3)"
 
 

@@ -16,16 +16,17 @@ Importing this package does not import pyspark; ``Pipeline.start`` does.
 
 from __future__ import annotations
 
+from ..files import DeadLetter as DeadLetter
+from ..files import InputFile as InputFile
+from ..files import Validator as Validator
 from ._config import DEFAULT_MAX_RECORDS_PER_TRIGGER as DEFAULT_MAX_RECORDS_PER_TRIGGER
 from ._config import PipelineConfig as PipelineConfig
-from ._dead_letter import DeadLetter as DeadLetter
 from ._dead_letter import DeadLetterWriter as DeadLetterWriter
 from ._diagnostics import PipelineProgress as PipelineProgress
 from ._diagnostics import PipelineResult as PipelineResult
 from ._errors import PipelineError as PipelineError
 from ._errors import PipelineFailedError as PipelineFailedError
 from ._errors import PipelineUsageError as PipelineUsageError
-from ._formats import InputFile as InputFile
 from ._inputs import InputPlan as InputPlan
 from ._inputs import default_input as default_input
 from ._inputs import plan_inputs as plan_inputs
@@ -37,7 +38,6 @@ from ._sink import ResultSink as ResultSink
 from ._sink import SinkStatistics as SinkStatistics
 from ._source import FileSource as FileSource
 from ._source import SourceStatistics as SourceStatistics
-from ._validate import Validator as Validator
 
 __all__ = [
     "DEFAULT_KEYS",
@@ -65,10 +65,8 @@ __all__ = [
 ]
 
 for _obj in (
-    DeadLetter,
     DeadLetterWriter,
     FileSource,
-    InputFile,
     InputPlan,
     Pipeline,
     PipelineConfig,
@@ -81,7 +79,6 @@ for _obj in (
     ResultWriter,
     SinkStatistics,
     SourceStatistics,
-    Validator,
     default_input,
     plan_inputs,
 ):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from ._formats import DEFAULT_ENCODING
+from ..files import DEFAULT_ENCODING
 from ._source import DEFAULT_CHUNK_ROWS
 
 if TYPE_CHECKING:

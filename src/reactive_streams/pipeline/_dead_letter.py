@@ -1,58 +1,21 @@
-"""The dead-letter file: every malformed record, where it came from and why it was refused.
+"""The dead-letter file: every refused record (``reactive_streams.files.DeadLetter``).
 
-A record that cannot be parsed or converted to the schema never stops the stream and never
-vanishes: it is written here as one JSON object per line::
+Dead letters are written as one JSON object per line (``DeadLetter.to_json``)::
 
     {"source": "data/a.csv", "line": 17, "reason": "column 'dep_delay': ...", "raw": "..."}
-
-``line`` is the physical line of the record in a CSV or JSON Lines file (the header is
-line 1 of a CSV); Parquet files and in-memory tables have ``row`` instead (0-based).
 """
 
 from __future__ import annotations
 
-import json
 import threading
-from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Literal
+from typing import IO, TYPE_CHECKING
+
+from ..files import DeadLetter
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = ["DeadLetter", "DeadLetterWriter"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeadLetter:
-    """One refused record.
-
-    Attributes:
-        source: the file it came from (or the name of the in-memory table).
-        position: its line number (1-based, CSV and JSON Lines) or row number (0-based,
-            Parquet and tables), as said by ``position_kind``.
-        position_kind: ``"line"`` or ``"row"``.
-        reason: why it was refused, in one line.
-        raw: the record as read: the text of the line, or the row as a ``dict``.
-    """
-
-    source: str
-    position: int
-    position_kind: Literal["line", "row"]
-    reason: str
-    raw: object
-
-    def to_json(self) -> str:
-        """The record as one line of JSON (values JSON cannot hold are written as text)."""
-        return json.dumps(
-            {
-                "source": self.source,
-                self.position_kind: self.position,
-                "reason": self.reason,
-                "raw": self.raw,
-            },
-            default=str,
-            ensure_ascii=False,
-        )
 
 
 class DeadLetterWriter:

@@ -1,7 +1,7 @@
 """Finding the input files, checking them before anything starts, and inferring the schema.
 
-What is specific to each format (extensions, headers, samples, readers) is in ``_formats``;
-this module plans the input as a whole.
+What is specific to each format (extensions, headers, samples, readers) is in
+``reactive_streams.files``; this module plans the input as a whole.
 
 Every problem that can be seen before the stream starts is reported here as one
 ``PipelineUsageError`` naming the file: a path that does not exist, a directory with no
@@ -19,10 +19,16 @@ from typing import TYPE_CHECKING
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
+from ..files import (
+    DEFAULT_ENCODING,
+    FormatError,
+    InputFile,
+    header,
+    infer_file_schema,
+    list_files,
+)
 from ._errors import PipelineUsageError
-from ._formats import DEFAULT_ENCODING, FORMATS, FormatError, InputFile, header, sample
 from ._schema import normalize_schema
-from ._validate import infer_schema
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -153,53 +159,15 @@ def cached_default_input() -> InputPlan:
 
 
 def _expand(paths: Sequence[Path], encoding: str) -> list[InputFile]:
-    files: list[InputFile] = []
-    for path in paths:
-        if not path.exists():
-            raise PipelineUsageError(f"input not found: {path}")
-        if path.is_dir():
-            found = sorted(
-                child
-                for child in path.rglob("*")
-                if child.is_file()
-                and child.suffix.lower() in FORMATS
-                and not any(part.startswith((".", "_")) for part in child.relative_to(path).parts)
-            )
-            if not found:
-                raise PipelineUsageError(
-                    f"no CSV, JSON Lines or Parquet files in directory {path} "
-                    f"(looked for {', '.join(sorted(FORMATS))})"
-                )
-            files.extend(
-                InputFile(child, FORMATS[child.suffix.lower()], encoding) for child in found
-            )
-            continue
-        fmt = FORMATS.get(path.suffix.lower())
-        if fmt is None:
-            raise PipelineUsageError(
-                f"unsupported input format: {path} "
-                f"(expected a file ending in {', '.join(sorted(FORMATS))})"
-            )
-        files.append(InputFile(path, fmt, encoding))
-    return files
+    try:
+        return list_files(paths, encoding=encoding)
+    except (FileNotFoundError, ValueError) as exc:
+        raise PipelineUsageError(str(exc)) from None
 
 
 def _one_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return text[0] if text else type(error).__name__
-
-
-def _infer_schema(item: InputFile) -> pa.Schema:
-    """The first file's schema: Parquet's own, or inferred from a sample of the records.
-
-    CSV and JSON Lines types come from the first ``SAMPLE_BYTES`` of the file by
-    ``infer_schema``: a column takes the most specific type that nearly all its values fit,
-    so a few malformed values become dead letters instead of turning the column into text.
-    """
-    if item.format == "parquet":
-        return pq.read_schema(item.path).remove_metadata()
-    names, records = sample(item)
-    return infer_schema(names, records)
 
 
 def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> InputPlan:
@@ -208,8 +176,9 @@ def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> I
     Directories are searched recursively for files with a known extension (names starting
     with ``.`` or ``_`` are skipped, as Spark does), in sorted order. The schema is
     inferred from the first file that has a record; every other file must have the same
-    column names in the same order. ``encoding`` is the text encoding of CSV and JSON
-    Lines files: any codec Python knows that writes ASCII as ASCII (not UTF-16).
+    column names, in any order (columns are matched by name). ``encoding`` is the text
+    encoding of CSV and JSON Lines files: any codec Python knows that writes ASCII as
+    ASCII (not UTF-16).
 
     Raises:
         PipelineUsageError: a path does not exist, a directory holds no data file, a file
@@ -241,11 +210,7 @@ def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> I
             continue  # an empty file: nothing to read, nothing to compare
         if first is None:
             first, first_columns = item, columns
-        elif columns and (
-            set(columns) != set(first_columns)
-            if "jsonl" in (item.format, first.format)
-            else columns != first_columns
-        ):
+        elif columns and set(columns) != set(first_columns):
             raise PipelineUsageError(
                 f"columns of {item.path} do not match the first input {first.path}: "
                 f"expected {first_columns}, found {columns}"
@@ -256,7 +221,7 @@ def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> I
             "the input is empty: no records in " + ", ".join(str(path) for path in paths)
         )
     try:
-        raw_schema = _infer_schema(first)
+        raw_schema = infer_file_schema(first)
     except FormatError as exc:
         raise PipelineUsageError(str(exc)) from None
     except (OSError, pa.ArrowException) as exc:

@@ -20,8 +20,8 @@ one and the next, read ahead) and asks the source for one chunk of ``chunk_rows`
 at a time while it holds fewer. Records travel as Arrow record batches. So the driver
 holds at most about two triggers' records and one micro-batch's output whatever the
 input size. That is ``--read-on driver`` (and ``--rate``); by default the files are read on
-the executors instead (``from_splits`` over the splits of ``_splits``), and the driver
-holds no record at all.
+the executors instead (``reactive_streams.spark.splits``: ``from_splits`` over the files'
+splits, in input order), and the driver holds no record at all.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
+from ..files import FileSplit, FormatError, SplitReader, plan_splits
 from ._checkpoint import check_fingerprint, checkpoint_columns, fingerprint, resume_point
 from ._columns import stream_columns
 from ._dead_letter import DeadLetterWriter
@@ -70,17 +71,7 @@ from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
 from ._source import FileSource
 from ._spark_driver import DriverProcess, quiet_accumulator_server, stderr_to
-from ._splits import (
-    DeadLetterSplitter,
-    PipelineSplit,
-    SplitReader,
-    count_dead_letter_parts,
-    count_records,
-    list_splits,
-    master_cores,
-    merge_dead_letters,
-    split_boundaries,
-)
+from ._splits import DeadLetterSplitter, count_dead_letter_parts, merge_dead_letters
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -154,7 +145,7 @@ class Pipeline:
         self._jvm_peak: int | None = None
         self.notes: list[str] = []
         # --read-on executors: the splits, and where executors put the dead-letter parts.
-        self.splits: tuple[PipelineSplit, ...] | None = None
+        self.splits: tuple[FileSplit, ...] | None = None
         self._parts: Path | None = None
         self._parts_temporary = False
         self._merged_dead: int | None = None
@@ -216,23 +207,20 @@ class Pipeline:
                 f"{getattr(exc, 'strerror', None) or exc}"
             ) from None
 
-    def _split_plan(self, plan: InputPlan) -> tuple[PipelineSplit, ...]:
-        """The splits of ``--read-on executors``: one per file; the default input cached.
+    def _split_plan(self, plan: InputPlan) -> tuple[FileSplit, ...]:
+        """The splits of ``--read-on executors``: one per file, every record counted.
 
         Raises:
-            PipelineUsageError: a file cannot be examined, or the cache cannot be written.
+            PipelineUsageError: a file cannot be examined.
         """
-        cores = master_cores(self.config.master)
+        files = [item for item in plan.files if item.path.stat().st_size]
+        labels = None
+        if plan.label is not None:  # the default input's cached files carry its name
+            labels = [f"{plan.label} (part {index + 1})" for index in range(len(files))]
         try:
-            splits = list_splits(
-                [item for item in plan.files if item.path.stat().st_size], parallelism=cores
-            )
-            if plan.label is None:
-                return splits
-            return tuple(
-                dataclasses.replace(split, label=f"{plan.label} (part {split.index + 1})")
-                for split in splits
-            )
+            return plan_splits(files, labels=labels)
+        except FormatError as exc:
+            raise PipelineUsageError(str(exc)) from None
         except (OSError, pa.ArrowException) as exc:
             raise PipelineUsageError(
                 f"cannot plan the splits of the input: {getattr(exc, 'strerror', None) or exc}"
@@ -272,9 +260,7 @@ class Pipeline:
                     if plan.table is not None or plan.label is not None
                     else None,
                     schema=str(plan.schema),
-                    splits=None
-                    if self.splits is None
-                    else [split.item.path for split in self.splits],
+                    splits=None if self.splits is None else [split.path for split in self.splits],
                 )
                 check_fingerprint(config.checkpoint, expected)
             except OSError as exc:
@@ -344,8 +330,13 @@ class Pipeline:
         self.metrics.start()
 
     def _split_stream(self, spark: SparkSession) -> DataFrame:
-        """``events`` read on the executors: ``from_splits`` over the files, validated there."""
-        from reactive_streams.spark import from_splits  # noqa: PLC0415
+        """``events`` read on the executors: ``from_splits`` over the files, validated there.
+
+        Micro-batches follow the input's order (``FileSplits.to_dataframe``): each reads
+        the next records of the input, cut at record boundaries into a task per core, so a
+        watermark query over input sorted by event time drops no row that is not late.
+        """
+        from reactive_streams.spark.splits import FileOpener, FileSplits  # noqa: PLC0415
 
         assert self.plan is not None
         assert self.splits is not None
@@ -380,25 +371,16 @@ class Pipeline:
                 ) from None
         self.stream_columns = kept
         every = kept == names
-        reader = SplitReader(
-            names, self.plan.schema, config.chunk_rows, keep=None if every else kept
-        )
-        return from_splits(
-            self.splits,
-            reader,
+        reader = SplitReader(self.plan.schema, config.chunk_rows, keep=None if every else kept)
+        files = FileSplits(self.splits, self.plan.schema, FileOpener(reader))
+        return files.to_dataframe(
             spark,
-            spark_schema(reader.kept_schema),
-            count=count_records,
-            arrow=True,
+            schema=spark_schema(reader.kept_schema),
             transform=DeadLetterSplitter(str(self._parts), kept),
             max_records_per_trigger=config.trigger_records,
             chunk_rows=config.chunk_rows,
-            boundaries=split_boundaries,
             # The executors' Python workers start while the query is analysed and started.
             warm_workers=True,
-            # As many tasks per micro-batch as cores: with more files than cores, a task
-            # reads several files' shares in turn instead of paying a task per file.
-            max_partitions=max(1, int(spark.sparkContext.defaultParallelism)),
         )
 
     def _bridge_stream(self, spark: SparkSession) -> DataFrame:

@@ -40,10 +40,9 @@ from .._demand import DrainLoop, EmitterElection
 from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
 from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
+from ..files import ChunkReader, TableReader, Validator, open_reader
 from ._errors import PipelineFailedError
-from ._formats import ChunkReader, TableReader, open_reader
 from ._inputs import DEFAULT_SOURCE_NAME
-from ._validate import Validator
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -310,13 +309,14 @@ class _FileSubscription(Subscription):
                 self._reader = None
                 self._files_done += 1
                 continue
-            last = max([*chunk.positions[-1:], *(letter.position for letter in chunk.rejects)],
+            last = max([*chunk.positions[-1:], *(letter.position for _, letter in chunk.rejects)],
                        default=None)  # fmt: skip
             if last is not None:
                 self._last_position = f"{chunk.position_kind} {last:,}"
-            table, rejects = self._validator.convert(chunk)
-            self._dead_letters.write(rejects)
-            self._records_read += chunk.size
+            converted = self._validator.convert(chunk)
+            self._dead_letters.write(converted.dead_letters)
+            table = converted.table
+            self._records_read += chunk.count
             if self._to_skip:
                 dropped = min(self._to_skip, table.num_rows)
                 table = table.slice(dropped)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .._demand import check_positive
 from ._to_spark_stream import as_struct
@@ -39,6 +39,7 @@ def from_splits(
     boundaries: Callable[[S], Sequence[int]] | None = None,
     warm_workers: bool = False,
     max_partitions: int | None = None,
+    order: Literal["spread", "sequential"] = "spread",
 ) -> DataFrame:
     """A streaming DataFrame whose micro-batches are read from ``splits`` on the executors.
 
@@ -117,6 +118,14 @@ def from_splits(
             per micro-batch on the flights x10, 8 files on 2 cores, ``benchmarks/``);
             ``None`` (the default): one partition per split, which keeps every split's
             share its own task as executors are added.
+        order: how a micro-batch's budget is taken from the splits. ``"spread"`` (the
+            default): an equal share from every split with elements, so every split
+            advances together (partitions of a live system). ``"sequential"``: the next
+            elements in split order, so each micro-batch is one stretch of the input and
+            an input sorted by event time keeps its watermark rising (a watermark query
+            over files drops no row that is not late); with ``boundaries`` and
+            ``max_partitions``, a micro-batch's stretch is cut at boundaries into about
+            ``max_partitions`` tasks, so it is still read in parallel.
 
     Returns:
         A streaming DataFrame. Any number of queries may read it (each has its own
@@ -164,6 +173,8 @@ def from_splits(
         check_positive("max_partitions", max_partitions)
     if not read_timeout > 0:
         raise ValueError(f"read_timeout must be > 0, got {read_timeout!r}")
+    if order not in ("spread", "sequential"):
+        raise ValueError(f"order must be 'spread' or 'sequential', got {order!r}")
     items = tuple(splits)
     if not items:
         raise ValueError("from_splits needs at least one split")
@@ -181,6 +192,7 @@ def from_splits(
         stream_id=uuid.uuid4().hex,
         boundaries=boundaries,
         max_partitions=max_partitions,
+        order=order,
     )
     try:
         encoded = encode_plan(plan)

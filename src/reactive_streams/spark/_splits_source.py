@@ -25,12 +25,13 @@ its elements were planned into micro-batches before.
 from __future__ import annotations
 
 import base64
+import itertools
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark import cloudpickle
@@ -61,10 +62,12 @@ __all__ = [
     "SplitPlan",
     "SplitStreamReader",
     "align",
+    "cut_shares",
     "decode_plan",
     "encode_plan",
     "group_shares",
     "read_partition",
+    "sequential",
     "spread",
 ]
 
@@ -105,6 +108,10 @@ class SplitPlan:
             when more splits have a share, the shares are grouped (``group_shares``) and
             a task reads its group's shares one after the other. ``None``: one partition
             per split with a share.
+        order: ``"spread"``: each micro-batch's budget is spread over every split with
+            elements (``spread``); ``"sequential"``: it takes the next elements in split
+            order (``sequential``), and with ``max_partitions`` its shares are cut at
+            boundaries into about that many tasks (``cut_shares``).
     """
 
     splits: tuple[Any, ...]
@@ -119,6 +126,7 @@ class SplitPlan:
     stream_id: str = field(default="")
     boundaries: Boundaries | None = None
     max_partitions: int | None = None
+    order: Literal["spread", "sequential"] = "spread"
 
 
 def encode_plan(plan: SplitPlan) -> str:
@@ -164,6 +172,29 @@ def spread(available: Sequence[int], budget: int | None) -> list[int]:
             if shares[index] < available[index]:
                 remaining.append(index)
         active = remaining
+    return shares
+
+
+def sequential(available: Sequence[int], budget: int | None) -> list[int]:
+    """Take ``budget`` elements in split order: the next elements of the input.
+
+    Each split with elements gives all it has before the next gives any, so a micro-batch
+    is one contiguous stretch of the input (splits in order): an input sorted by event
+    time keeps its event time rising from one micro-batch to the next. ``budget=None``
+    takes everything.
+
+    >>> sequential([10, 0, 3, 10], 12)
+    [10, 0, 2, 0]
+    >>> sequential([5, 5], None)
+    [5, 5]
+    """
+    if budget is None:
+        return list(available)
+    shares = []
+    for rows in available:
+        take = min(rows, budget)
+        shares.append(take)
+        budget -= take
     return shares
 
 
@@ -228,6 +259,47 @@ class SplitGroup(InputPartition):
     def rows(self) -> int:
         """The elements the group reads."""
         return sum(part.end - part.start for part in self.parts)
+
+
+def cut_shares(
+    shares: Sequence[SplitPartition], parts: int, edges: Callable[[int], Sequence[int]]
+) -> list[SplitPartition]:
+    """``shares`` cut at split boundaries into about ``parts`` pieces of equal rows.
+
+    A share gets pieces in proportion to its rows, each cut at the boundary
+    (``edges(split index)``, offsets in the split) nearest its ideal place; a share with
+    no boundary inside stays whole (so a Parquet row group is never read by two tasks).
+    Deterministic: the same shares give the same pieces, so a replayed micro-batch reads
+    exactly as before.
+
+    >>> shares = [SplitPartition(0, "a", "a", 0, 100)]
+    >>> [(p.start, p.end) for p in cut_shares(shares, 2, lambda _: [25, 50, 75])]
+    [(0, 50), (50, 100)]
+    >>> [(p.start, p.end) for p in cut_shares(shares, 3, lambda _: [])]
+    [(0, 100)]
+    """
+    total = sum(part.end - part.start for part in shares)
+    if parts <= 1 or total == 0:
+        return list(shares)
+    pieces: list[SplitPartition] = []
+    for part in shares:
+        rows = part.end - part.start
+        wanted = max(1, round(parts * rows / total))
+        inside = [edge for edge in edges(part.index) if part.start < edge < part.end]
+        cuts: list[int] = []
+        for number in range(1, wanted):
+            if not inside:
+                break
+            ideal = part.start + rows * number / wanted
+            nearest = min(inside, key=lambda edge: (abs(edge - ideal), edge))
+            if not cuts or nearest > cuts[-1]:
+                cuts.append(nearest)
+        bounds = [part.start, *cuts, part.end]
+        pieces.extend(
+            SplitPartition(part.index, part.split, part.name, low, high)
+            for low, high in itertools.pairwise(bounds)
+        )
+    return pieces
 
 
 def group_shares(shares: Sequence[SplitPartition], limit: int) -> list[SplitGroup]:
@@ -335,7 +407,8 @@ class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             budget = None
         else:  # a limit that does not count rows: keep to the stream's own
             budget = self._plan.max_records_per_trigger
-        shares = spread(available, budget)
+        choose = sequential if self._plan.order == "sequential" else spread
+        shares = choose(available, budget)
         ends = [done + share for done, share in zip(begin, shares, strict=True)]
         if self._plan.boundaries is not None:
             ends = [
@@ -364,8 +437,11 @@ class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     ) -> list[SplitPartition] | list[SplitGroup]:
         """One partition per split with elements between ``start`` and ``end``.
 
-        With ``max_partitions`` and more shares than that, the shares are grouped
-        (``group_shares``): fewer, longer tasks, each reading several splits in turn.
+        With ``order="sequential"`` and ``max_partitions``, shares are first cut at their
+        boundaries into about ``max_partitions`` pieces (``cut_shares``), so a micro-batch
+        that is one stretch of one split still keeps every core busy. With more pieces than
+        ``max_partitions``, they are grouped (``group_shares``): fewer, longer tasks, each
+        reading several pieces in turn.
         """
         begin, finish = self._start_rows(start), self._start_rows(end)
         plan = self._plan
@@ -374,6 +450,12 @@ class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for index, (first, last) in enumerate(zip(begin, finish, strict=True))
             if last > first
         ]
+        if (
+            plan.order == "sequential"
+            and plan.max_partitions is not None
+            and plan.boundaries is not None
+        ):
+            shares = cut_shares(shares, plan.max_partitions, self._edges)
         if plan.max_partitions is None or len(shares) <= plan.max_partitions:
             return shares
         return group_shares(shares, plan.max_partitions)

@@ -22,20 +22,34 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from .._arrow_literals import null_scalar, string_array
 from ._dead_letter import DeadLetter
+from ._formats import sample
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
-    from ._formats import RawChunk
+    from ._formats import InputFile, RawChunk
 
-__all__ = ["NULL_TEXT", "ConversionError", "Validator", "validate"]
+__all__ = [
+    "DEAD_LETTER_COLUMN",
+    "NULL_TEXT",
+    "ConversionError",
+    "Converted",
+    "Validator",
+    "aligned_batch",
+    "infer_file_schema",
+    "infer_schema",
+    "infer_type",
+    "validate",
+]
 
 NULL_TEXT = frozenset(
     {"", "NA", "N/A", "n/a", "NaN", "nan", "-NaN", "-nan", "NULL", "null", "None", "<NA>", "#N/A"}
@@ -149,7 +163,7 @@ def _converter(data_type: pa.DataType) -> Callable[[object], object]:
         return _to_timestamp
     if pa.types.is_date32(data_type):
         return _to_date
-    raise ValueError(f"unsupported column type {data_type}")
+    return lambda value: pa.scalar(value, type=data_type).as_py()
 
 
 def _cast_column(column: pa.ChunkedArray | pa.Array, target: pa.DataType) -> pa.ChunkedArray:
@@ -180,13 +194,40 @@ def _cast_column(column: pa.ChunkedArray | pa.Array, target: pa.DataType) -> pa.
     return pc.cast(column, target, safe=True)
 
 
+@dataclass(slots=True)
+class Converted:
+    """A chunk converted to a schema: the records that fit, and the refused ones.
+
+    Attributes:
+        table: the records that fit, with exactly the schema, in order.
+        slots: the chunk slot of each row of ``table``; ``None``: every record of the
+            chunk fit, row ``i`` being slot ``i``.
+        rejects: every refused record (not parsed, or not converted) as ``(slot, dead
+            letter)``, in slot order.
+        count: the records of the chunk.
+    """
+
+    table: pa.Table
+    slots: list[int] | None
+    rejects: list[tuple[int, DeadLetter]]
+    count: int
+
+    @property
+    def dead_letters(self) -> list[DeadLetter]:
+        """The refused records' dead letters, in order."""
+        return [letter for _, letter in self.rejects]
+
+
 class Validator:
     """Converts raw chunks to ``schema``, splitting off the records that do not fit.
 
     Args:
-        schema: the stream's normalised schema.
+        schema: the target schema; a chunk's table holds these columns (as text, or
+            typed). Text converts to ``BIGINT``, ``DOUBLE``, ``STRING``, ``BOOLEAN``,
+            ``DATE`` and ``TIMESTAMP`` columns; a column of another type takes values of
+            that type.
 
-    Concurrency: one validator per source subscription, used from its reading thread.
+    Concurrency: one validator per reading thread.
     """
 
     def __init__(self, schema: pa.Schema) -> None:
@@ -201,25 +242,29 @@ class Validator:
         """The target schema."""
         return self._schema
 
-    def convert(self, chunk: RawChunk) -> tuple[pa.Table, list[DeadLetter]]:
+    def convert(self, chunk: RawChunk) -> Converted:
         """Convert one chunk.
 
         Returns:
-            The records that fit, as a table with exactly ``schema`` (rows in input order),
-            and the dead letters: the chunk's parse rejects plus every record that did not
-            convert. ``table.num_rows + len(dead letters) == chunk.size``.
+            The records that fit, and every refused record (the chunk's parse rejects
+            plus every record that did not convert), each with its slot: together they
+            are the chunk's ``count`` records.
         """
         rejects = list(chunk.rejects)
+        slots = chunk.parsed_slots
         if chunk.table is not None:
-            table = self._convert_table(chunk, rejects)
+            table, kept = self._convert_table(chunk, slots, rejects)
         elif chunk.records is not None:
-            table = self._convert_records(chunk, rejects)
+            table, kept = self._convert_records(chunk, slots, rejects)
         else:
-            table = self._schema.empty_table()
-        rejects.sort(key=lambda letter: letter.position)
-        return table, rejects
+            table, kept = self._schema.empty_table(), []
+        rejects.sort(key=lambda entry: entry[0])
+        every = not rejects and len(kept) == chunk.count
+        return Converted(table, None if every else kept, rejects, chunk.count)
 
-    def _convert_table(self, chunk: RawChunk, rejects: list[DeadLetter]) -> pa.Table:
+    def _convert_table(
+        self, chunk: RawChunk, slots: list[int], rejects: list[tuple[int, DeadLetter]]
+    ) -> tuple[pa.Table, list[int]]:
         table = chunk.table
         assert table is not None
         try:
@@ -229,26 +274,27 @@ class Validator:
             ]
         except _CAST_ERRORS:
             self._slow_chunks += 1
-            return self._convert_rows(chunk, table.to_pylist(), rejects)
+            return self._convert_rows(chunk, table.to_pylist(), slots, chunk.positions, rejects)
         self._fast_chunks += 1
-        return pa.Table.from_arrays(columns, schema=self._schema)
+        return pa.Table.from_arrays(columns, schema=self._schema), slots
 
-    def _convert_records(self, chunk: RawChunk, rejects: list[DeadLetter]) -> pa.Table:
+    def _convert_records(
+        self, chunk: RawChunk, slots: list[int], rejects: list[tuple[int, DeadLetter]]
+    ) -> tuple[pa.Table, list[int]]:
         records = chunk.records
         assert records is not None
         known = set(self._names)
         kept: list[dict[str, object]] = []
+        kept_slots: list[int] = []
         positions: list[int] = []
-        for record, position in zip(records, chunk.positions, strict=True):
+        for record, slot, position in zip(records, slots, chunk.positions, strict=True):
             extra = [key for key in record if key not in known]
             if extra:
-                rejects.append(
-                    self._letter(
-                        chunk, position, f"unexpected field(s): {', '.join(extra)}", record
-                    )
-                )
+                reason = f"unexpected field(s): {', '.join(extra)}"
+                rejects.append((slot, self._letter(chunk, position, reason, record)))
                 continue
             kept.append(record)
+            kept_slots.append(slot)
             positions.append(position)
         try:
             columns = [
@@ -257,12 +303,9 @@ class Validator:
             ]
         except _CAST_ERRORS:
             self._slow_chunks += 1
-            sub = type(chunk)(
-                source=chunk.source, position_kind=chunk.position_kind, positions=positions
-            )
-            return self._convert_rows(sub, kept, rejects)
+            return self._convert_rows(chunk, kept, kept_slots, positions, rejects)
         self._fast_chunks += 1
-        return pa.Table.from_arrays(columns, schema=self._schema)
+        return pa.Table.from_arrays(columns, schema=self._schema), kept_slots
 
     def _letter(self, chunk: RawChunk, position: int, reason: str, raw: object) -> DeadLetter:
         return DeadLetter(
@@ -274,12 +317,18 @@ class Validator:
         )
 
     def _convert_rows(
-        self, chunk: RawChunk, rows: list[dict[str, object]], rejects: list[DeadLetter]
-    ) -> pa.Table:
+        self,
+        chunk: RawChunk,
+        rows: list[dict[str, object]],
+        slots: list[int],
+        positions: list[int],
+        rejects: list[tuple[int, DeadLetter]],
+    ) -> tuple[pa.Table, list[int]]:
         """The slow path: convert record by record, refusing the ones that do not fit."""
         good: list[dict[str, object]] = []
+        kept: list[int] = []
         fields = list(zip(self._names, self._schema, self._converters, strict=True))
-        for row, position in zip(rows, chunk.positions, strict=True):
+        for row, slot, position in zip(rows, slots, positions, strict=True):
             converted: dict[str, object] = {}
             reason: str | None = None
             for name, field, convert in fields:
@@ -301,9 +350,10 @@ class Validator:
                     break
             if reason is None:
                 good.append(converted)
+                kept.append(slot)
             else:
-                rejects.append(self._letter(chunk, position, reason, row))
-        return pa.Table.from_pylist(good, schema=self._schema)
+                rejects.append((slot, self._letter(chunk, position, reason, row)))
+        return pa.Table.from_pylist(good, schema=self._schema), kept
 
     @property
     def slow_chunks(self) -> int:
@@ -311,22 +361,69 @@ class Validator:
         return self._slow_chunks
 
 
-def validate(chunk: RawChunk, schema: pa.Schema) -> tuple[pa.RecordBatch, list[DeadLetter]]:
-    """Convert one chunk to ``schema``: a pure function, to run wherever the chunk is read.
+DEAD_LETTER_COLUMN: Final = "_dead_letter"
+"""The column ``validate`` adds: a refused record's dead letter as JSON, else null."""
 
-    Everything it takes and returns pickles (the chunk, the schema, the batch, the dead
-    letters), and it keeps no state, so it can run in a Spark executor's Python worker on
-    the chunks of a split.
+
+def aligned_batch(
+    converted: Converted,
+    keep: Sequence[str] | None = None,
+    *,
+    dead_column: str = DEAD_LETTER_COLUMN,
+) -> pa.RecordBatch:
+    """One row per record of the chunk: its converted columns, or nulls and its dead letter.
+
+    Args:
+        converted: a chunk as ``Validator.convert`` returned it.
+        keep: the columns to carry, in the schema's order (``None``: all of them).
+        dead_column: the name of the dead-letter column (string: the dead letter as one
+            line of JSON for a refused record, null for the others).
 
     Returns:
-        The records that fit, as one ``pyarrow.RecordBatch`` with exactly ``schema`` (rows
-        in input order, ``0`` rows when none fit), and the dead letters with their file,
-        position and reason: ``batch.num_rows + len(dead letters) == chunk.size``.
+        A batch of ``converted.count`` rows: so an offset into a split counts records,
+        whether they fit or not.
     """
-    table, letters = Validator(schema).convert(chunk)
-    batches = table.combine_chunks().to_batches()
-    batch = batches[0] if batches else pa.RecordBatch.from_pylist([], schema=schema)
-    return batch, letters
+    table = converted.table if keep is None else converted.table.select(list(keep))
+    size = converted.count
+    if converted.slots is None:
+        columns = [column.combine_chunks() for column in table.columns]
+        dead = pa.nulls(size, pa.string())
+    else:
+        index: list[int | None] = [None] * size
+        for row, slot in enumerate(converted.slots):
+            index[slot] = row
+        taken = table.take(pa.array(index, pa.int64()))
+        columns = [column.combine_chunks() for column in taken.columns]
+        texts: list[str | None] = [None] * size
+        for slot, letter in converted.rejects:
+            texts[slot] = letter.to_json()
+        dead = pa.array(texts, pa.string())
+    schema = table.schema.append(pa.field(dead_column, pa.string()))
+    return pa.RecordBatch.from_arrays([*columns, dead], schema=schema)
+
+
+def validate(
+    chunk: RawChunk,
+    schema: pa.Schema,
+    *,
+    keep: Sequence[str] | None = None,
+    dead_column: str = DEAD_LETTER_COLUMN,
+) -> pa.RecordBatch:
+    """Convert one chunk to ``schema``: a pure function, to run wherever the chunk is read.
+
+    Everything it takes and returns pickles and it keeps no state, so it can run in a
+    Spark executor's Python worker on the chunks of a split.
+
+    Args:
+        chunk: records as read.
+        schema: the columns ``chunk`` holds, with their target types.
+        keep: the columns the batch carries (``None``: all of ``schema``'s).
+        dead_column: the name of the dead-letter column.
+
+    Returns:
+        ``aligned_batch``: one row per record of the chunk, in order.
+    """
+    return aligned_batch(Validator(schema).convert(chunk), keep, dead_column=dead_column)
 
 
 INFERENCE_SHARE = 0.9
@@ -401,3 +498,22 @@ def infer_schema(names: list[str], rows: list[dict[str, object]]) -> pa.Schema:
     return pa.schema(
         [pa.field(name, infer_type([row.get(name) for row in rows])) for name in names]
     )
+
+
+def infer_file_schema(item: InputFile) -> pa.Schema:
+    """The schema of one file: Parquet's own, or inferred from a sample of its records.
+
+    CSV and JSON Lines types come from the first ``SAMPLE_BYTES`` of the file
+    (``infer_schema``): a column takes the most specific type that nearly all its values
+    fit, so a few malformed values become dead letters instead of turning the column into
+    text.
+
+    Raises:
+        OSError: the file cannot be read.
+        FormatError: it cannot be read as its format.
+        pyarrow.ArrowException: a Parquet file is not valid.
+    """
+    if item.format == "parquet":
+        return pq.read_schema(item.path).remove_metadata()
+    names, records = sample(item)
+    return infer_schema(names, records)

@@ -1,0 +1,78 @@
+"""A dead letter: a record that was refused, where it came from and why.
+
+A record that cannot be parsed or converted to the schema never stops a stream by itself
+and never vanishes: it becomes one dead letter, written as one JSON object per line::
+
+    {"source": "data/a.csv", "line": 17, "reason": "column 'dep_delay': ...", "raw": "..."}
+
+``line`` is the line a record of a CSV or JSON Lines file starts on (1-based; the header
+is line 1 of a CSV); Parquet files and in-memory tables have ``row`` instead (0-based).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["RAW_LIMIT", "DeadLetter", "cut_raw"]
+
+RAW_LIMIT = 1 << 16
+"""Characters of a refused record kept in its dead letter, at most."""
+
+
+def cut_raw(text: str, limit: int = RAW_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, with an ellipsis when it was longer."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeadLetter:
+    """One refused record.
+
+    Attributes:
+        source: the file it came from (or the name of the in-memory table).
+        position: its line number (1-based, CSV and JSON Lines) or row number (0-based,
+            Parquet and tables), as said by ``position_kind``.
+        position_kind: ``"line"`` or ``"row"``.
+        reason: why it was refused, in one line.
+        raw: the record as read: its text, or the row as a ``dict``.
+    """
+
+    source: str
+    position: int
+    position_kind: Literal["line", "row"]
+    reason: str
+    raw: object
+
+    def to_json(self) -> str:
+        """The record as one line of JSON (values JSON cannot hold are written as text)."""
+        return json.dumps(
+            {
+                "source": self.source,
+                self.position_kind: self.position,
+                "reason": self.reason,
+                "raw": self.raw,
+            },
+            default=str,
+            ensure_ascii=False,
+        )
+
+    @classmethod
+    def from_json(cls, line: str) -> DeadLetter:
+        """The dead letter ``to_json`` wrote.
+
+        Raises:
+            ValueError: ``line`` is not such a JSON object.
+        """
+        record = json.loads(line)
+        if not isinstance(record, dict) or "reason" not in record:
+            raise ValueError(f"not a dead letter: {line[:200]!r}")
+        kind: Literal["line", "row"] = "line" if "line" in record else "row"
+        return cls(
+            source=str(record["source"]),
+            position=int(record[kind]),
+            position_kind=kind,
+            reason=str(record["reason"]),
+            raw=record.get("raw"),
+        )

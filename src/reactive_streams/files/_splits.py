@@ -1,0 +1,423 @@
+"""Files as splits: planned once (records counted, record boundaries noted), read anywhere.
+
+A ``FileSplit`` is one input file (or one row group of a Parquet file) as the planner saw
+it: its size and modification time (a file that changes or disappears later is named in a
+clear error instead of being read half old, half new), its records, and where a reader
+may start without reading from the file's start:
+
+* a Parquet file: its row groups (a reader skips whole row groups before its offset);
+* a CSV or JSON Lines file: a record boundary about every ``BLOCK_BYTES``
+  (``Checkpoint``), found by the same scanner the readers use (``_records``), so a
+  reader opened at one reads exactly the records the planner counted after it.
+
+``SplitReader`` reads a split from a record offset: every record of the split once, in
+order, each batch holding one row per record (so offsets count records, good or not), the
+refused ones as dead letters in their own column.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
+import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+from ._convert import DEAD_LETTER_COLUMN, Converted, Validator, aligned_batch
+from ._formats import InputFile, RawChunk, open_reader
+from ._records import BLOCK_BYTES, Checkpoint, index_records
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from pathlib import Path
+
+    from ._dead_letter import DeadLetter
+
+__all__ = [
+    "FileChangedError",
+    "FileSplit",
+    "RefusedRecordError",
+    "SplitReader",
+    "count_records",
+    "parquet_columns",
+    "plan_splits",
+    "split_boundaries",
+]
+
+
+class FileChangedError(ValueError):
+    """A file changed after it was planned (it is read as planned, or not at all)."""
+
+
+class RefusedRecordError(ValueError):
+    """A record did not fit the schema, and dead letters were not asked for.
+
+    Attributes:
+        dead_letter: the record, where it was and why it was refused.
+    """
+
+    def __init__(self, dead_letter: DeadLetter) -> None:
+        kind = dead_letter.position_kind
+        raw = str(dead_letter.raw)
+        super().__init__(
+            f"{dead_letter.source} {kind} {dead_letter.position:,}: {dead_letter.reason} "
+            f"(record: {raw[:120]!r}{'...' if len(raw) > 120 else ''})"
+        )
+        self.dead_letter = dead_letter
+
+
+@dataclass(frozen=True, slots=True)
+class FileSplit:
+    """One file (or one Parquet row group) of an input, as planned.
+
+    Attributes:
+        file: the file, its format and (CSV) dialect.
+        size: its size in bytes when planned.
+        mtime_ns: its modification time when planned (nanoseconds).
+        records: the split's records: rows, or CSV records after the header, or JSON
+            Lines' non-blank lines.
+        index: the file's place in the input (splits of one file share it).
+        label: how errors and dead letters name the file; ``None``: by its path.
+        row_group: the Parquet row group the split is, or ``None`` for the whole file.
+        first: the file's record the split starts at (a row group's first row).
+        checkpoints: record boundaries of a text file, by absolute record number.
+        boundaries: offsets from the split's start where a micro-batch may end cheaply
+            (row groups; text checkpoints), ascending, each ``0 < b < records``.
+    """
+
+    file: InputFile
+    size: int
+    mtime_ns: int
+    records: int
+    index: int = 0
+    label: str | None = None
+    row_group: int | None = None
+    first: int = 0
+    checkpoints: tuple[Checkpoint, ...] = field(default=(), repr=False)
+    boundaries: tuple[int, ...] = field(default=(), repr=False)
+
+    @property
+    def path(self) -> Path:
+        """The file."""
+        return self.file.path
+
+    @property
+    def name(self) -> str:
+        """How dead letters name the file: ``label`` or its path."""
+        return self.label if self.label is not None else str(self.file.path)
+
+    def __str__(self) -> str:
+        if self.row_group is None:
+            return self.name
+        return f"{self.name} (row group {self.row_group})"
+
+    def checkpoint(self, record: int) -> Checkpoint | None:
+        """The last record boundary at or before the file's record ``record``."""
+        points = self.checkpoints
+        if not points:
+            return None
+        at = bisect.bisect_right([point.record for point in points], record) - 1
+        return points[at] if at >= 0 else None
+
+
+def _row_groups(path: Path) -> list[int]:
+    """The rows of each row group of a Parquet file (its footer)."""
+    metadata = pq.read_metadata(path)
+    return [metadata.row_group(group).num_rows for group in range(metadata.num_row_groups)]
+
+
+def _starts(sizes: Sequence[int]) -> tuple[int, ...]:
+    """Where each piece after the first starts, from the sizes of the pieces."""
+    starts, total = [], 0
+    for size in sizes[:-1]:
+        total += size
+        starts.append(total)
+    return tuple(start for start in starts if 0 < start < total + sizes[-1])
+
+
+def plan_splits(
+    files: Sequence[InputFile],
+    *,
+    labels: Sequence[str | None] | None = None,
+    by_row_group: bool = False,
+    every: int | None = None,
+) -> tuple[FileSplit, ...]:
+    """The splits of ``files``, in order: one per file (or per Parquet row group).
+
+    Each file is examined now: its size and modification time, and its records (a
+    Parquet footer; every byte of a text file, through the record scanner, noting a
+    record boundary about every ``every`` bytes).
+
+    Args:
+        files: the input files.
+        labels: how to name each file in errors and dead letters (``None``: its path).
+        by_row_group: one split per Parquet row group instead of per file.
+        every: bytes between a text file's checkpoints, about; ``None``:
+            ``CHECKPOINT_BYTES`` (1 MiB).
+
+    Raises:
+        OSError: a file cannot be examined.
+        FormatError: a CSV file's header cannot be read.
+        pyarrow.ArrowException: a Parquet file's footer is not valid.
+    """
+    from ._formats import csv_header  # noqa: PLC0415
+
+    every = every if every is not None else CHECKPOINT_BYTES
+    splits: list[FileSplit] = []
+    for index, item in enumerate(files):
+        status = item.path.stat()
+        label = labels[index] if labels is not None else None
+
+        split = functools.partial(
+            FileSplit,
+            item,
+            size=status.st_size,
+            mtime_ns=status.st_mtime_ns,
+            index=index,
+            label=label,
+        )
+        if item.format == "parquet":
+            groups = _row_groups(item.path)
+            if not by_row_group:
+                splits.append(
+                    split(records=sum(groups), boundaries=_starts(groups) if groups else ())
+                )
+                continue
+            first = 0
+            for group, rows in enumerate(groups):
+                splits.append(split(records=rows, row_group=group, first=first))
+                first += rows
+            continue
+        with item.path.open("rb") as handle:
+            if item.format == "csv":
+                head = csv_header(item, handle)
+                if head is None:  # an empty file
+                    splits.append(split(records=0))
+                    continue
+                found = index_records(handle, "csv", item.dialect, every=every, start=head.data)
+            else:
+                found = index_records(handle, "jsonl", every=every)
+        points = found.checkpoints
+        inside = tuple(point.record for point in points if 0 < point.record < found.records)
+        splits.append(split(records=found.records, checkpoints=points, boundaries=inside))
+    return tuple(splits)
+
+
+def check_unchanged(split: FileSplit) -> None:
+    """Raise a clear error when the file is gone or differs from the plan.
+
+    Raises:
+        FileNotFoundError: the file disappeared since it was planned.
+        FileChangedError: its size or modification time changed.
+    """
+    path = split.path
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"input file {path} disappeared after it was planned (deleted or moved while "
+            "it was being read)"
+        ) from None
+    if status.st_size != split.size or status.st_mtime_ns != split.mtime_ns:
+        raise FileChangedError(
+            f"input file {path} changed after it was planned ({split.size:,} -> "
+            f"{status.st_size:,} bytes): files are read as planned; plan them again to read "
+            "the new version"
+        )
+
+
+def count_records(split: FileSplit) -> int:
+    """The split's records, as planned, once the file is checked to be unchanged.
+
+    Raises:
+        FileNotFoundError: the file disappeared since it was planned.
+        FileChangedError: the file changed since it was planned.
+    """
+    check_unchanged(split)
+    return split.records
+
+
+def split_boundaries(split: FileSplit) -> tuple[int, ...]:
+    """``split.boundaries``: where ``from_splits`` may end a micro-batch's share cheaply."""
+    return split.boundaries
+
+
+def parquet_columns(path: Path, schema: pa.Schema, keep: Sequence[str]) -> tuple[str, ...] | None:
+    """The columns of a Parquet file to read when only ``keep`` are carried on.
+
+    A column stored with exactly its type in ``schema`` converts as it is: converting it
+    can never refuse a record, so unless it is kept it is not read at all (as Spark's own
+    Parquet reader prunes columns). Every other column is read: the kept ones, and those
+    whose conversion may refuse a record.
+
+    Returns:
+        The names to read, in ``schema``'s order; ``None`` when that is every column.
+
+    Raises:
+        OSError: the file cannot be read.
+        pyarrow.ArrowException: its footer is not valid Parquet.
+    """
+    stored = pq.read_schema(path)
+    wanted = set(keep)
+    names = tuple(
+        column.name
+        for column in schema
+        if column.name in wanted
+        or stored.get_field_index(column.name) < 0
+        or stored.field(column.name).type != column.type
+    )
+    return None if len(names) == len(schema) else names
+
+
+_READ_ROWS: Final = 10_000
+
+CHECKPOINT_BYTES = BLOCK_BYTES
+"""Bytes between a text file's checkpoints, about (``plan_splits``' default)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SplitReader:
+    """Reads a ``FileSplit`` from a record offset: validated record batches.
+
+    Deterministic from an offset (the readers are): each batch holds one row per record
+    of the split, in order, from record ``start`` on: its columns converted to
+    ``schema``, or, for a refused record, nulls and its dead letter (``dead_column``).
+
+    Every column that could refuse a record is converted, whichever are carried on. With
+    ``keep``, a Parquet file's columns that are neither kept nor in need of conversion are
+    not read; a chunk with a dead letter is then read again whole, so the dead letter
+    carries every column of its record.
+
+    Attributes:
+        schema: the columns and their types (a CSV file's header must name them, in any
+            order; a JSON object's fields must be among them).
+        chunk_rows: the most records read and converted at a time.
+        keep: the columns the batches carry, in ``schema``'s order; ``None``: all.
+        dead_letters: ``True``: a refused record is a row with its dead letter;
+            ``False``: it raises ``RefusedRecordError``.
+        dead_column: the name of the dead-letter column (present only with
+            ``dead_letters``).
+    """
+
+    schema: pa.Schema
+    chunk_rows: int = _READ_ROWS
+    keep: tuple[str, ...] | None = None
+    dead_letters: bool = True
+    dead_column: str = DEAD_LETTER_COLUMN
+
+    @property
+    def kept_schema(self) -> pa.Schema:
+        """The columns of ``schema`` the batches carry (``keep``)."""
+        if self.keep is None:
+            return self.schema
+        return pa.schema([self.schema.field(name) for name in self.keep])
+
+    @property
+    def output_schema(self) -> pa.Schema:
+        """The batches' schema: ``kept_schema``, plus the dead-letter column."""
+        if not self.dead_letters:
+            return self.kept_schema
+        return self.kept_schema.append(pa.field(self.dead_column, pa.string()))
+
+    def batches(self, split: FileSplit, start: int = 0) -> Iterator[pa.RecordBatch]:
+        """The split's records from record ``start`` (of the split) on, in batches.
+
+        Raises:
+            FileNotFoundError: the file disappeared since it was planned.
+            FileChangedError: the file changed since it was planned.
+            RefusedRecordError: a record was refused and ``dead_letters`` is ``False``.
+            ValueError: the file ended before the records planned (it changed).
+        """
+        check_unchanged(split)
+        file = split.file
+        read = None
+        if self.keep is not None and file.format == "parquet":
+            read = parquet_columns(file.path, self.schema, self.keep)
+        schema = self.schema if read is None else pa.schema([self.schema.field(n) for n in read])
+        validator = Validator(schema)
+        # A chunk ends at the next boundary: a micro-batch's share ends at one, so the last
+        # chunk reads nothing past it (a Parquet row group is never decoded twice).
+        edges = [edge for edge in split.boundaries if edge > start] + [split.records]
+        absolute = split.first + start
+        reader = open_reader(
+            file,
+            list(self.schema.names),
+            start=absolute,
+            at=split.checkpoint(absolute),
+            parquet_columns=read,
+            source=split.name,
+        )
+        try:
+            position = start
+            while position < split.records:
+                while edges[0] <= position:
+                    edges.pop(0)
+                chunk = reader.read(min(self.chunk_rows, edges[0] - position))
+                if chunk is None:
+                    raise ValueError(
+                        f"{split}: the file ended at record {split.first + position:,}, before "
+                        f"the {split.records:,} records planned (did it change?)"
+                    )
+                converted = validator.convert(chunk)
+                if converted.rejects and schema is not self.schema:
+                    # A dead letter carries its whole record: these records again, whole.
+                    whole = self._whole_chunk(split, chunk)
+                    converted = Validator(self.schema).convert(whole)
+                if converted.rejects and not self.dead_letters:
+                    raise RefusedRecordError(converted.rejects[0][1])
+                position += chunk.count
+                yield self._batch(converted)
+        finally:
+            reader.close()
+
+    def _batch(self, converted: Converted) -> pa.RecordBatch:
+        batch = aligned_batch(converted, self.keep, dead_column=self.dead_column)
+        if not self.dead_letters:
+            return batch.drop_columns([self.dead_column])
+        return batch
+
+    def _whole_chunk(self, split: FileSplit, chunk: RawChunk) -> RawChunk:
+        """The rows of ``chunk`` (Parquet) again, every column.
+
+        Raises:
+            ValueError: the file ended before (it changed since it was planned).
+        """
+        reader = open_reader(split.file, list(self.schema.names), start=chunk.first,
+                             source=split.name)  # fmt: skip
+        pieces: list[pa.Table] = []
+        taken = 0
+        try:
+            while taken < chunk.count:
+                piece = reader.read(chunk.count - taken)
+                if piece is None or piece.table is None:
+                    raise ValueError(
+                        f"{split}: the file ended at row {chunk.first + taken:,} while its rows "
+                        f"up to {chunk.first + chunk.count - 1:,} were read again (did it change?)"
+                    )
+                pieces.append(piece.table)
+                taken += piece.count
+        finally:
+            reader.close()
+        return RawChunk(
+            source=chunk.source,
+            position_kind="row",
+            first=chunk.first,
+            count=taken,
+            positions=list(range(chunk.first, chunk.first + taken)),
+            table=pa.concat_tables(pieces),
+        )
+
+
+def dead_letters_of(batch: pa.RecordBatch, column: str = DEAD_LETTER_COLUMN) -> list[str]:
+    """The dead letters (JSON) of a ``SplitReader`` batch, in order."""
+    dead = batch.column(column)
+    if dead.null_count == len(dead):
+        return []
+    return [text for text in pc.drop_null(dead).to_pylist() if text is not None]
+
+
+__all__ += ["check_unchanged", "dead_letters_of"]
