@@ -205,6 +205,15 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
 )
 @click.option("--key", "keys", multiple=True, help="Result key column for update mode.")
 @click.option(
+    "--table",
+    "tables",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="A reference table the query can join with `events` (repeatable): a CSV, JSON "
+    "Lines or Parquet file or directory, registered as the view NAME (read by Spark, "
+    "cached once).",
+)
+@click.option(
     "--metrics-port",
     type=click.IntRange(min=0, max=65535),
     default=None,
@@ -236,6 +245,7 @@ def pipeline(
     rate: float | None,
     output_mode: str,
     keys: tuple[str, ...],
+    tables: tuple[str, ...],
     encoding: str,
     read_on: str | None,
     metrics_port: int | None,
@@ -254,7 +264,8 @@ def pipeline(
     try:
         from ..pipeline import Pipeline, PipelineConfig
         from ..pipeline._display import render_schema
-        from ..pipeline._errors import PipelineError
+        from ..pipeline._errors import PipelineError, PipelineUsageError
+        from ..pipeline._tables import TableSpec
     except ModuleNotFoundError as exc:  # the base install, without the spark extra
         _fail(
             f"reactive-streams pipeline needs the spark extra (no module named {exc.name!r}): "
@@ -266,6 +277,12 @@ def pipeline(
 
     if master is not None and remote is not None:
         _fail("--master and --remote cannot be used together", 2, None, debug=debug)
+    try:
+        table_specs = tuple(TableSpec.parse(text) for text in tables)
+    except PipelineUsageError as exc:
+        if summary_json is not None:
+            _write_summary(summary_json, {"status": "error", "exit_code": 2, "error": str(exc)})
+        _fail(str(exc), 2, exc, debug=debug)
     config = PipelineConfig(
         inputs=inputs,
         sql=sql,
@@ -279,6 +296,7 @@ def pipeline(
         rate=rate,
         output_mode=output_mode,  # type: ignore[arg-type]
         keys=keys,
+        tables=table_specs,
         encoding=encoding,
         read_on=read_on,  # type: ignore[arg-type]  # click.Choice guarantees the literal
         metrics_port=metrics_port,

@@ -6,6 +6,7 @@ The pieces, each usable on its own:
 * ``FileSource``: a publisher of the input's records (``dict`` rows, or with
   ``arrow=True`` ``pyarrow.RecordBatch`` chunks), read only on demand, validated against
   the schema (malformed records go to a ``DeadLetterWriter``);
+* ``TableSpec``: a reference table (``--table NAME=PATH``) the query can join with;
 * ``ResultSink``: a ``Subscriber`` of micro-batches that keeps the latest row per key and
   writes one exact result file at completion (temporary name, then rename);
 * ``Pipeline``: the wiring through ``reactive_streams.spark`` (``to_spark_stream``, the SQL
@@ -37,6 +38,7 @@ from ._sink import ResultSink as ResultSink
 from ._sink import SinkStatistics as SinkStatistics
 from ._source import FileSource as FileSource
 from ._source import SourceStatistics as SourceStatistics
+from ._tables import TableSpec as TableSpec
 from ._validate import Validator as Validator
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "ResultWriter",
     "SinkStatistics",
     "SourceStatistics",
+    "TableSpec",
     "Validator",
     "default_input",
     "plan_inputs",
@@ -81,6 +84,7 @@ for _obj in (
     ResultWriter,
     SinkStatistics,
     SourceStatistics,
+    TableSpec,
     Validator,
     default_input,
     plan_inputs,

@@ -12,6 +12,7 @@ from ._source import DEFAULT_CHUNK_ROWS
 if TYPE_CHECKING:
     from ._output import OutputFormat
     from ._query import OutputModeChoice
+    from ._tables import TableSpec
 
 __all__ = [
     "DEFAULT_EXECUTOR_RECORDS_PER_TRIGGER",
@@ -70,6 +71,8 @@ class PipelineConfig:
         metrics_port: serve Prometheus metrics on this port while the job runs (``0``: a
             free port, see ``Pipeline.metrics.url``); ``None``: not served.
         metrics_host: the address the metrics are served on.
+        tables: reference tables (``--table NAME=PATH``) registered as views beside
+            ``events``, in order (``_tables``).
     """
 
     inputs: tuple[Path, ...] = ()
@@ -91,6 +94,7 @@ class PipelineConfig:
     read_on: ReadOn | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    tables: tuple[TableSpec, ...] = ()
 
     @property
     def dead_letter_path(self) -> Path:

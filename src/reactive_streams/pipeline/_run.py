@@ -4,13 +4,14 @@
 the right way:
 
 1. ``prepare()``: everything that can be checked without Spark: the inputs and their
-   schema, the output directory, the Spark master (``--remote`` cannot work: both bridges
-   need a classic session), Java 17+. Failures are ``PipelineUsageError`` (exit 2). With
-   ``start_spark=True`` (the command) the JVM starts meanwhile, once the checks that need
-   no input passed.
-2. ``start()``: the session, where a ``--checkpoint`` resumes (``_checkpoint``), the
-   ``events`` view, the query (a query that does not parse or does not resolve is a
-   ``PipelineUsageError``), the subscription of the sink.
+   schema, the reference tables' files (``--table``, ``_tables``), the output directory,
+   the Spark master (``--remote`` cannot work: both bridges need a classic session),
+   Java 17+. Failures are ``PipelineUsageError`` (exit 2). With ``start_spark=True`` (the
+   command) the JVM starts meanwhile, once the checks that need no input passed.
+2. ``start()``: the session, the reference tables (read, cached, registered as views; one
+   that does not load is a ``PipelineUsageError``), where a ``--checkpoint`` resumes
+   (``_checkpoint``), the ``events`` view, the query (a query that does not parse or does
+   not resolve is a ``PipelineUsageError``), the subscription of the sink.
 3. ``wait()`` / ``progress()`` while it runs, ``stop()`` on Ctrl-C, then ``finish()``.
 
 Demand, end to end: the sink requests one micro-batch at a time; ``from_streaming_query``
@@ -81,6 +82,7 @@ from ._splits import (
     merge_dead_letters,
     split_boundaries,
 )
+from ._tables import ReferenceTable, check_table_names, load_tables, plan_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -134,8 +136,12 @@ class Pipeline:
                 "--rate paces a reader in this process, so it reads on the driver: drop "
                 "--read-on executors (or use --read-on driver)"
             )
+        check_table_names(config.tables)
         self.config = config
         self.plan: InputPlan | None = None
+        # --table: the reference tables, checked by prepare, loaded (cached) by start.
+        self.tables: tuple[ReferenceTable, ...] = ()
+        self._table_frames: list[DataFrame] = []
         self.query: QueryPlan | None = None
         self.spark: SparkSession | None = None
         self._dead = DeadLetterWriter(config.dead_letter_path)
@@ -166,7 +172,7 @@ class Pipeline:
     # -- step 1 -------------------------------------------------------------------------
 
     def prepare(self, *, start_spark: bool = False) -> InputPlan:
-        """Check inputs, output, master and Java; return the input plan (with its schema).
+        """Check inputs, tables, output, master and Java; return the input plan (with schema).
 
         With ``start_spark``, once every check has passed, Spark's own session starts in
         the background (the command does this: the JVM takes seconds to start); for the
@@ -186,6 +192,7 @@ class Pipeline:
         if config.metrics_port is not None:  # a busy port fails before Spark starts
             self.metrics.serve(config.metrics_port, config.metrics_host)
         self._check_output_and_java()
+        self.tables = plan_tables(config.tables)
         start_now = start_spark and not spark_is_running()
         if config.inputs:
             # Every input problem is reported before the JVM starts (it takes seconds).
@@ -275,6 +282,7 @@ class Pipeline:
                     splits=None
                     if self.splits is None
                     else [split.item.path for split in self.splits],
+                    tables=[(table.name, table.files) for table in self.tables],
                 )
                 check_fingerprint(config.checkpoint, expected)
             except OSError as exc:
@@ -317,8 +325,8 @@ class Pipeline:
         """Start Spark (unless ``spark`` is given), the query and the stream.
 
         Raises:
-            PipelineUsageError: the bridges are missing, or the query does not parse or
-                resolve against ``events``.
+            PipelineUsageError: the bridges are missing, a reference table does not load,
+                or the query does not parse or resolve against ``events``.
             PipelineFailedError: Spark could not start.
         """
         assert self.plan is not None, "prepare() first"
@@ -335,6 +343,8 @@ class Pipeline:
         self.spark = spark
         self._driver = DriverProcess.of_active_context()
         spark.conf.set("spark.sql.session.timeZone", "UTC")
+        # Before events: the query's column analysis (--read-on executors) resolves them.
+        self._table_frames = load_tables(spark, self.tables)
         if self.splits is not None:
             events = self._split_stream(spark)
         else:
@@ -750,10 +760,22 @@ class Pipeline:
         if self._publisher is not None:
             for subscription in self._publisher.subscriptions:
                 subscription.wait_stopped(_STOP_WAIT)
+        self._release_tables(spark)
         if spark is not None and self._own_session:
             for query in spark.streams.active:
                 query.stop()
             spark.stop()
+
+    def _release_tables(self, spark: SparkSession | None) -> None:
+        """Drop the reference tables' views and cached rows (a shared session lives on)."""
+        frames, self._table_frames = self._table_frames, []
+        if spark is None:
+            return
+        with contextlib.suppress(Exception):  # a session already stopped: nothing to free
+            for frame in frames:
+                frame.unpersist()
+            for table in self.tables:
+                spark.catalog.dropTempView(table.name)
 
     @property
     def output_path(self) -> Path:
