@@ -146,3 +146,19 @@ def test_summary_json_is_written_on_a_usage_error(tmp_path: Path) -> None:
         "exit_code": 2,
         "error": f"input not found: {tmp_path / 'nope.csv'}",
     }
+
+
+def test_partition_by_needs_parquet(tmp_path: Path) -> None:
+    for fmt in ("csv", "jsonl"):
+        code, out, err = _run(
+            "--partition-by", "origin", "--format", fmt, "--output", str(tmp_path / "o")
+        )
+        _assert_one_line_error(
+            code,
+            out,
+            err,
+            r"^Error: --partition-by writes a partitioned Parquet dataset: use --format parquet "
+            rf"\(not {fmt}\)$",
+        )
+    code, out, err = _run("--partition-by", "origin", "--partition-by", "origin")
+    _assert_one_line_error(code, out, err, r"^Error: --partition-by origin: given twice$")

@@ -147,7 +147,7 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     type=click.Path(path_type=Path),
     default=Path("pipeline-output"),
     show_default=True,
-    help="Output directory; the result is result.<format> in it.",
+    help="Output directory; the result is result.<format> in it (result/ with --partition-by).",
 )
 @click.option(
     "--format",
@@ -155,6 +155,14 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     type=click.Choice(["parquet", "csv", "jsonl"]),
     default="parquet",
     show_default=True,
+)
+@click.option(
+    "--partition-by",
+    "partition_by",
+    multiple=True,
+    metavar="COL",
+    help="Write the result as a Parquet dataset partitioned by this column of the query's "
+    "result (repeatable, Hive style: OUTPUT/result/COL=value/...); needs --format parquet.",
 )
 @click.option(
     "--max-records-per-trigger",
@@ -237,6 +245,7 @@ def pipeline(
     sql: str | None,
     output: Path,
     fmt: str,
+    partition_by: tuple[str, ...],
     max_records_per_trigger: int | None,
     master: str | None,
     remote: str | None,
@@ -288,6 +297,7 @@ def pipeline(
         sql=sql,
         output=output,
         fmt=fmt,  # type: ignore[arg-type]  # click.Choice guarantees the literal
+        partition_by=partition_by,
         max_records_per_trigger=max_records_per_trigger,
         master=master or "local[2]",
         remote=remote,

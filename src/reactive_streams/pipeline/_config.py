@@ -73,6 +73,9 @@ class PipelineConfig:
         metrics_host: the address the metrics are served on.
         tables: reference tables (``--table NAME=PATH``) registered as views beside
             ``events``, in order (``_tables``).
+        partition_by: columns of the query's result to partition it by (``--partition-by``,
+            Parquet only): the result is a Hive-style dataset, the directory ``result/``;
+            empty: one file.
     """
 
     inputs: tuple[Path, ...] = ()
@@ -95,6 +98,7 @@ class PipelineConfig:
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
     tables: tuple[TableSpec, ...] = ()
+    partition_by: tuple[str, ...] = ()
 
     @property
     def dead_letter_path(self) -> Path:

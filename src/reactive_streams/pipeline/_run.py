@@ -137,6 +137,16 @@ class Pipeline:
                 "--read-on executors (or use --read-on driver)"
             )
         check_table_names(config.tables)
+        if config.partition_by and config.fmt != "parquet":
+            raise PipelineUsageError(
+                "--partition-by writes a partitioned Parquet dataset: use --format parquet "
+                f"(not {config.fmt})"
+            )
+        twice = sorted(
+            {name for name in config.partition_by if config.partition_by.count(name) > 1}
+        )
+        if twice:
+            raise PipelineUsageError(f"--partition-by {', '.join(twice)}: given twice")
         self.config = config
         self.plan: InputPlan | None = None
         # --table: the reference tables, checked by prepare, loaded (cached) by start.
@@ -476,9 +486,15 @@ class Pipeline:
                 f"--key column(s) {', '.join(missing)} not in the query's result "
                 f"(columns: {', '.join(result.columns)})"
             )
+        self._check_partition_columns(result.columns)
         journal = None if config.checkpoint is None else config.checkpoint / "sink"
         self._sink = ResultSink(
-            config.output, config.fmt, mode=self.query.mode, keys=self.query.keys, journal=journal
+            config.output,
+            config.fmt,
+            mode=self.query.mode,
+            keys=self.query.keys,
+            journal=journal,
+            partition_by=config.partition_by,
         )
         publisher = from_streaming_query(
             result,
@@ -493,6 +509,25 @@ class Pipeline:
         self._publisher = publisher
         self._phase = "running"
         publisher.subscribe(self._sink)
+
+    def _check_partition_columns(self, columns: list[str]) -> None:
+        """``--partition-by``: every column in the query's result, and not all of them.
+
+        Raises:
+            PipelineUsageError: a column is missing, or every column would be a partition.
+        """
+        partition_by = self.config.partition_by
+        missing = [name for name in partition_by if name not in columns]
+        if missing:
+            raise PipelineUsageError(
+                f"--partition-by column(s) {', '.join(missing)} not in the query's result "
+                f"(columns: {', '.join(columns)})"
+            )
+        if partition_by and set(columns) <= set(partition_by):
+            raise PipelineUsageError(
+                "--partition-by takes every column of the query's result: the files would "
+                "hold none; leave at least one column out"
+            )
 
     def _new_session(self) -> tuple[SparkSession, bool]:
         """A ``local_session`` for this run, and whether this run started it.
@@ -779,5 +814,6 @@ class Pipeline:
 
     @property
     def output_path(self) -> Path:
-        """Where the result goes."""
-        return result_path(self.config.output, self.config.fmt)
+        """Where the result goes: a file, or the directory ``result/`` when partitioned."""
+        config = self.config
+        return result_path(config.output, config.fmt, partitioned=bool(config.partition_by))
