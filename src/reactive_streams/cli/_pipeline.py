@@ -189,6 +189,14 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     "--rate", type=click.FloatRange(min=0, min_open=True), default=None, help="Records/s at most."
 )
 @click.option(
+    "--max-dead-letters",
+    metavar="N|FRACTION",
+    default=None,
+    help="Fail the run (exit status 1) once more records than N (1000), or than a fraction "
+    "of the records read (0.01 or 1%, checked from 1,000 records read on, and at the end), "
+    "went to the dead-letter file.",
+)
+@click.option(
     "--output-mode",
     type=click.Choice(["auto", "append", "update", "complete"]),
     default="auto",
@@ -252,6 +260,7 @@ def pipeline(
     checkpoint: Path | None,
     dead_letter: Path | None,
     rate: float | None,
+    max_dead_letters: str | None,
     output_mode: str,
     keys: tuple[str, ...],
     tables: tuple[str, ...],
@@ -272,6 +281,7 @@ def pipeline(
 
     try:
         from ..pipeline import Pipeline, PipelineConfig
+        from ..pipeline._dead_letter import DeadLetterLimit
         from ..pipeline._display import render_schema
         from ..pipeline._errors import PipelineError, PipelineUsageError
         from ..pipeline._tables import TableSpec
@@ -288,6 +298,7 @@ def pipeline(
         _fail("--master and --remote cannot be used together", 2, None, debug=debug)
     try:
         table_specs = tuple(TableSpec.parse(text) for text in tables)
+        limit = None if max_dead_letters is None else DeadLetterLimit.parse(max_dead_letters)
     except PipelineUsageError as exc:
         if summary_json is not None:
             _write_summary(summary_json, {"status": "error", "exit_code": 2, "error": str(exc)})
@@ -304,6 +315,7 @@ def pipeline(
         checkpoint=checkpoint,
         dead_letter=dead_letter,
         rate=rate,
+        max_dead_letters=limit,
         output_mode=output_mode,  # type: ignore[arg-type]
         keys=keys,
         tables=table_specs,

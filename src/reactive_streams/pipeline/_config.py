@@ -10,6 +10,7 @@ from ._formats import DEFAULT_ENCODING
 from ._source import DEFAULT_CHUNK_ROWS
 
 if TYPE_CHECKING:
+    from ._dead_letter import DeadLetterLimit
     from ._output import OutputFormat
     from ._query import OutputModeChoice
     from ._tables import TableSpec
@@ -76,6 +77,9 @@ class PipelineConfig:
         partition_by: columns of the query's result to partition it by (``--partition-by``,
             Parquet only): the result is a Hive-style dataset, the directory ``result/``;
             empty: one file.
+        max_dead_letters: fail the run (exit status 1) once there are more dead letters
+            than this count or fraction of the records read (``--max-dead-letters``);
+            ``None``: no limit.
     """
 
     inputs: tuple[Path, ...] = ()
@@ -99,6 +103,7 @@ class PipelineConfig:
     metrics_host: str = "127.0.0.1"
     tables: tuple[TableSpec, ...] = ()
     partition_by: tuple[str, ...] = ()
+    max_dead_letters: DeadLetterLimit | None = None
 
     @property
     def dead_letter_path(self) -> Path:

@@ -32,6 +32,7 @@ import dataclasses
 import re
 import shutil
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -41,7 +42,7 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
 from ._checkpoint import check_fingerprint, checkpoint_columns, fingerprint, resume_point
 from ._columns import stream_columns
-from ._dead_letter import DeadLetterWriter
+from ._dead_letter import DeadLetterLimit, DeadLetterWriter
 from ._diagnostics import (
     PipelineProgress,
     PipelineResult,
@@ -178,6 +179,10 @@ class Pipeline:
         self.stream_columns: tuple[str, ...] | None = None
         # Per-stage metrics: the display's bottleneck, and --metrics-port (see _metrics).
         self.metrics = PipelineMetrics(self)
+        # --max-dead-letters: why the run was failed for its dead letters (set once).
+        self._limit_lock = threading.Lock()
+        self._limit_error: str | None = None
+        self._unconfirmed_parts = -1  # executors: a part count the exact merge did not confirm
 
     # -- step 1 -------------------------------------------------------------------------
 
@@ -495,6 +500,7 @@ class Pipeline:
             keys=self.query.keys,
             journal=journal,
             partition_by=config.partition_by,
+            before_commit=None if config.max_dead_letters is None else self._check_limit_at_end,
         )
         publisher = from_streaming_query(
             result,
@@ -573,7 +579,8 @@ class Pipeline:
 
         While it waits, the query's progress is read every second: Spark keeps only the
         last 100 micro-batches' progress, and the counts of input and late rows are summed
-        from it.
+        from it. Each time, ``--max-dead-letters`` is checked too: past it, the query is
+        stopped through the sink (``abort``), which ends the wait with the run failed.
         """
         sink = self._sink
         assert sink is not None, "start() first"
@@ -590,6 +597,10 @@ class Pipeline:
             query = self._query()
             if query is not None:
                 self._query_progress.poll(query)
+            message = self._dead_letter_limit_exceeded(final=False)
+            if message is not None:  # stop the query: the run fails with the figures
+                sink.abort(PipelineFailedError(message))
+                return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
 
@@ -683,6 +694,98 @@ class Pipeline:
             bottleneck=self.metrics.bottleneck(),
         )
 
+    def _dead_letter_limit_exceeded(self, *, final: bool) -> str | None:
+        """``--max-dead-letters``: why the run has too many dead letters, else ``None``.
+
+        Checked by ``wait`` every poll while the run goes (``final=False``) and by the
+        sink before it writes the result (``final=True``). The first message found is
+        kept (``_limit_error``) and returned again.
+
+        While the run goes the figures may lag: on the driver, a chunk's dead letters are
+        counted a moment before its records; on the executors, the running micro-batch's
+        dead letters are in the part files before its valid records are in Spark's
+        progress. So a fraction is checked against the most records that can have been
+        read: on the driver, one chunk more; on the executors, one micro-batch more
+        (``--max-records-per-trigger``), or the whole input when its size is known (a
+        Parquet micro-batch may exceed its budget by part of a row group). On the
+        executors the part files' lines may count a retried task's dead letters twice, so
+        a limit they exceed is confirmed by merging them (each dead letter once) first.
+        """
+        limit = self.config.max_dead_letters
+        if limit is None:
+            return None
+        with self._limit_lock:
+            if self._limit_error is not None:
+                return self._limit_error
+        message = self._limit_message(limit, final=final)
+        if message is None:
+            return None
+        with self._limit_lock:
+            if self._limit_error is None:
+                self._limit_error = message
+            return self._limit_error
+
+    def _limit_message(self, limit: DeadLetterLimit, *, final: bool) -> str | None:
+        if self.splits is None:
+            source = self._source.statistics() if self._source is not None else None
+            read = source.records_read if source is not None else 0
+            dead = self._dead.count
+            most = None if final else read + self.config.chunk_rows
+            return limit.exceeded(dead, read, read_at_most=most)
+        processed, _ = self._query_progress.totals()
+        dead = self._dead_letters()
+        message = limit.exceeded(
+            dead, processed + dead, read_at_most=self._most_read(processed, dead, final)
+        )
+        if message is None or final or self._merged_dead is not None:
+            return message
+        if dead == self._unconfirmed_parts:
+            return None  # the merge did not confirm this count; wait for more
+        exact = self._exact_dead_letters()
+        if exact is None:
+            return message
+        message = limit.exceeded(
+            exact, processed + exact, read_at_most=self._most_read(processed, exact, final)
+        )
+        if message is None:
+            self._unconfirmed_parts = dead
+        return message
+
+    def _most_read(self, processed: int, dead: int, final: bool) -> int | None:
+        """``--read-on executors``, while running: at most this many records were read."""
+        if final:
+            return None
+        total = self.plan.total_rows if self.plan is not None else None
+        if total is not None:
+            return total
+        return processed + dead + self.config.trigger_records
+
+    def _exact_dead_letters(self) -> int | None:
+        """The executors' dead letters so far, each once (merged into a scratch file)."""
+        if self._parts is None or self.splits is None:
+            return None
+        with tempfile.TemporaryDirectory(prefix="reactive-streams-dead-count-") as scratch:
+            try:
+                return len(
+                    merge_dead_letters(self._parts, Path(scratch) / "dead.jsonl", self.splits)
+                )
+            except (OSError, ValueError):
+                return None
+
+    def _check_limit_at_end(self) -> None:
+        """The sink's ``before_commit``: the final figures against ``--max-dead-letters``.
+
+        Raises:
+            PipelineFailedError: too many dead letters (the result is not written).
+        """
+        self._merge_dead_letters()  # the executors' parts, each dead letter once
+        query = self._query()
+        if query is not None:
+            self._query_progress.poll(query)
+        message = self._dead_letter_limit_exceeded(final=True)
+        if message is not None:
+            raise PipelineFailedError(message)
+
     def _merge_dead_letters(self) -> None:
         """``--read-on executors``: the executors' dead letters, once each, in input order."""
         if self.splits is None or self._parts is None or self._merged_dead is not None:
@@ -715,6 +818,10 @@ class Pipeline:
         if self._source is not None:
             self._source.stop()
         self._dead.close()
+        if self._limit_error is not None and self._publisher is not None:
+            # Stopped for its dead letters: the executors' tasks stop writing parts first.
+            for subscription in self._publisher.subscriptions:
+                subscription.wait_stopped(_STOP_WAIT)
         self._merge_dead_letters()
         wall = time.monotonic() - self._started if self._started else 0.0
         self._source_done_at = time.monotonic()
@@ -743,7 +850,9 @@ class Pipeline:
             self.notes.append(f"Spark's own output (logs, Java stack traces): {output}")
         # Name the cause, not Spark's wrapper of it: a dead driver JVM fails every py4j
         # call, and a source that failed makes Spark's data source fail.
-        cause = self._driver.death(grace=_DEATH_GRACE) if error is not None else None
+        cause = self._limit_error  # --max-dead-letters: the figures say it all
+        if cause is None and error is not None:
+            cause = self._driver.death(grace=_DEATH_GRACE)
         source_failure = self._source.statistics().failure if self._source is not None else None
         if cause is None and error is not None and source_failure is not None:
             cause = first_line(source_failure)
