@@ -162,3 +162,9 @@ def test_partition_by_needs_parquet(tmp_path: Path) -> None:
         )
     code, out, err = _run("--partition-by", "origin", "--partition-by", "origin")
     _assert_one_line_error(code, out, err, r"^Error: --partition-by origin: given twice$")
+
+
+def test_the_help_names_partition_by() -> None:
+    result = CliRunner().invoke(main, ["pipeline", "--help"])
+    assert result.exit_code == 0
+    assert re.search(r"--partition-by COL\s+Write the result as a Parquet dataset", result.stdout)
