@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from reactive_streams.cli import main
-from reactive_streams.pipeline import Pipeline, PipelineConfig, PipelineUsageError
-from reactive_streams.pipeline._dead_letter import FRACTION_MIN_RECORDS, DeadLetterLimit
+from reactive_streams.pipeline import DeadLetterLimit, Pipeline, PipelineConfig, PipelineUsageError
+from reactive_streams.pipeline._dead_letter import FRACTION_MIN_RECORDS
 
 from .conftest import PIPELINE_TIMEOUT, SPARK_MARKS
 

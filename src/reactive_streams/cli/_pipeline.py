@@ -280,11 +280,15 @@ def pipeline(
     from rich.console import Console
 
     try:
-        from ..pipeline import Pipeline, PipelineConfig
-        from ..pipeline._dead_letter import DeadLetterLimit
+        from ..pipeline import (
+            DeadLetterLimit,
+            Pipeline,
+            PipelineConfig,
+            PipelineUsageError,
+            TableSpec,
+        )
         from ..pipeline._display import render_schema
-        from ..pipeline._errors import PipelineError, PipelineUsageError
-        from ..pipeline._tables import TableSpec
+        from ..pipeline._errors import PipelineError
     except ModuleNotFoundError as exc:  # the base install, without the spark extra
         _fail(
             f"reactive-streams pipeline needs the spark extra (no module named {exc.name!r}): "

@@ -5,7 +5,8 @@ The pieces, each usable on its own:
 * ``plan_inputs`` / ``default_input``: check the input and infer its schema;
 * ``FileSource``: a publisher of the input's records (``dict`` rows, or with
   ``arrow=True`` ``pyarrow.RecordBatch`` chunks), read only on demand, validated against
-  the schema (malformed records go to a ``DeadLetterWriter``);
+  the schema (malformed records go to a ``DeadLetterWriter``; ``DeadLetterLimit`` says when
+  there are too many);
 * ``TableSpec``: a reference table (``--table NAME=PATH``) the query can join with;
 * ``ResultSink``: a ``Subscriber`` of micro-batches that keeps the latest row per key and
   writes one exact result file at completion (temporary name, then rename);
@@ -20,6 +21,7 @@ from __future__ import annotations
 from ._config import DEFAULT_MAX_RECORDS_PER_TRIGGER as DEFAULT_MAX_RECORDS_PER_TRIGGER
 from ._config import PipelineConfig as PipelineConfig
 from ._dead_letter import DeadLetter as DeadLetter
+from ._dead_letter import DeadLetterLimit as DeadLetterLimit
 from ._dead_letter import DeadLetterWriter as DeadLetterWriter
 from ._diagnostics import PipelineProgress as PipelineProgress
 from ._diagnostics import PipelineResult as PipelineResult
@@ -46,6 +48,7 @@ __all__ = [
     "DEFAULT_MAX_RECORDS_PER_TRIGGER",
     "DEFAULT_SQL",
     "DeadLetter",
+    "DeadLetterLimit",
     "DeadLetterWriter",
     "FileSource",
     "InputFile",
@@ -69,6 +72,7 @@ __all__ = [
 
 for _obj in (
     DeadLetter,
+    DeadLetterLimit,
     DeadLetterWriter,
     FileSource,
     InputFile,
