@@ -24,7 +24,6 @@ from typing import IO, TYPE_CHECKING, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
-import pyarrow.dataset as pa_ds  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ._errors import PipelineUsageError
@@ -163,6 +162,10 @@ class ResultWriter:
         """
         if table.num_rows == 0:
             return
+        # Imported here: pyarrow.dataset imports pandas, which the executors' Python
+        # workers (they import this package to read splits) must not pay for.
+        import pyarrow.dataset as pa_ds  # type: ignore[import-untyped,unused-ignore]  # noqa: PLC0415
+
         pa_ds.write_dataset(
             table,
             self._temporary,
