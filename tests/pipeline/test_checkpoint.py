@@ -148,3 +148,36 @@ def test_a_checkpoint_keeps_the_input_columns_it_was_written_with(tmp_path: Path
     # Written before the columns were recorded: every column was sent.
     (checkpoint / "pipeline.json").write_text('{"sql": "q"}')
     assert checkpoint_columns(checkpoint, ("a",), names) == names
+
+
+def test_a_checkpoint_resumes_only_with_the_tables_it_was_written_with(tmp_path: Path) -> None:
+    from reactive_streams.pipeline import Pipeline, PipelineConfig, TableSpec
+
+    data = tmp_path / "a.csv"
+    data.write_text("carrier,x\nAA,1\n")
+    airlines = tmp_path / "airlines.csv"
+    airlines.write_text("carrier,name\nAA,American\n")
+    other = tmp_path / "other.csv"
+    other.write_text("carrier,name\nAA,American\n")
+    checkpoint = tmp_path / "checkpoint"
+    sql = "SELECT name FROM events JOIN airlines USING (carrier)"
+
+    def prepare(*tables: TableSpec) -> None:
+        config = PipelineConfig(
+            inputs=(data,), sql=sql, output=tmp_path / "out", checkpoint=checkpoint, tables=tables
+        )
+        Pipeline(config).prepare()
+
+    prepare(TableSpec("airlines", airlines))
+    _offsets(checkpoint / "query", 0, '{"seq":1}')
+    prepare(TableSpec("airlines", airlines))  # the same run
+    refused = r"^--checkpoint .* was written by another run: the reference tables \(--table "
+    with pytest.raises(PipelineUsageError, match=refused):
+        prepare(TableSpec("airlines", other))  # another file
+    with pytest.raises(PipelineUsageError, match=refused):
+        prepare(TableSpec("carriers", airlines))  # another name
+    with pytest.raises(PipelineUsageError, match=refused):
+        prepare()  # no table
+    airlines.write_text("carrier,name\nAA,American Airlines\n")  # the same file, edited
+    with pytest.raises(PipelineUsageError, match=refused):
+        prepare(TableSpec("airlines", airlines))

@@ -146,3 +146,25 @@ def test_summary_json_is_written_on_a_usage_error(tmp_path: Path) -> None:
         "exit_code": 2,
         "error": f"input not found: {tmp_path / 'nope.csv'}",
     }
+
+
+def test_partition_by_needs_parquet(tmp_path: Path) -> None:
+    for fmt in ("csv", "jsonl"):
+        code, out, err = _run(
+            "--partition-by", "origin", "--format", fmt, "--output", str(tmp_path / "o")
+        )
+        _assert_one_line_error(
+            code,
+            out,
+            err,
+            r"^Error: --partition-by writes a partitioned Parquet dataset: use --format parquet "
+            rf"\(not {fmt}\)$",
+        )
+    code, out, err = _run("--partition-by", "origin", "--partition-by", "origin")
+    _assert_one_line_error(code, out, err, r"^Error: --partition-by origin: given twice$")
+
+
+def test_the_help_names_partition_by() -> None:
+    result = CliRunner().invoke(main, ["pipeline", "--help"])
+    assert result.exit_code == 0
+    assert re.search(r"--partition-by COL\s+Write the result as a Parquet dataset", result.stdout)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import TYPE_CHECKING
 
@@ -261,3 +262,57 @@ def test_a_source_failure_mid_run_names_the_file_and_the_cause(
         f"Error: the pipeline failed: reading {data} failed after line 3,001: OSError: "
         "[Errno 5] Input/output error"
     ]
+
+
+def test_partition_by_writes_a_dataset_equal_to_the_single_file(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    import pyarrow.dataset as pa_ds  # type: ignore[import-untyped,unused-ignore]
+
+    data = tmp_path / "flights.csv"
+    _flights_csv(data, 1_500)
+    plain = tmp_path / "plain"
+    pipe = Pipeline(PipelineConfig(inputs=(data,), output=plain, max_records_per_trigger=500))
+    run_to_end(pipe, spark)
+    assert pipe.finish().status == "completed"
+    pipe.close()
+    expected = pq.read_table(plain / "result.parquet")
+
+    out, summary = tmp_path / "out", tmp_path / "summary.json"
+    result = CliRunner().invoke(
+        main,
+        ["pipeline", "--input", str(data), "--output", str(out), "--partition-by", "origin",
+         "--max-records-per-trigger", "500", "--summary-json", str(summary)],
+        env={"COLUMNS": "300"},  # the summary's path on one line
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert json.loads(summary.read_text())["output"] == str(out / "result")
+    assert re.search(rf"│ output +│ +{re.escape(str(out / 'result'))} │", result.stdout)
+    assert sorted(path.name for path in out.iterdir()) == ["result"]
+    assert sorted(path.name for path in (out / "result").iterdir()) == [
+        "origin=EWR", "origin=JFK", "origin=LGA"
+    ]  # fmt: skip
+    partitioning = pa_ds.partitioning(pa.schema([("origin", pa.string())]), flavor="hive")
+    actual = pa_ds.dataset(out / "result", format="parquet", partitioning=partitioning)
+    table = actual.to_table().select(expected.schema.names)
+    order = [(name, "ascending") for name in ("origin", "window_start")]
+    assert table.sort_by(order).equals(expected.sort_by(order))
+
+
+def test_a_partition_column_not_in_the_result_is_exit_2(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    data = tmp_path / "flights.csv"
+    _flights_csv(data, 100)
+    result = CliRunner().invoke(
+        main,
+        ["pipeline", "--quiet", "--input", str(data), "--output", str(tmp_path / "out"),
+         "--partition-by", "carrier"],
+    )  # fmt: skip
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert result.stderr.splitlines() == [
+        "Error: --partition-by column(s) carrier not in the query's result (columns: origin, "
+        "window_start, window_end, flights, cancelled, avg_dep_delay, max_dep_delay)"
+    ]
+    assert not (tmp_path / "out" / "result").exists()

@@ -20,6 +20,8 @@ from reactive_streams.pipeline._sink import latest_per_key
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from reactive_streams.pipeline._sink import OutputMode
+
 
 @dataclass(frozen=True)
 class Batch:
@@ -203,3 +205,119 @@ def test_journal_lets_a_rerun_resume_exactly(tmp_path: Path) -> None:
         {"origin": "EWR", "hour": 1, "flights": 3},
         {"origin": "JFK", "hour": 1, "flights": 4},
     ]
+
+
+# -- --partition-by: a Hive-style Parquet dataset -------------------------------------
+
+
+def _read_dataset(directory: Path, partition_by: tuple[str, ...], schema: pa.Schema) -> pa.Table:
+    """A partitioned result read back with ``pyarrow.dataset``, in ``schema``'s column order."""
+    import pyarrow.dataset as pa_ds  # type: ignore[import-untyped,unused-ignore]
+
+    partitioning = pa_ds.partitioning(
+        pa.schema([schema.field(name) for name in partition_by]), flavor="hive"
+    )
+    table = pa_ds.dataset(directory, format="parquet", partitioning=partitioning).to_table()
+    return table.select(schema.names)
+
+
+def _sorted(table: pa.Table) -> pa.Table:
+    return table.sort_by([(name, "ascending") for name in table.schema.names])
+
+
+def _fold(sink: ResultSink, batches: list[pa.Table]) -> None:
+    sink.on_subscribe(FakeSubscription())
+    for batch_id, table in enumerate(batches):
+        sink.on_next(Batch(batch_id, table))
+    sink.on_complete()
+    assert sink.wait(1)
+    assert sink.completed, sink.error
+
+
+@pytest.mark.parametrize(
+    ("mode", "journal"),
+    [("update", False), ("complete", False), ("append", False), ("append", True)],
+)
+@pytest.mark.parametrize("partition_by", [("origin",), ("origin", "hour")])
+def test_a_partitioned_result_equals_the_unpartitioned_one(
+    tmp_path: Path, mode: OutputMode, journal: bool, partition_by: tuple[str, ...]
+) -> None:
+    batches = [
+        _groups(("JFK", 1, 2), ("EWR", 1, 1), ("JFK", 2, 7)),
+        _groups(("JFK", 1, 5), ("LGA", 2, 1)),
+        _groups(("EWR", 3, 4)),
+    ]
+    keys = ("origin", "hour") if mode == "update" else ()
+    plain, partitioned = tmp_path / "plain", tmp_path / "partitioned"
+    plain.mkdir()
+    partitioned.mkdir()
+    _fold(
+        ResultSink(
+            plain, "parquet", mode=mode, keys=keys, journal=tmp_path / "j1" if journal else None
+        ),
+        batches,
+    )
+    sink = ResultSink(
+        partitioned,
+        "parquet",
+        mode=mode,
+        keys=keys,
+        journal=tmp_path / "j2" if journal else None,
+        partition_by=partition_by,
+    )
+    _fold(sink, batches)
+    assert sink.result_path == partitioned / "result"
+    assert _files(partitioned) == ["result"]  # no temporary directory left
+    expected = pq.read_table(plain / "result.parquet")
+    assert expected.num_rows > 0
+    assert _files(partitioned / "result") == sorted(
+        {f"origin={origin}" for origin in expected["origin"].to_pylist()}
+    )
+    actual = _read_dataset(partitioned / "result", partition_by, expected.schema)
+    assert _sorted(actual).equals(_sorted(expected))
+
+
+def test_a_partitioned_result_replaces_an_earlier_one_whole(tmp_path: Path) -> None:
+    earlier = tmp_path / "result" / "origin=SFO"
+    earlier.mkdir(parents=True)
+    (earlier / "part-0.parquet").write_bytes(b"stale")
+    sink = ResultSink(tmp_path, "parquet", mode="complete", partition_by=("origin",))
+    _fold(sink, [_groups(("JFK", 1, 2))])
+    assert _files(tmp_path) == ["result"]
+    assert _files(tmp_path / "result") == ["origin=JFK"]
+
+
+def test_a_failed_partitioned_run_leaves_no_directory(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, "parquet", mode="append", partition_by=("origin",))
+    sink.on_subscribe(FakeSubscription())
+    sink.on_next(Batch(0, _groups(("JFK", 1, 2))))  # written through, to a temporary dir
+    assert [name.startswith(".result.dir.") for name in _files(tmp_path)] == [True]
+    sink.on_error(RuntimeError("boom"))
+    assert sink.wait(1)
+    assert _files(tmp_path) == []
+
+
+def test_an_empty_partitioned_result_is_an_empty_directory(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, "parquet", mode="complete", partition_by=("origin",))
+    _fold(sink, [])
+    assert _files(tmp_path) == ["result"]
+    assert _files(tmp_path / "result") == []
+
+
+def test_partitions_are_parquet_only(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^a partitioned result is written as Parquet, not csv$"):
+        ResultSink(tmp_path, "csv", mode="complete", partition_by=("origin",))
+
+
+def test_a_veto_before_the_commit_writes_nothing(tmp_path: Path) -> None:
+    def veto() -> None:
+        raise RuntimeError("too many dead letters")
+
+    sink = ResultSink(tmp_path, "parquet", mode="append", before_commit=veto)
+    sink.on_subscribe(FakeSubscription())
+    sink.on_next(Batch(0, _groups(("JFK", 1, 2))))
+    sink.on_complete()
+    assert sink.wait(1)
+    assert not sink.completed
+    assert str(sink.error) == "too many dead letters"
+    assert _files(tmp_path) == []  # the rows written through were dropped

@@ -147,7 +147,7 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     type=click.Path(path_type=Path),
     default=Path("pipeline-output"),
     show_default=True,
-    help="Output directory; the result is result.<format> in it.",
+    help="Output directory; the result is result.<format> in it (result/ with --partition-by).",
 )
 @click.option(
     "--format",
@@ -155,6 +155,14 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     type=click.Choice(["parquet", "csv", "jsonl"]),
     default="parquet",
     show_default=True,
+)
+@click.option(
+    "--partition-by",
+    "partition_by",
+    multiple=True,
+    metavar="COL",
+    help="Write the result as a Parquet dataset partitioned by this column of the query's "
+    "result (repeatable, Hive style: OUTPUT/result/COL=value/...); needs --format parquet.",
 )
 @click.option(
     "--max-records-per-trigger",
@@ -181,6 +189,14 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     "--rate", type=click.FloatRange(min=0, min_open=True), default=None, help="Records/s at most."
 )
 @click.option(
+    "--max-dead-letters",
+    metavar="N|FRACTION",
+    default=None,
+    help="Fail the run (exit status 1) once more records than N (1000), or than a fraction "
+    "of the records read (0.01 or 1%, checked from 1,000 records read on, and at the end), "
+    "went to the dead-letter file.",
+)
+@click.option(
     "--output-mode",
     type=click.Choice(["auto", "append", "update", "complete"]),
     default="auto",
@@ -205,6 +221,15 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
 )
 @click.option("--key", "keys", multiple=True, help="Result key column for update mode.")
 @click.option(
+    "--table",
+    "tables",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="A reference table the query can join with `events` (repeatable): a CSV, JSON "
+    "Lines or Parquet file or directory, registered as the view NAME (read by Spark, "
+    "cached once).",
+)
+@click.option(
     "--metrics-port",
     type=click.IntRange(min=0, max=65535),
     default=None,
@@ -228,14 +253,17 @@ def pipeline(
     sql: str | None,
     output: Path,
     fmt: str,
+    partition_by: tuple[str, ...],
     max_records_per_trigger: int | None,
     master: str | None,
     remote: str | None,
     checkpoint: Path | None,
     dead_letter: Path | None,
     rate: float | None,
+    max_dead_letters: str | None,
     output_mode: str,
     keys: tuple[str, ...],
+    tables: tuple[str, ...],
     encoding: str,
     read_on: str | None,
     metrics_port: int | None,
@@ -252,7 +280,13 @@ def pipeline(
     from rich.console import Console
 
     try:
-        from ..pipeline import Pipeline, PipelineConfig
+        from ..pipeline import (
+            DeadLetterLimit,
+            Pipeline,
+            PipelineConfig,
+            PipelineUsageError,
+            TableSpec,
+        )
         from ..pipeline._display import render_schema
         from ..pipeline._errors import PipelineError
     except ModuleNotFoundError as exc:  # the base install, without the spark extra
@@ -266,19 +300,29 @@ def pipeline(
 
     if master is not None and remote is not None:
         _fail("--master and --remote cannot be used together", 2, None, debug=debug)
+    try:
+        table_specs = tuple(TableSpec.parse(text) for text in tables)
+        limit = None if max_dead_letters is None else DeadLetterLimit.parse(max_dead_letters)
+    except PipelineUsageError as exc:
+        if summary_json is not None:
+            _write_summary(summary_json, {"status": "error", "exit_code": 2, "error": str(exc)})
+        _fail(str(exc), 2, exc, debug=debug)
     config = PipelineConfig(
         inputs=inputs,
         sql=sql,
         output=output,
         fmt=fmt,  # type: ignore[arg-type]  # click.Choice guarantees the literal
+        partition_by=partition_by,
         max_records_per_trigger=max_records_per_trigger,
         master=master or "local[2]",
         remote=remote,
         checkpoint=checkpoint,
         dead_letter=dead_letter,
         rate=rate,
+        max_dead_letters=limit,
         output_mode=output_mode,  # type: ignore[arg-type]
         keys=keys,
+        tables=table_specs,
         encoding=encoding,
         read_on=read_on,  # type: ignore[arg-type]  # click.Choice guarantees the literal
         metrics_port=metrics_port,

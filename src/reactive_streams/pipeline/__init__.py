@@ -5,7 +5,9 @@ The pieces, each usable on its own:
 * ``plan_inputs`` / ``default_input``: check the input and infer its schema;
 * ``FileSource``: a publisher of the input's records (``dict`` rows, or with
   ``arrow=True`` ``pyarrow.RecordBatch`` chunks), read only on demand, validated against
-  the schema (malformed records go to a ``DeadLetterWriter``);
+  the schema (malformed records go to a ``DeadLetterWriter``; ``DeadLetterLimit`` says when
+  there are too many);
+* ``TableSpec``: a reference table (``--table NAME=PATH``) the query can join with;
 * ``ResultSink``: a ``Subscriber`` of micro-batches that keeps the latest row per key and
   writes one exact result file at completion (temporary name, then rename);
 * ``Pipeline``: the wiring through ``reactive_streams.spark`` (``to_spark_stream``, the SQL
@@ -21,6 +23,7 @@ from ..files import InputFile as InputFile
 from ..files import Validator as Validator
 from ._config import DEFAULT_MAX_RECORDS_PER_TRIGGER as DEFAULT_MAX_RECORDS_PER_TRIGGER
 from ._config import PipelineConfig as PipelineConfig
+from ._dead_letter import DeadLetterLimit as DeadLetterLimit
 from ._dead_letter import DeadLetterWriter as DeadLetterWriter
 from ._diagnostics import PipelineProgress as PipelineProgress
 from ._diagnostics import PipelineResult as PipelineResult
@@ -38,12 +41,14 @@ from ._sink import ResultSink as ResultSink
 from ._sink import SinkStatistics as SinkStatistics
 from ._source import FileSource as FileSource
 from ._source import SourceStatistics as SourceStatistics
+from ._tables import TableSpec as TableSpec
 
 __all__ = [
     "DEFAULT_KEYS",
     "DEFAULT_MAX_RECORDS_PER_TRIGGER",
     "DEFAULT_SQL",
     "DeadLetter",
+    "DeadLetterLimit",
     "DeadLetterWriter",
     "FileSource",
     "InputFile",
@@ -59,12 +64,14 @@ __all__ = [
     "ResultWriter",
     "SinkStatistics",
     "SourceStatistics",
+    "TableSpec",
     "Validator",
     "default_input",
     "plan_inputs",
 ]
 
 for _obj in (
+    DeadLetterLimit,
     DeadLetterWriter,
     FileSource,
     InputPlan,
@@ -79,6 +86,7 @@ for _obj in (
     ResultWriter,
     SinkStatistics,
     SourceStatistics,
+    TableSpec,
     default_input,
     plan_inputs,
 ):

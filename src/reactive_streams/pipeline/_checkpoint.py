@@ -109,8 +109,9 @@ def fingerprint(
     default_input: str | None,
     schema: str,
     splits: Sequence[Path] | None = None,
+    tables: Sequence[tuple[str, Sequence[Path]]] = (),
 ) -> dict[str, object]:
-    """What a checkpoint is only valid for: the query, the inputs as they were, the schema.
+    """What a checkpoint is only valid for: the query, the inputs and tables as they were.
 
     Args:
         sql: the query text as run (the default query's text when no ``--sql``).
@@ -123,6 +124,9 @@ def fingerprint(
         splits: ``--read-on executors``: the file of each split, in order (offsets in the
             checkpoint are per split, so the split plan must be the same to resume);
             ``None`` when the input is read in this process.
+        tables: the reference tables (``--table``), as ``(name, files)`` in the order
+            given; each file is recorded like an input file. ``None`` is recorded when
+            there are none (as in checkpoints written before tables existed).
 
     Raises:
         OSError: an input file cannot be examined.
@@ -135,6 +139,10 @@ def fingerprint(
         "inputs": files if default_input is None else default_input,
         "schema": schema,
         "splits": None if splits is None else [_file_entry(path) for path in splits],
+        "tables": [
+            {"name": name, "files": [_file_entry(path) for path in files]} for name, files in tables
+        ]
+        or None,
     }
 
 
@@ -149,6 +157,7 @@ _WHAT = {
     "inputs": "the input files (paths, sizes or modification times)",
     "schema": "the input's schema",
     "splits": "the split plan (--read-on, and the files read as splits)",
+    "tables": "the reference tables (--table names, paths, sizes or modification times)",
 }
 
 

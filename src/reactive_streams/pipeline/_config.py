@@ -10,8 +10,10 @@ from ..files import DEFAULT_ENCODING
 from ._source import DEFAULT_CHUNK_ROWS
 
 if TYPE_CHECKING:
+    from ._dead_letter import DeadLetterLimit
     from ._output import OutputFormat
     from ._query import OutputModeChoice
+    from ._tables import TableSpec
 
 __all__ = [
     "DEFAULT_EXECUTOR_RECORDS_PER_TRIGGER",
@@ -70,6 +72,14 @@ class PipelineConfig:
         metrics_port: serve Prometheus metrics on this port while the job runs (``0``: a
             free port, see ``Pipeline.metrics.url``); ``None``: not served.
         metrics_host: the address the metrics are served on.
+        tables: reference tables (``--table NAME=PATH``) registered as views beside
+            ``events``, in order (``_tables``).
+        partition_by: columns of the query's result to partition it by (``--partition-by``,
+            Parquet only): the result is a Hive-style dataset, the directory ``result/``;
+            empty: one file.
+        max_dead_letters: fail the run (exit status 1) once there are more dead letters
+            than this count or fraction of the records read (``--max-dead-letters``);
+            ``None``: no limit.
     """
 
     inputs: tuple[Path, ...] = ()
@@ -91,6 +101,9 @@ class PipelineConfig:
     read_on: ReadOn | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    tables: tuple[TableSpec, ...] = ()
+    partition_by: tuple[str, ...] = ()
+    max_dead_letters: DeadLetterLimit | None = None
 
     @property
     def dead_letter_path(self) -> Path:

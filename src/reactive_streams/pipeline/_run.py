@@ -4,13 +4,14 @@
 the right way:
 
 1. ``prepare()``: everything that can be checked without Spark: the inputs and their
-   schema, the output directory, the Spark master (``--remote`` cannot work: both bridges
-   need a classic session), Java 17+. Failures are ``PipelineUsageError`` (exit 2). With
-   ``start_spark=True`` (the command) the JVM starts meanwhile, once the checks that need
-   no input passed.
-2. ``start()``: the session, where a ``--checkpoint`` resumes (``_checkpoint``), the
-   ``events`` view, the query (a query that does not parse or does not resolve is a
-   ``PipelineUsageError``), the subscription of the sink.
+   schema, the reference tables' files (``--table``, ``_tables``), the output directory,
+   the Spark master (``--remote`` cannot work: both bridges need a classic session),
+   Java 17+. Failures are ``PipelineUsageError`` (exit 2). With ``start_spark=True`` (the
+   command) the JVM starts meanwhile, once the checks that need no input passed.
+2. ``start()``: the session, the reference tables (read, cached, registered as views; one
+   that does not load is a ``PipelineUsageError``), where a ``--checkpoint`` resumes
+   (``_checkpoint``), the ``events`` view, the query (a query that does not parse or does
+   not resolve is a ``PipelineUsageError``), the subscription of the sink.
 3. ``wait()`` / ``progress()`` while it runs, ``stop()`` on Ctrl-C, then ``finish()``.
 
 Demand, end to end: the sink requests one micro-batch at a time; ``from_streaming_query``
@@ -31,6 +32,7 @@ import dataclasses
 import re
 import shutil
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -41,7 +43,7 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from ..files import FileSplit, FormatError, SplitReader, plan_splits
 from ._checkpoint import check_fingerprint, checkpoint_columns, fingerprint, resume_point
 from ._columns import stream_columns
-from ._dead_letter import DeadLetterWriter
+from ._dead_letter import DeadLetterLimit, DeadLetterWriter
 from ._diagnostics import (
     PipelineProgress,
     PipelineResult,
@@ -72,6 +74,7 @@ from ._sink import ResultSink
 from ._source import FileSource
 from ._spark_driver import DriverProcess, quiet_accumulator_server, stderr_to
 from ._splits import DeadLetterSplitter, count_dead_letter_parts, merge_dead_letters
+from ._tables import ReferenceTable, check_table_names, load_tables, plan_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -125,8 +128,22 @@ class Pipeline:
                 "--rate paces a reader in this process, so it reads on the driver: drop "
                 "--read-on executors (or use --read-on driver)"
             )
+        check_table_names(config.tables)
+        if config.partition_by and config.fmt != "parquet":
+            raise PipelineUsageError(
+                "--partition-by writes a partitioned Parquet dataset: use --format parquet "
+                f"(not {config.fmt})"
+            )
+        twice = sorted(
+            {name for name in config.partition_by if config.partition_by.count(name) > 1}
+        )
+        if twice:
+            raise PipelineUsageError(f"--partition-by {', '.join(twice)}: given twice")
         self.config = config
         self.plan: InputPlan | None = None
+        # --table: the reference tables, checked by prepare, loaded (cached) by start.
+        self.tables: tuple[ReferenceTable, ...] = ()
+        self._table_frames: list[DataFrame] = []
         self.query: QueryPlan | None = None
         self.spark: SparkSession | None = None
         self._dead = DeadLetterWriter(config.dead_letter_path)
@@ -153,11 +170,15 @@ class Pipeline:
         self.stream_columns: tuple[str, ...] | None = None
         # Per-stage metrics: the display's bottleneck, and --metrics-port (see _metrics).
         self.metrics = PipelineMetrics(self)
+        # --max-dead-letters: why the run was failed for its dead letters (set once).
+        self._limit_lock = threading.Lock()
+        self._limit_error: str | None = None
+        self._unconfirmed_parts = -1  # executors: a part count the exact merge did not confirm
 
     # -- step 1 -------------------------------------------------------------------------
 
     def prepare(self, *, start_spark: bool = False) -> InputPlan:
-        """Check inputs, output, master and Java; return the input plan (with its schema).
+        """Check inputs, tables, output, master and Java; return the input plan (with schema).
 
         With ``start_spark``, once every check has passed, Spark's own session starts in
         the background (the command does this: the JVM takes seconds to start); for the
@@ -177,6 +198,7 @@ class Pipeline:
         if config.metrics_port is not None:  # a busy port fails before Spark starts
             self.metrics.serve(config.metrics_port, config.metrics_host)
         self._check_output_and_java()
+        self.tables = plan_tables(config.tables)
         start_now = start_spark and not spark_is_running()
         if config.inputs:
             # Every input problem is reported before the JVM starts (it takes seconds).
@@ -261,6 +283,7 @@ class Pipeline:
                     else None,
                     schema=str(plan.schema),
                     splits=None if self.splits is None else [split.path for split in self.splits],
+                    tables=[(table.name, table.files) for table in self.tables],
                 )
                 check_fingerprint(config.checkpoint, expected)
             except OSError as exc:
@@ -303,8 +326,8 @@ class Pipeline:
         """Start Spark (unless ``spark`` is given), the query and the stream.
 
         Raises:
-            PipelineUsageError: the bridges are missing, or the query does not parse or
-                resolve against ``events``.
+            PipelineUsageError: the bridges are missing, a reference table does not load,
+                or the query does not parse or resolve against ``events``.
             PipelineFailedError: Spark could not start.
         """
         assert self.plan is not None, "prepare() first"
@@ -321,6 +344,8 @@ class Pipeline:
         self.spark = spark
         self._driver = DriverProcess.of_active_context()
         spark.conf.set("spark.sql.session.timeZone", "UTC")
+        # Before events: the query's column analysis (--read-on executors) resolves them.
+        self._table_frames = load_tables(spark, self.tables)
         if self.splits is not None:
             events = self._split_stream(spark)
         else:
@@ -448,9 +473,16 @@ class Pipeline:
                 f"--key column(s) {', '.join(missing)} not in the query's result "
                 f"(columns: {', '.join(result.columns)})"
             )
+        self._check_partition_columns(result.columns)
         journal = None if config.checkpoint is None else config.checkpoint / "sink"
         self._sink = ResultSink(
-            config.output, config.fmt, mode=self.query.mode, keys=self.query.keys, journal=journal
+            config.output,
+            config.fmt,
+            mode=self.query.mode,
+            keys=self.query.keys,
+            journal=journal,
+            partition_by=config.partition_by,
+            before_commit=None if config.max_dead_letters is None else self._check_limit_at_end,
         )
         publisher = from_streaming_query(
             result,
@@ -465,6 +497,25 @@ class Pipeline:
         self._publisher = publisher
         self._phase = "running"
         publisher.subscribe(self._sink)
+
+    def _check_partition_columns(self, columns: list[str]) -> None:
+        """``--partition-by``: every column in the query's result, and not all of them.
+
+        Raises:
+            PipelineUsageError: a column is missing, or every column would be a partition.
+        """
+        partition_by = self.config.partition_by
+        missing = [name for name in partition_by if name not in columns]
+        if missing:
+            raise PipelineUsageError(
+                f"--partition-by column(s) {', '.join(missing)} not in the query's result "
+                f"(columns: {', '.join(columns)})"
+            )
+        if partition_by and set(columns) <= set(partition_by):
+            raise PipelineUsageError(
+                "--partition-by takes every column of the query's result: the files would "
+                "hold none; leave at least one column out"
+            )
 
     def _new_session(self) -> tuple[SparkSession, bool]:
         """A ``local_session`` for this run, and whether this run started it.
@@ -510,7 +561,8 @@ class Pipeline:
 
         While it waits, the query's progress is read every second: Spark keeps only the
         last 100 micro-batches' progress, and the counts of input and late rows are summed
-        from it.
+        from it. Each time, ``--max-dead-letters`` is checked too: past it, the query is
+        stopped through the sink (``abort``), which ends the wait with the run failed.
         """
         sink = self._sink
         assert sink is not None, "start() first"
@@ -527,6 +579,10 @@ class Pipeline:
             query = self._query()
             if query is not None:
                 self._query_progress.poll(query)
+            message = self._dead_letter_limit_exceeded(final=False)
+            if message is not None:  # stop the query: the run fails with the figures
+                sink.abort(PipelineFailedError(message))
+                return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
 
@@ -620,6 +676,98 @@ class Pipeline:
             bottleneck=self.metrics.bottleneck(),
         )
 
+    def _dead_letter_limit_exceeded(self, *, final: bool) -> str | None:
+        """``--max-dead-letters``: why the run has too many dead letters, else ``None``.
+
+        Checked by ``wait`` every poll while the run goes (``final=False``) and by the
+        sink before it writes the result (``final=True``). The first message found is
+        kept (``_limit_error``) and returned again.
+
+        While the run goes the figures may lag: on the driver, a chunk's dead letters are
+        counted a moment before its records; on the executors, the running micro-batch's
+        dead letters are in the part files before its valid records are in Spark's
+        progress. So a fraction is checked against the most records that can have been
+        read: on the driver, one chunk more; on the executors, one micro-batch more
+        (``--max-records-per-trigger``), or the whole input when its size is known (a
+        Parquet micro-batch may exceed its budget by part of a row group). On the
+        executors the part files' lines may count a retried task's dead letters twice, so
+        a limit they exceed is confirmed by merging them (each dead letter once) first.
+        """
+        limit = self.config.max_dead_letters
+        if limit is None:
+            return None
+        with self._limit_lock:
+            if self._limit_error is not None:
+                return self._limit_error
+        message = self._limit_message(limit, final=final)
+        if message is None:
+            return None
+        with self._limit_lock:
+            if self._limit_error is None:
+                self._limit_error = message
+            return self._limit_error
+
+    def _limit_message(self, limit: DeadLetterLimit, *, final: bool) -> str | None:
+        if self.splits is None:
+            source = self._source.statistics() if self._source is not None else None
+            read = source.records_read if source is not None else 0
+            dead = self._dead.count
+            most = None if final else read + self.config.chunk_rows
+            return limit.exceeded(dead, read, read_at_most=most)
+        processed, _ = self._query_progress.totals()
+        dead = self._dead_letters()
+        message = limit.exceeded(
+            dead, processed + dead, read_at_most=self._most_read(processed, dead, final)
+        )
+        if message is None or final or self._merged_dead is not None:
+            return message
+        if dead == self._unconfirmed_parts:
+            return None  # the merge did not confirm this count; wait for more
+        exact = self._exact_dead_letters()
+        if exact is None:
+            return message
+        message = limit.exceeded(
+            exact, processed + exact, read_at_most=self._most_read(processed, exact, final)
+        )
+        if message is None:
+            self._unconfirmed_parts = dead
+        return message
+
+    def _most_read(self, processed: int, dead: int, final: bool) -> int | None:
+        """``--read-on executors``, while running: at most this many records were read."""
+        if final:
+            return None
+        total = self.plan.total_rows if self.plan is not None else None
+        if total is not None:
+            return total
+        return processed + dead + self.config.trigger_records
+
+    def _exact_dead_letters(self) -> int | None:
+        """The executors' dead letters so far, each once (merged into a scratch file)."""
+        if self._parts is None or self.splits is None:
+            return None
+        with tempfile.TemporaryDirectory(prefix="reactive-streams-dead-count-") as scratch:
+            try:
+                return len(
+                    merge_dead_letters(self._parts, Path(scratch) / "dead.jsonl", self.splits)
+                )
+            except (OSError, ValueError):
+                return None
+
+    def _check_limit_at_end(self) -> None:
+        """The sink's ``before_commit``: the final figures against ``--max-dead-letters``.
+
+        Raises:
+            PipelineFailedError: too many dead letters (the result is not written).
+        """
+        self._merge_dead_letters()  # the executors' parts, each dead letter once
+        query = self._query()
+        if query is not None:
+            self._query_progress.poll(query)
+        message = self._dead_letter_limit_exceeded(final=True)
+        if message is not None:
+            raise PipelineFailedError(message)
+
     def _merge_dead_letters(self) -> None:
         """``--read-on executors``: the executors' dead letters, once each, in input order."""
         if self.splits is None or self._parts is None or self._merged_dead is not None:
@@ -652,6 +800,10 @@ class Pipeline:
         if self._source is not None:
             self._source.stop()
         self._dead.close()
+        if self._limit_error is not None and self._publisher is not None:
+            # Stopped for its dead letters: the executors' tasks stop writing parts first.
+            for subscription in self._publisher.subscriptions:
+                subscription.wait_stopped(_STOP_WAIT)
         self._merge_dead_letters()
         wall = time.monotonic() - self._started if self._started else 0.0
         self._source_done_at = time.monotonic()
@@ -680,7 +832,9 @@ class Pipeline:
             self.notes.append(f"Spark's own output (logs, Java stack traces): {output}")
         # Name the cause, not Spark's wrapper of it: a dead driver JVM fails every py4j
         # call, and a source that failed makes Spark's data source fail.
-        cause = self._driver.death(grace=_DEATH_GRACE) if error is not None else None
+        cause = self._limit_error  # --max-dead-letters: the figures say it all
+        if cause is None and error is not None:
+            cause = self._driver.death(grace=_DEATH_GRACE)
         source_failure = self._source.statistics().failure if self._source is not None else None
         if cause is None and error is not None and source_failure is not None:
             cause = first_line(source_failure)
@@ -732,12 +886,25 @@ class Pipeline:
         if self._publisher is not None:
             for subscription in self._publisher.subscriptions:
                 subscription.wait_stopped(_STOP_WAIT)
+        self._release_tables(spark)
         if spark is not None and self._own_session:
             for query in spark.streams.active:
                 query.stop()
             spark.stop()
 
+    def _release_tables(self, spark: SparkSession | None) -> None:
+        """Drop the reference tables' views and cached rows (a shared session lives on)."""
+        frames, self._table_frames = self._table_frames, []
+        if spark is None:
+            return
+        with contextlib.suppress(Exception):  # a session already stopped: nothing to free
+            for frame in frames:
+                frame.unpersist()
+            for table in self.tables:
+                spark.catalog.dropTempView(table.name)
+
     @property
     def output_path(self) -> Path:
-        """Where the result goes."""
-        return result_path(self.config.output, self.config.fmt)
+        """Where the result goes: a file, or the directory ``result/`` when partitioned."""
+        config = self.config
+        return result_path(config.output, config.fmt, partitioned=bool(config.partition_by))

@@ -16,7 +16,9 @@ requested, and a new sink starts from what the journal holds: a rerun after a cr
 resumes with the same state.
 
 The result is written when the stream completes, under a temporary name renamed at the end
-(``ResultWriter``); after ``on_error`` or a cancel nothing is written.
+(``ResultWriter``): one file, or with ``partition_by`` a partitioned Parquet dataset (the
+directory ``result/``). A ``before_commit`` check may veto it at that point (the pipeline's
+``--max-dead-letters``). After ``on_error``, a cancel or a veto nothing is written.
 
 Backpressure:
     Requests one batch at a time: the next only after the previous one was folded in (and
@@ -48,7 +50,7 @@ from ..api import Subscriber, Subscription
 from ._output import OutputFormat, ResultWriter
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from pathlib import Path
 
 __all__ = ["MicroBatchLike", "OutputMode", "ResultSink", "SinkStatistics"]
@@ -128,9 +130,15 @@ class ResultSink(Subscriber[MicroBatchLike]):
         mode: the query's output mode.
         keys: in update mode, the columns that identify a group (all required).
         journal: a directory to save batches in and resume from (``--checkpoint``).
+        partition_by: columns to partition the result by (``--partition-by``, Parquet
+            only): the result is the directory ``result/`` (``ResultWriter``).
+        before_commit: called once the stream completed, before the result is written;
+            an exception it raises fails the stream instead (``error``) and nothing is
+            written.
 
     Raises:
-        ValueError: update mode without ``keys``.
+        ValueError: update mode without ``keys``, or ``partition_by`` with another
+            format than Parquet.
     """
 
     def __init__(
@@ -141,9 +149,15 @@ class ResultSink(Subscriber[MicroBatchLike]):
         mode: OutputMode,
         keys: Sequence[str] = (),
         journal: Path | None = None,
+        partition_by: Sequence[str] = (),
+        before_commit: Callable[[], None] | None = None,
     ) -> None:
         if mode == "update" and not keys:
             raise ValueError("update mode needs the key columns of the result")
+        if partition_by and fmt != "parquet":
+            raise ValueError(f"a partitioned result is written as Parquet, not {fmt}")
+        self._partition_by = tuple(partition_by)
+        self._before_commit = before_commit
         self._directory = directory
         self._fmt: OutputFormat = fmt
         self._mode: OutputMode = mode
@@ -214,8 +228,10 @@ class ResultSink(Subscriber[MicroBatchLike]):
         self._fail(error)
 
     def on_complete(self) -> None:
-        """The stream ended: write the result under its final name."""
+        """The stream ended: write the result under its final name (unless vetoed)."""
         try:
+            if self._before_commit is not None:
+                self._before_commit()
             self._write_result()
         except Exception as exc:
             self._fail(exc)
@@ -277,7 +293,7 @@ class ResultSink(Subscriber[MicroBatchLike]):
 
     @property
     def result_path(self) -> Path | None:
-        """The final result file once completed."""
+        """The final result file (or ``result/`` directory, partitioned) once completed."""
         return self._result_path
 
     def statistics(self) -> SinkStatistics:
@@ -353,7 +369,7 @@ class ResultSink(Subscriber[MicroBatchLike]):
                 self._complete_table = table
         elif self._journal is None:  # append: write through (the journal keeps it otherwise)
             if self._writer is None:
-                self._writer = ResultWriter(self._directory, self._fmt)
+                self._writer = self._new_writer()
             self._writer.write(table)
         with self._lock:
             self._seen.add(batch_id)
@@ -396,15 +412,18 @@ class ResultSink(Subscriber[MicroBatchLike]):
         parts = [pq.read_table(path) for _, path in self._journal_files()]
         return pa.concat_tables(parts) if parts else pa.table({})
 
+    def _new_writer(self) -> ResultWriter:
+        return ResultWriter(self._directory, self._fmt, partition_by=self._partition_by)
+
     def _write_result(self) -> None:
         if self._mode == "append" and self._journal is None:
-            writer = self._writer or ResultWriter(self._directory, self._fmt)
+            writer = self._writer or self._new_writer()
             self._writer = None
             self._result_path = writer.commit(self._schema)
             self._result = None  # streamed to disk, not kept in memory
             return
         table = self._final_table()
-        writer = ResultWriter(self._directory, self._fmt)
+        writer = self._new_writer()
         writer.write(table)
         self._result_path = writer.commit(table.schema)
         self._result = table
