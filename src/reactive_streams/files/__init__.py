@@ -8,8 +8,10 @@ package, so they agree on what a record is:
   begins and ends (RFC 4180 quoting, line breaks inside quoted values within a bound);
 * ``InputFile``, ``open_reader``, ``header``, ``sample``: the readers of each format,
   from any record, in bounded chunks, with every malformed record as a ``DeadLetter``;
-* ``Validator``, ``validate``, ``infer_schema``: conversion to a schema, record by record
-  where needed, and schema inference from a sample;
+* ``Validator``, ``validate``, ``ConversionOptions``: conversion to a schema (flat and
+  nested types), record by record where needed;
+* ``infer_files_schema``, ``infer_file_schema``, ``infer_schema``, ``widen_type``: schema
+  inference from a sample of every file, widened across files;
 * ``FileSplit``, ``plan_splits``, ``SplitReader``: files planned once (records counted,
   record boundaries noted) and read from any offset, one row per record.
 
@@ -20,12 +22,11 @@ from __future__ import annotations
 
 from ._convert import DEAD_LETTER_COLUMN as DEAD_LETTER_COLUMN
 from ._convert import NULL_TEXT as NULL_TEXT
+from ._convert import TIMESTAMP_FORMATS as TIMESTAMP_FORMATS
+from ._convert import ConversionOptions as ConversionOptions
 from ._convert import Converted as Converted
 from ._convert import Validator as Validator
 from ._convert import aligned_batch as aligned_batch
-from ._convert import infer_file_schema as infer_file_schema
-from ._convert import infer_schema as infer_schema
-from ._convert import infer_type as infer_type
 from ._convert import validate as validate
 from ._dead_letter import DeadLetter as DeadLetter
 from ._formats import DEFAULT_ENCODING as DEFAULT_ENCODING
@@ -41,6 +42,11 @@ from ._formats import csv_header as csv_header
 from ._formats import header as header
 from ._formats import open_reader as open_reader
 from ._formats import sample as sample
+from ._infer import infer_file_schema as infer_file_schema
+from ._infer import infer_files_schema as infer_files_schema
+from ._infer import infer_schema as infer_schema
+from ._infer import infer_type as infer_type
+from ._infer import widen_type as widen_type
 from ._listing import list_files as list_files
 from ._records import BLOCK_BYTES as BLOCK_BYTES
 from ._records import MAX_RECORD_BYTES as MAX_RECORD_BYTES
@@ -67,8 +73,10 @@ __all__ = [
     "MAX_RECORD_BYTES",
     "NULL_TEXT",
     "SAMPLE_BYTES",
+    "TIMESTAMP_FORMATS",
     "Checkpoint",
     "ChunkReader",
+    "ConversionOptions",
     "Converted",
     "CsvDialect",
     "DeadLetter",
@@ -91,6 +99,7 @@ __all__ = [
     "header",
     "index_records",
     "infer_file_schema",
+    "infer_files_schema",
     "infer_schema",
     "infer_type",
     "list_files",
@@ -100,4 +109,5 @@ __all__ = [
     "sample",
     "split_boundaries",
     "validate",
+    "widen_type",
 ]

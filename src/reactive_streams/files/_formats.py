@@ -35,6 +35,7 @@ from __future__ import annotations
 import codecs
 import csv
 import io
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Literal, Protocol
@@ -917,12 +918,13 @@ def header(item: InputFile) -> tuple[list[str], bool | None]:
 
 
 def sample(
-    item: InputFile, columns: list[str] | None = None
+    item: InputFile, columns: list[str] | None = None, *, max_records: int | None = None
 ) -> tuple[list[str], list[dict[str, object]]]:
-    """The columns and up to ``SAMPLE_BYTES`` of records of a CSV or JSON Lines file.
+    """The columns and the first records of a CSV or JSON Lines file.
 
-    CSV values are strings; malformed records are left out (they become dead letters when
-    the file is read).
+    At most ``SAMPLE_BYTES`` of the file are read, and at most ``max_records`` records
+    kept (``None``: no bound but the bytes). CSV values are strings; malformed records are
+    left out (they become dead letters when the file is read).
 
     Raises:
         FormatError: a JSON Lines file has no object in that range (the message says
@@ -930,12 +932,16 @@ def sample(
             file cannot be read as CSV.
     """
     del columns
+    limit = max_records if max_records is not None else 2**62
     if item.format == "csv":
         names, _ = header(item)
         reader = CsvReader(item, names)
         records: list[dict[str, object]] = []
         try:
-            while (chunk := reader.read(10_000)) is not None:
+            while (
+                len(records) < limit
+                and (chunk := reader.read(min(10_000, limit - len(records)))) is not None
+            ):
                 if chunk.table is not None:
                     records.extend(chunk.table.to_pylist())
                 if reader.bytes_read >= SAMPLE_BYTES:
@@ -943,7 +949,8 @@ def sample(
         finally:
             reader.close()
         return names, records
-    found = [record for record in _json_records(item, SAMPLE_BYTES) if record is not None]
+    objects = (record for record in _json_records(item, SAMPLE_BYTES) if record is not None)
+    found = list(itertools.islice(objects, limit))
     if not found:
         hint = ""
         if _looks_like_a_json_document(item):

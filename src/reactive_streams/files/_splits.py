@@ -27,7 +27,7 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
-from ._convert import DEAD_LETTER_COLUMN, Converted, Validator, aligned_batch
+from ._convert import DEAD_LETTER_COLUMN, ConversionOptions, Converted, Validator, aligned_batch
 from ._formats import InputFile, RawChunk, open_reader
 from ._records import BLOCK_BYTES, Checkpoint, index_records
 
@@ -301,6 +301,7 @@ class SplitReader:
             ``False``: it raises ``RefusedRecordError``.
         dead_column: the name of the dead-letter column (present only with
             ``dead_letters``).
+        options: null text and timestamp forms of the conversion (``ConversionOptions``).
     """
 
     schema: pa.Schema
@@ -308,6 +309,7 @@ class SplitReader:
     keep: tuple[str, ...] | None = None
     dead_letters: bool = True
     dead_column: str = DEAD_LETTER_COLUMN
+    options: ConversionOptions = field(default_factory=ConversionOptions)
 
     @property
     def kept_schema(self) -> pa.Schema:
@@ -338,7 +340,7 @@ class SplitReader:
         if self.keep is not None and file.format == "parquet":
             read = parquet_columns(file.path, self.schema, self.keep)
         schema = self.schema if read is None else pa.schema([self.schema.field(n) for n in read])
-        validator = Validator(schema)
+        validator = Validator(schema, self.options)
         # A chunk ends at the next boundary: a micro-batch's share ends at one, so the last
         # chunk reads nothing past it (a Parquet row group is never decoded twice).
         edges = [edge for edge in split.boundaries if edge > start] + [split.records]
@@ -366,7 +368,7 @@ class SplitReader:
                 if converted.rejects and schema is not self.schema:
                     # A dead letter carries its whole record: these records again, whole.
                     whole = self._whole_chunk(split, chunk)
-                    converted = Validator(self.schema).convert(whole)
+                    converted = Validator(self.schema, self.options).convert(whole)
                 if converted.rejects and not self.dead_letters:
                     raise RefusedRecordError(converted.rejects[0][1])
                 position += chunk.count

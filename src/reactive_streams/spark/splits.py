@@ -11,11 +11,12 @@ Example::
 
 ``file_splits`` lists the files (directories are expanded), plans one ``FileSplit`` per
 file (or per Parquet row group, ``by_row_group=True``) and infers the schema unless it is
-given. Planning reads every Parquet footer and every byte of the text files, through the
-same record scanner the readers use (``reactive_streams.files``): it counts the records
-(quoted line breaks inside a CSV value are part of the record) and notes a record boundary
-about every MiB, so a reader on an executor seeks straight to its offset and reads exactly
-the records the planner counted.
+given: from every file, widened across them (``reactive_streams.files.infer_files_schema``,
+as the main job does). Planning reads every Parquet footer and every byte of the text
+files, through the same record scanner the readers use (``reactive_streams.files``): it
+counts the records (quoted line breaks inside a CSV value are part of the record) and notes
+a record boundary about every MiB, so a reader on an executor seeks straight to its offset
+and reads exactly the records the planner counted.
 
 ``FileSplits.opener`` and ``FileSplits.count`` are the opener and counter ``from_splits``
 needs; they run in Spark's processes (the counter on the driver host, the opener on
@@ -46,11 +47,12 @@ from .._arrow_literals import int64_range, string_scalar
 from .._demand import check_positive
 from ..files import (
     DEAD_LETTER_COLUMN,
+    ConversionOptions,
     CsvDialect,
     FileSplit,
     SplitReader,
     count_records,
-    infer_file_schema,
+    infer_files_schema,
     list_files,
     plan_splits,
     split_boundaries,
@@ -214,6 +216,7 @@ def file_splits(
     encoding: str = "utf-8",
     dialect: CsvDialect | None = None,
     dead_letters: bool = False,
+    options: ConversionOptions | None = None,
 ) -> FileSplits:
     """List files (and directories, recursively) and plan them as splits for ``from_splits``.
 
@@ -226,9 +229,10 @@ def file_splits(
         by_row_group: one split per Parquet row group (``True``) or per file (the
             default). With file splits, micro-batches end at row groups, so no row group
             is decoded twice.
-        schema: the columns and types to convert to; by default the first file's
-            (``reactive_streams.files.infer_file_schema``). A CSV header must name these
-            columns (in any order).
+        schema: the columns and types to convert to; by default inferred from every file
+            and widened across them (``reactive_streams.files.infer_files_schema``: Parquet
+            footers, the head of each text file). A CSV header must name these columns
+            (in any order).
         batch_rows: the most rows per record batch the opener publishes.
         row_column: add an int64 column of this name: each row's record number in its
             split.
@@ -239,6 +243,8 @@ def file_splits(
         dead_letters: ``False``: a record that does not fit the schema fails the query
             (``RefusedRecordError``, naming its file, line and reason); ``True``: it is a
             row of nulls with its dead letter in the column ``_dead_letter``.
+        options: more null text and a timestamp format, for inference and conversion
+            (``reactive_streams.files.ConversionOptions``); ``None``: the defaults.
 
     Returns:
         The splits with their schema, opener and counter.
@@ -248,12 +254,14 @@ def file_splits(
         TypeError: ``batch_rows`` is not an int.
         ValueError: a file's format cannot be told from its extension, or
             ``batch_rows < 1``.
-        FormatError: a CSV file's header cannot be read.
+        FormatError: a CSV file's header cannot be read, a JSON Lines file has no object
+            to infer the schema from, or a file names a column twice.
     """
     check_positive("batch_rows", batch_rows)
     files = list_files(paths, format=format, encoding=encoding, dialect=dialect)
+    options = options or ConversionOptions()
     if schema is None:
-        schema = infer_file_schema(files[0])
+        schema = infer_files_schema(files, options)
     splits = plan_splits(files, by_row_group=by_row_group)
-    reader = SplitReader(schema, chunk_rows=batch_rows, dead_letters=dead_letters)
+    reader = SplitReader(schema, chunk_rows=batch_rows, dead_letters=dead_letters, options=options)
     return FileSplits(splits, schema, FileOpener(reader, row_column, file_column))
