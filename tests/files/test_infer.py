@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import json
 from typing import TYPE_CHECKING
 
@@ -224,3 +225,10 @@ def test_files_without_records_are_passed_over(tmp_path: Path) -> None:
     assert infer_files_schema([header_only, data]) == pa.schema(
         [("n", pa.int64()), ("s", pa.string())]
     )
+
+
+def test_the_docstring_examples_run() -> None:
+    from reactive_streams.files import _infer
+
+    result = doctest.testmod(_infer, optionflags=doctest.ELLIPSIS)
+    assert (result.attempted > 0, result.failed) == (True, 0)

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 import pytest
 
 from reactive_streams.pipeline import PipelineUsageError, default_input, plan_inputs
+from reactive_streams.pipeline._schema import describe_schema
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -105,3 +106,65 @@ def test_a_few_bad_values_do_not_make_a_column_text(tmp_path: Path) -> None:
     rows = "".join(f"{i},{i}.5\n" for i in range(30))
     path = _csv(tmp_path / "a.csv", "x,y\n" + rows + "oops,nope\n")
     assert plan_inputs([path]).schema == pa.schema([("x", pa.int64()), ("y", pa.float64())])
+
+
+def test_the_schema_is_inferred_from_every_file_and_widened(tmp_path: Path) -> None:
+    # A ratings export split in two at 2003, when half stars began; the second file has
+    # its columns in another order and slashes in its dates.
+    _csv(
+        tmp_path / "ratings-2002.csv",
+        "userId,movieId,rating,timestamp\n"
+        + "".join(f"{i},{i * 7},{i % 5 + 1},2002-12-31 10:00:00\n" for i in range(30)),
+    )
+    rows = [f"2003/01/02 10:00,{i},{(i % 10 + 1) / 2},{i * 7}\n" for i in range(30)]
+    _csv(tmp_path / "ratings-2003.csv", "timestamp,userId,rating,movieId\n" + "".join(rows))
+    plan = plan_inputs([tmp_path])
+    assert plan.schema == pa.schema(
+        [
+            ("userId", pa.int64()),
+            ("movieId", pa.int64()),
+            ("rating", pa.float64()),
+            ("timestamp", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+
+
+def test_nested_json_gives_nested_columns(tmp_path: Path) -> None:
+    lines = [
+        {"id": i, "user": {"name": f"u{i}", "age": 20 + i}, "tags": ["a"] * (i % 3)}
+        for i in range(10)
+    ]
+    (tmp_path / "n.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    plan = plan_inputs([tmp_path / "n.jsonl"])
+    assert plan.schema == pa.schema(
+        [
+            ("id", pa.int64()),
+            ("user", pa.struct([("name", pa.string()), ("age", pa.int64())])),
+            ("tags", pa.list_(pa.string())),
+        ]
+    )
+    assert describe_schema(plan.schema) == [
+        ("id", "BIGINT"),
+        ("user", "STRUCT<name: STRING, age: BIGINT>"),
+        ("tags", "ARRAY<STRING>"),
+    ]
+
+
+def test_parquet_with_nested_columns_is_normalised(tmp_path: Path) -> None:
+    stored = pa.schema(
+        [
+            ("id", pa.int32()),
+            ("s", pa.struct([pa.field("a", pa.int16(), nullable=False), ("b", pa.large_string())])),
+            ("l", pa.large_list(pa.float32())),
+            ("m", pa.map_(pa.string(), pa.timestamp("ms"))),
+        ]
+    )
+    row = {"id": 1, "s": {"a": 2, "b": "x"}, "l": [1.5], "m": [("k", None)]}
+    pq.write_table(pa.Table.from_pylist([row], schema=stored), tmp_path / "n.parquet")
+    plan = plan_inputs([tmp_path / "n.parquet"])
+    assert describe_schema(plan.schema) == [
+        ("id", "BIGINT"),
+        ("s", "STRUCT<a: BIGINT, b: STRING>"),
+        ("l", "ARRAY<DOUBLE>"),
+        ("m", "MAP<STRING, TIMESTAMP>"),
+    ]

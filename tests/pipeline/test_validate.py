@@ -123,3 +123,40 @@ def test_values_out_of_range_are_dead_letters_too(tmp_path: Path) -> None:
     assert [(letter.position, letter.reason) for letter in letters] == [
         (21, "column 'a': cannot convert 99999999999999999999 to int64: out of the BIGINT range")
     ]
+
+
+def test_nested_json_converts_and_a_bad_nested_value_is_one_dead_letter(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    lines = [
+        {"id": i, "user": {"name": f"u{i}", "age": 20 + i}, "tags": ["a"] * (i % 3)}
+        for i in range(20)
+    ]
+    lines[5]["user"] = {"name": "u5", "age": "old"}
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rows, letters = _read_all(path, chunk=10)
+    assert rows[:2] == [
+        {"id": 0, "user": {"name": "u0", "age": 20}, "tags": []},
+        {"id": 1, "user": {"name": "u1", "age": 21}, "tags": ["a"]},
+    ]
+    assert len(rows) == 19
+    assert [(letter.position, letter.reason) for letter in letters] == [
+        (6, "column 'user.age': cannot convert 'old' to int64: not an integer")
+    ]
+
+
+def test_files_whose_types_differ_convert_without_dead_letters(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("id,rating\n" + "".join(f"{i},{i % 5}\n" for i in range(20)))
+    (tmp_path / "b.csv").write_text("rating,id\n" + "".join(f"{i / 2},{i}\n" for i in range(20)))
+    plan = plan_inputs([tmp_path])
+    validator = Validator(plan.schema)
+    ratings: list[object] = []
+    for item in plan.files:
+        reader = open_reader(item, plan.schema.names)
+        try:
+            while (raw := reader.read(100)) is not None:
+                converted = validator.convert(raw)
+                assert converted.dead_letters == []
+                ratings += converted.table.column("rating").to_pylist()
+        finally:
+            reader.close()
+    assert ratings == [float(i % 5) for i in range(20)] + [i / 2 for i in range(20)]

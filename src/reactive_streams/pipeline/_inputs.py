@@ -1,12 +1,13 @@
 """Finding the input files, checking them before anything starts, and inferring the schema.
 
-What is specific to each format (extensions, headers, samples, readers) is in
-``reactive_streams.files``; this module plans the input as a whole.
+What is specific to each format (extensions, headers, samples, readers, inference) is in
+``reactive_streams.files``; this module plans the input as a whole: one schema for every
+file, inferred from all of them (``files.infer_files_schema``) or given (``--schema``).
 
 Every problem that can be seen before the stream starts is reported here as one
 ``PipelineUsageError`` naming the file: a path that does not exist, a directory with no
 data files, a format the pipeline does not read, a file it cannot read, a file whose
-columns do not match the first one, an input with no records at all.
+columns do not match the first one (or the given schema), an input with no records at all.
 """
 
 from __future__ import annotations
@@ -21,14 +22,15 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ..files import (
     DEFAULT_ENCODING,
+    ConversionOptions,
     FormatError,
     InputFile,
     header,
-    infer_file_schema,
+    infer_files_schema,
     list_files,
 )
 from ._errors import PipelineUsageError
-from ._schema import normalize_schema
+from ._schema import is_nested, normalize_schema
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -61,6 +63,9 @@ class InputPlan:
         label: how splits and dead letters name ``files`` when they stand for another
             input (the default input's cached Parquet files carry its name, numbered by
             part); ``None``: by their paths.
+        options: null text and timestamp forms of the conversion (``--null-value``,
+            ``--timestamp-format``).
+        schema_given: whether ``schema`` was given (``--schema``) rather than inferred.
     """
 
     files: tuple[InputFile, ...]
@@ -70,6 +75,8 @@ class InputPlan:
     total_rows: int | None = None
     skipped: tuple[Path, ...] = field(default=())
     label: str | None = None
+    options: ConversionOptions = field(default_factory=ConversionOptions)
+    schema_given: bool = False
 
 
 def check_default_input() -> None:
@@ -170,22 +177,102 @@ def _one_line(error: BaseException) -> str:
     return text[0] if text else type(error).__name__
 
 
-def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> InputPlan:
+def _check_columns(item: InputFile, columns: list[str], schema: pa.Schema) -> None:
+    """Refuse a file whose columns cannot be read as ``schema``'s (``--schema``).
+
+    Raises:
+        PipelineUsageError: a CSV header does not name exactly the schema's columns, or
+            a CSV column would have a nested type, or a Parquet file lacks a column, or a
+            JSON Lines file's first object has a field that is not a column.
+    """
+    names = list(schema.names)
+    if item.format == "csv":
+        if set(columns) != set(names):
+            raise PipelineUsageError(
+                f"columns of {item.path} do not match --schema: expected {names}, found {columns}"
+            )
+        nested = [field.name for field in schema if is_nested(field.type)]
+        if nested:
+            raise PipelineUsageError(
+                f"--schema: CSV values are text, so the column(s) {', '.join(nested)} of "
+                f"{item.path} cannot be STRUCT, ARRAY or MAP"
+            )
+        return
+    missing = [name for name in names if name not in columns]
+    extra = [name for name in columns if name not in names]
+    if item.format == "parquet" and missing:
+        raise PipelineUsageError(
+            f"{item.path} has no column(s) {', '.join(missing)} of --schema (it has {columns})"
+        )
+    if item.format == "jsonl" and extra:
+        raise PipelineUsageError(
+            f"the first record of {item.path} has field(s) {', '.join(extra)} that --schema "
+            f"does not name (expected some of {names})"
+        )
+
+
+def _inferred_schema(files: list[InputFile], options: ConversionOptions) -> pa.Schema:
+    """The schema of ``files``, inferred from all of them and normalised.
+
+    Raises:
+        PipelineUsageError: a file cannot be read, or a column's type is not supported.
+    """
+    try:
+        raw = infer_files_schema(files, options)
+    except FormatError as exc:
+        raise PipelineUsageError(str(exc)) from None
+    except OSError as exc:
+        where = exc.filename or "the input"
+        raise PipelineUsageError(f"cannot read {where}: {exc.strerror or exc}") from None
+    except pa.ArrowException as exc:
+        raise PipelineUsageError(f"cannot infer the input's schema: {_one_line(exc)}") from None
+    try:
+        return normalize_schema(raw)
+    except ValueError as exc:
+        error = exc
+    for item in files:  # only a Parquet file's own types can be unsupported: name it
+        if item.format == "parquet":
+            try:
+                normalize_schema(pq.read_schema(item.path))
+            except ValueError as exc:
+                raise PipelineUsageError(f"{item.path}: {exc}") from None
+    raise PipelineUsageError(f"{files[0].path}: {error}") from None
+
+
+def plan_inputs(
+    paths: Sequence[Path],
+    *,
+    encoding: str = DEFAULT_ENCODING,
+    schema: pa.Schema | None = None,
+    options: ConversionOptions | None = None,
+) -> InputPlan:
     """Resolve ``paths`` (files or directories) into checked files and the stream's schema.
 
     Directories are searched recursively for files with a known extension (names starting
-    with ``.`` or ``_`` are skipped, as Spark does), in sorted order. The schema is
-    inferred from the first file that has a record; every other file must have the same
-    column names, in any order (columns are matched by name). ``encoding`` is the text
-    encoding of CSV and JSON Lines files: any codec Python knows that writes ASCII as
-    ASCII (not UTF-16).
+    with ``.`` or ``_`` are skipped, as Spark does), in sorted order. Every file must have
+    the same column names as the first file that has a record, in any order (columns are
+    matched by name). The schema is inferred from every file, widened across them
+    (``reactive_streams.files.infer_files_schema``: each Parquet file's footer, the head
+    of each text file), unless ``schema`` is given: then a CSV file's header must name its
+    columns, a Parquet file must have them (and may have more), and a JSON Lines file's
+    first object may have no other field. ``encoding`` is the text encoding of CSV and
+    JSON Lines files: any codec Python knows that writes ASCII as ASCII (not UTF-16).
+
+    Args:
+        paths: files or directories.
+        encoding: the text encoding of CSV and JSON Lines files.
+        schema: the stream's schema, normalised; ``None``: inferred.
+        options: null text and a timestamp format, for inference and conversion;
+            ``None``: the defaults.
 
     Raises:
         PipelineUsageError: a path does not exist, a directory holds no data file, a file
             has an unknown extension or cannot be read, a file's columns do not match the
-            first file's, the input has no record at all, or a column's type is not
-            supported. The message is one line naming the file.
+            first file's (or ``schema``), the input has no record at all, or a column's
+            type is not supported. The message is one line naming the file.
     """
+    options = options or ConversionOptions()
+    given = schema is not None
     try:
         codecs.lookup(encoding)
     except LookupError:
@@ -198,6 +285,7 @@ def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> I
     files = _expand(paths, encoding)
     first: InputFile | None = None
     first_columns: list[str] = []
+    readable: list[InputFile] = []
     any_rows = False
     for item in files:
         try:
@@ -208,7 +296,10 @@ def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> I
             raise PipelineUsageError(f"cannot read {item.path}: {_one_line(exc)}") from None
         if has_rows is False and not columns:
             continue  # an empty file: nothing to read, nothing to compare
-        if first is None:
+        readable.append(item)
+        if schema is not None:
+            _check_columns(item, columns, schema)
+        elif first is None:
             first, first_columns = item, columns
         elif columns and set(columns) != set(first_columns):
             raise PipelineUsageError(
@@ -216,20 +307,12 @@ def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> I
                 f"expected {first_columns}, found {columns}"
             )
         any_rows = any_rows or has_rows is not False
-    if first is None or not any_rows:
+    if not readable or not any_rows:
         raise PipelineUsageError(
             "the input is empty: no records in " + ", ".join(str(path) for path in paths)
         )
-    try:
-        raw_schema = infer_file_schema(first)
-    except FormatError as exc:
-        raise PipelineUsageError(str(exc)) from None
-    except (OSError, pa.ArrowException) as exc:
-        raise PipelineUsageError(f"cannot read {first.path}: {_one_line(exc)}") from None
-    try:
-        schema = normalize_schema(raw_schema)
-    except ValueError as exc:
-        raise PipelineUsageError(f"{first.path}: {exc}") from None
+    if schema is None:
+        schema = _inferred_schema(readable, options)
     total: int | None = None
     if all(item.format == "parquet" for item in files):
         total = sum(pq.read_metadata(item.path).num_rows for item in files)
@@ -238,4 +321,6 @@ def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> I
         schema=schema,
         description=", ".join(str(path) for path in paths),
         total_rows=total,
+        options=options,
+        schema_given=given,
     )

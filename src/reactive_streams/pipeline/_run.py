@@ -396,7 +396,12 @@ class Pipeline:
                 ) from None
         self.stream_columns = kept
         every = kept == names
-        reader = SplitReader(self.plan.schema, config.chunk_rows, keep=None if every else kept)
+        reader = SplitReader(
+            self.plan.schema,
+            config.chunk_rows,
+            keep=None if every else kept,
+            options=self.plan.options,
+        )
         files = FileSplits(self.splits, self.plan.schema, FileOpener(reader))
         return files.to_dataframe(
             spark,

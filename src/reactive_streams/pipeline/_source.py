@@ -189,7 +189,7 @@ class _FileSubscription(Subscription):
         self._to_skip = parent._skip
         self._skipped = 0
         self._subscriber: Subscriber[Any] | None = subscriber
-        self._validator = Validator(self._plan.schema)
+        self._validator = Validator(self._plan.schema, self._plan.options)
         self._election = EmitterElection()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pipeline-source")
         self._loop = DrainLoop(
