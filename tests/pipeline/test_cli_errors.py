@@ -168,3 +168,48 @@ def test_the_help_names_partition_by() -> None:
     result = CliRunner().invoke(main, ["pipeline", "--help"])
     assert result.exit_code == 0
     assert re.search(r"--partition-by COL\s+Write the result as a Parquet dataset", result.stdout)
+
+
+@pytest.mark.parametrize(
+    ("args", "pattern"),
+    [
+        (("--schema", "id BIGIN"), r"^Error: --schema: type BIGIN of 'id' is not supported at "),
+        (("--schema", "id BIGINT,"), r"^Error: --schema: expected a column name, found the end "),
+        (
+            ("--timestamp-format", "YYYY-MM-DD"),
+            r"^Error: --timestamp-format: timestamp format 'YYYY-MM-DD' has no strptime "
+            r"directive",
+        ),
+        (
+            ("--schema", "id BIGINT, x DOUBLE"),
+            r"^Error: columns of .*a\.csv do not match --schema: expected \['id', 'x'\], "
+            r"found \['origin', 'x'\]$",
+        ),
+    ],
+)
+def test_bad_schema_and_formats_are_refused_before_spark(
+    tmp_path: Path, args: tuple[str, ...], pattern: str
+) -> None:
+    data = _csv(tmp_path / "a.csv", "origin,x\nJFK,1\n")
+    code, out, err = _run("--input", str(data), *args, "--output", str(tmp_path / "o"))
+    _assert_one_line_error(code, out, err, pattern)
+
+
+def test_schema_options_are_for_input_files() -> None:
+    code, out, err = _run("--schema", "a BIGINT", "--null-value", "-")
+    _assert_one_line_error(
+        code,
+        out,
+        err,
+        r"^Error: --schema, --null-value: only for --input files \(the default input has its "
+        r"own schema\)$",
+    )
+
+
+def test_the_help_names_the_schema_options() -> None:
+    result = CliRunner().invoke(main, ["pipeline", "--help"])
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())
+    assert "--schema DDL The input's schema as Spark DDL" in text
+    assert "--null-value TEXT[,TEXT...] Text read as null in every column" in text
+    assert "--timestamp-format FORMAT strptime format of timestamp text" in text

@@ -168,3 +168,24 @@ def test_parquet_with_nested_columns_is_normalised(tmp_path: Path) -> None:
         ("l", "ARRAY<DOUBLE>"),
         ("m", "MAP<STRING, TIMESTAMP>"),
     ]
+
+
+def test_a_given_schema_is_used_and_checked_against_each_file(tmp_path: Path) -> None:
+    data = _csv(tmp_path / "a.csv", "rating,id\n4,1\n5,2\n")
+    schema = pa.schema([("id", pa.int64()), ("rating", pa.float64())])
+    plan = plan_inputs([data], schema=schema)
+    assert (plan.schema, plan.schema_given) == (schema, True)
+    nested = pa.schema([("id", pa.int64()), ("rating", pa.list_(pa.float64()))])
+    with pytest.raises(PipelineUsageError, match=r"^--schema: CSV values are text, so the "):
+        plan_inputs([data], schema=nested)
+    pq.write_table(pa.table({"id": [1]}), tmp_path / "b.parquet")
+    with pytest.raises(
+        PipelineUsageError, match=r"^.*b\.parquet has no column\(s\) rating of --schema "
+    ):
+        plan_inputs([tmp_path / "b.parquet"], schema=schema)
+    (tmp_path / "c.jsonl").write_text('{"id": 1, "note": "x"}\n')
+    with pytest.raises(
+        PipelineUsageError,
+        match=r"^the first record of .*c\.jsonl has field\(s\) note that --schema does not name",
+    ):
+        plan_inputs([tmp_path / "c.jsonl"], schema=schema)

@@ -1,8 +1,9 @@
-"""The files people have, end to end on Spark: nested JSON, and files whose types differ.
+"""The files people have, end to end on Spark: nested JSON, files whose types differ, and
+a schema, null text and a timestamp format given on the command line.
 
-Both run on the default read path (on the executors, through ``from_splits``): the schema
-is inferred before Spark starts, the records are converted on the executors, and the
-query reads nested fields and the widened columns.
+All run on the default read path (on the executors, through ``from_splits``): the schema
+is inferred (or read from ``--schema``) before Spark starts, the records are converted on
+the executors, and the query reads nested fields and the widened columns.
 """
 
 from __future__ import annotations
@@ -10,7 +11,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+import pytest
+from click.testing import CliRunner
+
+from reactive_streams.cli import main
 from reactive_streams.pipeline import Pipeline, PipelineConfig
+from reactive_streams.pipeline._schema import schema_from_ddl, spark_schema
 
 from .conftest import SPARK_MARKS, run_to_end
 
@@ -88,3 +94,50 @@ def test_two_files_whose_types_differ(spark: SparkSession, tmp_path: Path) -> No
         count, total = expected.get(movie, (0, 0.0))
         expected[movie] = (count + 1, total + rating)
     assert {int(str(row["movieId"])): (row["n"], row["total"]) for row in rows} == expected
+
+
+def test_schema_null_values_and_timestamp_format_given(spark: SparkSession, tmp_path: Path) -> None:
+    data = tmp_path / "readings.csv"
+    data.write_text(
+        "sensor,at,value\n"
+        "a,31.01.2024 10:00,1\n"  # line 2
+        "b,31.01.2024 10:05,-\n"  # 3: "-" is null (--null-value)
+        "a,01.02.2024 09:30,2.5\n"  # 4: a half, though --schema would be inferred BIGINT
+        "b,yesterday,3\n"  # 5: not a timestamp in any form
+        "b,2024-02-01T08:00:00Z,4\n"  # 6: ISO 8601 is still read
+    )
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        main,
+        ["pipeline", "--input", str(data), "--output", str(out), "--format", "jsonl",
+         "--schema", "sensor STRING, at TIMESTAMP, value DOUBLE",
+         "--null-value", "-,n.a.", "--timestamp-format", "%d.%m.%Y %H:%M",
+         "--sql", "SELECT sensor, count(*) AS n, count(value) AS v, sum(value) AS total, "
+                  "CAST(max(at) AS STRING) AS last FROM events GROUP BY sensor"],
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert f"Input schema of {data} (--schema):" in " ".join(result.stdout.split())
+    rows = [json.loads(line) for line in (out / "result.jsonl").read_text().splitlines()]
+    assert sorted(rows, key=lambda row: str(row["sensor"])) == [
+        {"sensor": "a", "n": 2, "v": 2, "total": 3.5, "last": "2024-02-01 09:30:00"},
+        {"sensor": "b", "n": 2, "v": 1, "total": 4.0, "last": "2024-02-01 08:00:00"},
+    ]
+    letters = [json.loads(line) for line in (out / "dead-letters.jsonl").read_text().splitlines()]
+    assert [(letter["line"], letter["reason"].split(":")[0]) for letter in letters] == [
+        (5, "column 'at'")
+    ]
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        "id BIGINT, rating DOUBLE, ts TIMESTAMP, d DATE, ok BOOLEAN, name STRING",
+        "`user id` BIGINT, user STRUCT<name: STRING, `the age`: BIGINT>",
+        "tags ARRAY<STRING>, scores MAP<STRING, ARRAY<DOUBLE>>, "
+        "deep ARRAY<STRUCT<x: BIGINT, y: MAP<BIGINT, STRING>>>",
+    ],
+)
+def test_the_ddl_reader_agrees_with_sparks_parser(spark: SparkSession, ddl: str) -> None:
+    from reactive_streams.spark._pyspark_internals import parse_ddl
+
+    assert spark_schema(schema_from_ddl(ddl)) == parse_ddl(ddl)

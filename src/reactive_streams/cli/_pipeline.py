@@ -212,6 +212,30 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     "dead letter).",
 )
 @click.option(
+    "--schema",
+    metavar="DDL",
+    default=None,
+    help="The input's schema as Spark DDL instead of inferring it, e.g. \"id BIGINT, "
+    'rating DOUBLE, ts TIMESTAMP, user STRUCT<name: STRING>" (read without Spark).',
+)
+@click.option(
+    "--null-value",
+    "null_values",
+    multiple=True,
+    metavar="TEXT[,TEXT...]",
+    help="Text read as null in every column, text columns too (repeatable or "
+    "comma-separated). It adds to the defaults ('', NA, N/A, n/a, NULL, null, None, NaN, "
+    "#N/A, ...), which are null in the columns that are not text.",
+)
+@click.option(
+    "--timestamp-format",
+    metavar="FORMAT",
+    default=None,
+    help="strptime format of timestamp text, e.g. '%d.%m.%Y %H:%M' (%z: with an offset, "
+    "else UTC); tried before ISO 8601 and YYYY/MM/DD[ HH:MM[:SS]], which are read "
+    "without it.",
+)
+@click.option(
     "--read-on",
     type=click.Choice(["driver", "executors"]),
     default=None,
@@ -265,6 +289,9 @@ def pipeline(
     keys: tuple[str, ...],
     tables: tuple[str, ...],
     encoding: str,
+    schema: str | None,
+    null_values: tuple[str, ...],
+    timestamp_format: str | None,
     read_on: str | None,
     metrics_port: int | None,
     metrics_host: str,
@@ -324,6 +351,9 @@ def pipeline(
         keys=keys,
         tables=table_specs,
         encoding=encoding,
+        schema=schema,
+        null_values=tuple(part for value in null_values for part in value.split(",")),
+        timestamp_format=timestamp_format,
         read_on=read_on,  # type: ignore[arg-type]  # click.Choice guarantees the literal
         metrics_port=metrics_port,
         metrics_host=metrics_host,
@@ -358,7 +388,9 @@ def pipeline(
         if pipe.metrics.url is not None:
             click.echo(f"metrics: {pipe.metrics.url}", err=True)
         if not quiet:
-            console.print(render_schema(pipe.describe_schema(), plan.description))
+            console.print(
+                render_schema(pipe.describe_schema(), plan.description, given=plan.schema_given)
+            )
             console.print(f"[dim]starting Spark ({config.master})...[/dim]")
         pipe.start()
         title = f"reactive-streams pipeline · {plan.description} → {pipe.output_path}"

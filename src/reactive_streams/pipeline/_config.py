@@ -80,6 +80,13 @@ class PipelineConfig:
         max_dead_letters: fail the run (exit status 1) once there are more dead letters
             than this count or fraction of the records read (``--max-dead-letters``);
             ``None``: no limit.
+        schema: the input's schema as Spark DDL (``--schema "id BIGINT, rating DOUBLE"``,
+            read by ``schema_from_ddl`` without Spark); ``None``: inferred from the files.
+        null_values: more text read as null, in every column (``--null-value``); the
+            defaults (``reactive_streams.files.NULL_TEXT``) stay null in the columns that
+            are not text.
+        timestamp_format: a ``strptime`` format for timestamp text, tried before ISO 8601
+            and ``YYYY/MM/DD[ HH:MM[:SS]]`` (``--timestamp-format``); ``None``: those only.
     """
 
     inputs: tuple[Path, ...] = ()
@@ -104,6 +111,9 @@ class PipelineConfig:
     tables: tuple[TableSpec, ...] = ()
     partition_by: tuple[str, ...] = ()
     max_dead_letters: DeadLetterLimit | None = None
+    schema: str | None = None
+    null_values: tuple[str, ...] = ()
+    timestamp_format: str | None = None
 
     @property
     def dead_letter_path(self) -> Path:

@@ -34,14 +34,26 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-def render_schema(columns: list[tuple[str, str]], source: str) -> RenderableType:
-    """The inferred input schema, as a compact two-column table."""
+def render_schema(
+    columns: list[tuple[str, str]], source: str, *, given: bool = False
+) -> RenderableType:
+    """The input schema, as a compact two-column table (nested types in Spark's notation).
+
+    Args:
+        columns: ``(column, Spark type)`` pairs (``describe_schema``).
+        source: the input, as the title names it.
+        given: the schema was given (``--schema``) rather than inferred.
+    """
     table = Table(show_edge=False)
     table.add_column("column")
-    table.add_column("type")
+    table.add_column("type", overflow="fold")
     for name, kind in columns:
         table.add_row(name, kind)
-    return Group(Text(f"Input schema, inferred from {source}:", style="bold"), table)
+    if given:
+        title = f"Input schema of {source} (--schema):"
+    else:
+        title = f"Input schema, inferred from {source}:"
+    return Group(Text(title, style="bold"), table)
 
 
 def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType:

@@ -261,7 +261,8 @@ def plan_inputs(
     Args:
         paths: files or directories.
         encoding: the text encoding of CSV and JSON Lines files.
-        schema: the stream's schema, normalised; ``None``: inferred.
+        schema: the stream's schema, normalised (``schema_from_ddl`` reads ``--schema``);
+            ``None``: inferred.
         options: null text and a timestamp format, for inference and conversion;
             ``None``: the defaults.
 

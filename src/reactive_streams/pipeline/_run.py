@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-from ..files import FileSplit, FormatError, SplitReader, plan_splits
+from ..files import ConversionOptions, FileSplit, FormatError, SplitReader, plan_splits
 from ._checkpoint import check_fingerprint, checkpoint_columns, fingerprint, resume_point
 from ._columns import stream_columns
 from ._dead_letter import DeadLetterLimit, DeadLetterWriter
@@ -68,7 +68,7 @@ from ._inputs import (
 from ._metrics import PipelineMetrics
 from ._output import check_output_dir, result_path
 from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, choose_mode
-from ._schema import UTC_TIMESTAMP, describe_schema, spark_schema
+from ._schema import UTC_TIMESTAMP, describe_schema, schema_from_ddl, spark_schema
 from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
 from ._source import FileSource
@@ -202,16 +202,55 @@ class Pipeline:
         start_now = start_spark and not spark_is_running()
         if config.inputs:
             # Every input problem is reported before the JVM starts (it takes seconds).
-            plan = self._checked(plan_inputs(config.inputs, encoding=config.encoding))
+            schema, options = self._schema_and_options()
+            plan = self._checked(
+                plan_inputs(config.inputs, encoding=config.encoding, schema=schema, options=options)
+            )
             if start_now:
                 self._start_spark_in_background()
         else:
+            given = [
+                option
+                for option, value in (
+                    ("--schema", config.schema),
+                    ("--null-value", config.null_values),
+                    ("--timestamp-format", config.timestamp_format),
+                )
+                if value
+            ]
+            if given:
+                raise PipelineUsageError(
+                    f"{', '.join(given)}: only for --input files (the default input has its "
+                    "own schema)"
+                )
             check_default_input()
             if start_now:  # the JVM starts while the default input is planned
                 self._start_spark_in_background()
             plan = self._checked(self._default_input())
         self.plan = plan
         return plan
+
+    def _schema_and_options(self) -> tuple[pa.Schema | None, ConversionOptions]:
+        """``--schema`` read, and ``--null-value`` and ``--timestamp-format`` checked.
+
+        Raises:
+            PipelineUsageError: the DDL or the format is not valid.
+        """
+        config = self.config
+        schema = None
+        if config.schema is not None:
+            try:
+                schema = schema_from_ddl(config.schema)
+            except ValueError as exc:
+                raise PipelineUsageError(f"--schema: {exc}") from None
+        try:
+            options = ConversionOptions(
+                null_values=frozenset(value.strip() for value in config.null_values),
+                timestamp_format=config.timestamp_format,
+            )
+        except ValueError as exc:
+            raise PipelineUsageError(f"--timestamp-format: {exc}") from None
+        return schema, options
 
     def _default_input(self) -> InputPlan:
         """The flights: their cached Parquet files on the executors, else the table.
@@ -281,7 +320,8 @@ class Pipeline:
                     default_input=plan.description
                     if plan.table is not None or plan.label is not None
                     else None,
-                    schema=str(plan.schema),
+                    schema=str(plan.schema)
+                    + ("" if plan.options == ConversionOptions() else f"\n{plan.options}"),
                     splits=None if self.splits is None else [split.path for split in self.splits],
                     tables=[(table.name, table.files) for table in self.tables],
                 )
