@@ -189,3 +189,16 @@ def test_a_given_schema_is_used_and_checked_against_each_file(tmp_path: Path) ->
         match=r"^the first record of .*c\.jsonl has field\(s\) note that --schema does not name",
     ):
         plan_inputs([tmp_path / "c.jsonl"], schema=schema)
+
+
+def test_common_timestamp_forms_are_inferred_without_a_format(tmp_path: Path) -> None:
+    path = _csv(
+        tmp_path / "a.csv",
+        "iso,spaced,slashes,minutes,day\n"
+        "2024-01-31T10:00:00.000Z,2024-01-31 10:00:00,2024/01/31 10:00:00,2001/01/14 21:55,"
+        "2024/01/31\n",
+    )
+    utc = pa.timestamp("us", tz="UTC")
+    assert plan_inputs([path]).schema == pa.schema(
+        [("iso", utc), ("spaced", utc), ("slashes", utc), ("minutes", utc), ("day", pa.date32())]
+    )

@@ -160,3 +160,13 @@ def test_files_whose_types_differ_convert_without_dead_letters(tmp_path: Path) -
         finally:
             reader.close()
     assert ratings == [float(i % 5) for i in range(20)] + [i / 2 for i in range(20)]
+
+
+def test_a_bigint_dead_letter_says_not_an_integer(tmp_path: Path) -> None:
+    path = tmp_path / "in.csv"
+    path.write_text("id\n" + "".join(f"{i}\n" for i in range(20)) + "abc\n")
+    rows, letters = _read_all(path, chunk=50)
+    assert len(rows) == 20
+    assert [(letter.position, letter.reason) for letter in letters] == [
+        (22, "column 'id': cannot convert 'abc' to int64: not an integer")
+    ]
