@@ -38,6 +38,8 @@ keys, say, rather than field names). Nesting deeper than ``MAX_DEPTH`` levels is
 from __future__ import annotations
 
 import datetime as dt
+import math
+from collections import Counter
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -56,7 +58,7 @@ from ._convert import (
 from ._formats import SAMPLE_BYTES, FormatError, header, sample
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
     from ._formats import InputFile
 
@@ -96,9 +98,12 @@ MAX_DEPTH: Final = 32
 def _to_int_strict(value: object) -> object:
     # For inference only: "12.0" or 12.0 makes a DOUBLE column, or a later "12.5" would be
     # refused; conversion itself still accepts integral floats in a BIGINT column.
-    if isinstance(value, float) or (
-        isinstance(value, str) and not value.strip().lstrip("+-").isdigit()
-    ):
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.lstrip("+-").isdigit():
+            raise ConversionError("not an integer literal")
+        value = int(text)
+    elif isinstance(value, float):
         raise ConversionError("not an integer literal")
     return _to_int(value)
 
@@ -167,15 +172,37 @@ def _ladder(
     )
 
 
-def _fits(values: list[object], convert: Callable[[object], object]) -> int:
-    fits = 0
-    for value in values:
+def _misfits(
+    counted: dict[tuple[type, object], int], convert: Callable[[object], object], needed: int
+) -> list[object] | None:
+    """The distinct values that do not convert, or ``None`` when fewer than ``needed`` do.
+
+    Stops as soon as too many values failed to convert.
+
+    Args:
+        counted: each distinct value (keyed with its type: ``1``, ``1.0`` and ``True``
+            differ) and how many times it occurs.
+        convert: the conversion to try.
+        needed: how many values must convert.
+    """
+    misses_allowed = sum(counted.values()) - needed
+    if misses_allowed < 0:
+        return None
+    misses: list[object] = []
+    missed = 0
+    for (_, value), count in counted.items():
         try:
             convert(value)
         except (ValueError, TypeError, OverflowError):
-            continue
-        fits += 1
-    return fits
+            misses.append(value)
+            missed += count
+            if missed > misses_allowed:
+                return None
+    return misses
+
+
+def _count(values: Iterable[object]) -> dict[tuple[type, object], int]:
+    return Counter((type(value), value) for value in values)
 
 
 class _Inference:
@@ -211,14 +238,17 @@ class _Inference:
     def _scalar(self, values: list[object], total: int) -> pa.DataType:
         """The ladder's type that ``INFERENCE_SHARE`` of ``total`` values fit, widened."""
         ladder = dict(self._ladder)
+        needed = math.ceil(INFERENCE_SHARE * total)
+        counted = _count(values)  # each distinct value is tried once
         for data_type, convert in self._ladder:
-            if _fits(values, convert) < INFERENCE_SHARE * total:
+            misses = _misfits(counted, convert, needed)
+            if misses is None:
                 continue
             wider = _WIDER.get(data_type)
             if wider is not None:
                 wider_type, narrow_form = wider
-                others = [value for value in values if not narrow_form(value)]
-                if _fits(others, ladder[wider_type]):
+                others = _count(value for value in misses if not narrow_form(value))
+                if _misfits(others, ladder[wider_type], 1) is not None:
                     return wider_type
             return data_type
         return pa.string()
