@@ -105,3 +105,26 @@ def test_a_few_bad_values_do_not_make_a_column_text(tmp_path: Path) -> None:
     rows = "".join(f"{i},{i}.5\n" for i in range(30))
     path = _csv(tmp_path / "a.csv", "x,y\n" + rows + "oops,nope\n")
     assert plan_inputs([path]).schema == pa.schema([("x", pa.int64()), ("y", pa.float64())])
+
+
+def test_tsv_files_and_bad_dialect_options(tmp_path: Path) -> None:
+    from reactive_streams.pipeline import PipelineUsageError, plan_inputs
+
+    tsv = tmp_path / "in.tsv"
+    tsv.write_text("id\ttext\n1\ta,b\n", encoding="utf-8")
+    plan = plan_inputs([tsv])
+    assert plan.schema.names == ["id", "text"]
+    assert plan.files[0].dialect.delimiter == "\t"
+    unquoted = plan_inputs([tsv], quote=None)
+    assert unquoted.files[0].dialect.quote is None
+    with pytest.raises(PipelineUsageError, match=r"^--delimiter 'ab': expected one ASCII"):
+        plan_inputs([tsv], delimiter="ab")
+    with pytest.raises(PipelineUsageError, match=r"^--delimiter and --quote are the same"):
+        plan_inputs([tsv], delimiter="'", quote="'")
+    from click.testing import CliRunner
+
+    from reactive_streams.cli import main
+
+    result = CliRunner().invoke(main, ["pipeline", "--input", str(tsv), "--delimiter", "ab"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == ["Error: --delimiter 'ab': expected one ASCII character"]

@@ -43,6 +43,13 @@ def _fail(message: str, code: int, error: BaseException | None, *, debug: bool) 
     sys.exit(code)
 
 
+def _character(text: str | None) -> str | None:
+    r"""An option's character: ``\t`` and ``tab`` mean a tab."""
+    if text is None:
+        return None
+    return "\t" if text in ("\\t", "tab", "TAB") else text
+
+
 def _spark_output_file() -> Path:
     """Where Spark's own output goes for this run (kept only when the run failed)."""
     directory = Path(tempfile.gettempdir()) / "reactive-streams-pipeline"
@@ -208,8 +215,20 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     "--encoding",
     default="utf-8",
     show_default=True,
-    help="Text encoding of CSV and JSON Lines inputs (a line that does not decode is a "
+    help="Text encoding of CSV and JSON Lines inputs (a record that does not decode is a "
     "dead letter).",
+)
+@click.option(
+    "--delimiter",
+    default=None,
+    help="Field delimiter of CSV inputs, one character ('\\t' or 'tab' for a tab).  "
+    "[default: a tab for .tsv files, else a comma]",
+)
+@click.option(
+    "--quote",
+    default='"',
+    show_default=True,
+    help="Quote character of CSV inputs, one character; 'none': values are never quoted.",
 )
 @click.option(
     "--read-on",
@@ -265,6 +284,8 @@ def pipeline(
     keys: tuple[str, ...],
     tables: tuple[str, ...],
     encoding: str,
+    delimiter: str | None,
+    quote: str,
     read_on: str | None,
     metrics_port: int | None,
     metrics_host: str,
@@ -324,6 +345,8 @@ def pipeline(
         keys=keys,
         tables=table_specs,
         encoding=encoding,
+        delimiter=_character(delimiter),
+        quote=None if quote.lower() == "none" else _character(quote),
         read_on=read_on,  # type: ignore[arg-type]  # click.Choice guarantees the literal
         metrics_port=metrics_port,
         metrics_host=metrics_host,

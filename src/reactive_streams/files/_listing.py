@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._formats import DEFAULT_ENCODING, FORMATS, Format, InputFile
+from ._formats import COMPRESSIONS, DEFAULT_ENCODING, FORMATS, Format, InputFile, format_of
 
 if TYPE_CHECKING:
     import os
@@ -22,6 +23,8 @@ def list_files(
     format: Format | None = None,
     encoding: str = DEFAULT_ENCODING,
     dialect: CsvDialect | None = None,
+    delimiter: str | None = None,
+    quote: str | None = '"',
 ) -> list[InputFile]:
     """The files of ``paths``, in reading order.
 
@@ -32,14 +35,26 @@ def list_files(
         paths: files or directories.
         format: every file's format; by default each file's extension says.
         encoding: the text encoding of CSV and JSON Lines files.
-        dialect: the CSV dialect; by default each file's extension says (``.tsv``: tabs).
+        dialect: the CSV dialect, whole; by default from ``delimiter`` and ``quote``.
+        delimiter: the CSV delimiter; ``None``: each file's extension says (``.tsv``:
+            a tab, else a comma).
+        quote: the CSV quote character, or ``None`` for none.
 
     Raises:
         FileNotFoundError: a path does not exist, or a directory has no data file.
-        ValueError: a file's format cannot be told from its extension.
+        ValueError: a file's format cannot be told from its extension, or ``delimiter``
+            or ``quote`` is not one ASCII character.
     """
     entries: Sequence[str | os.PathLike[str]] = (
         [paths] if isinstance(paths, str) or hasattr(paths, "__fspath__") else paths
+    )
+    make = functools.partial(
+        InputFile.of,
+        format=format,
+        encoding=encoding,
+        dialect=dialect,
+        delimiter=delimiter,
+        quote=quote,
     )
     files: list[InputFile] = []
     for entry in entries:
@@ -51,23 +66,22 @@ def list_files(
                 child
                 for child in path.rglob("*")
                 if child.is_file()
-                and (format is not None or child.suffix.lower() in FORMATS)
+                and (format is not None or format_of(child) is not None)
                 and not any(part.startswith((".", "_")) for part in child.relative_to(path).parts)
             )
             if not found:
                 raise FileNotFoundError(
                     f"no CSV, JSON Lines or Parquet files in directory {path} "
-                    f"(looked for {', '.join(sorted(FORMATS))})"
+                    f"(looked for {', '.join(sorted(FORMATS))}, optionally compressed: "
+                    f"{', '.join(sorted(COMPRESSIONS))})"
                 )
-            files.extend(
-                InputFile.of(child, format=format, encoding=encoding, dialect=dialect)
-                for child in found
-            )
+            files.extend(make(child) for child in found)
             continue
-        if format is None and path.suffix.lower() not in FORMATS:
+        if format is None and format_of(path) is None:
             raise ValueError(
                 f"unsupported input format: {path} "
-                f"(expected a file ending in {', '.join(sorted(FORMATS))})"
+                f"(expected a file ending in {', '.join(sorted(FORMATS))}, optionally "
+                f"followed by {', '.join(sorted(COMPRESSIONS))})"
             )
-        files.append(InputFile.of(path, format=format, encoding=encoding, dialect=dialect))
+        files.append(make(path))
     return files

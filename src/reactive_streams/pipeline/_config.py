@@ -64,6 +64,9 @@ class PipelineConfig:
         spark_log_level: the JVM's log level when the pipeline starts Spark (``"OFF"``
             hides Spark's own error logs: the summary names the error anyway).
         encoding: the text encoding of CSV and JSON Lines inputs.
+        delimiter: the CSV inputs' field delimiter; ``None``: a tab for ``.tsv`` files,
+            else a comma.
+        quote: the CSV inputs' quote character; ``None``: values are never quoted.
         spark_output: a file for everything the driver's JVM and its Python workers
             write to stderr (logs, Java stack traces, JVM warnings) when the pipeline
             starts Spark; ``None``: they share this process's stderr.
@@ -98,6 +101,8 @@ class PipelineConfig:
     spark_log_level: str = "ERROR"
     spark_output: Path | None = None
     encoding: str = DEFAULT_ENCODING
+    delimiter: str | None = None
+    quote: str | None = '"'
     read_on: ReadOn | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"

@@ -158,9 +158,16 @@ def cached_default_input() -> InputPlan:
     )
 
 
-def _expand(paths: Sequence[Path], encoding: str) -> list[InputFile]:
+def _expand(
+    paths: Sequence[Path], encoding: str, delimiter: str | None, quote: str | None
+) -> list[InputFile]:
+    for option, value in (("--delimiter", delimiter), ("--quote", quote)):
+        if value is not None and (len(value) != 1 or not value.isascii() or value in "\r\n"):
+            raise PipelineUsageError(f"{option} {value!r}: expected one ASCII character")
+    if delimiter is not None and delimiter == quote:
+        raise PipelineUsageError(f"--delimiter and --quote are the same ({delimiter!r})")
     try:
-        return list_files(paths, encoding=encoding)
+        return list_files(paths, encoding=encoding, delimiter=delimiter, quote=quote)
     except (FileNotFoundError, ValueError) as exc:
         raise PipelineUsageError(str(exc)) from None
 
@@ -170,15 +177,23 @@ def _one_line(error: BaseException) -> str:
     return text[0] if text else type(error).__name__
 
 
-def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> InputPlan:
+def plan_inputs(
+    paths: Sequence[Path],
+    *,
+    encoding: str = DEFAULT_ENCODING,
+    delimiter: str | None = None,
+    quote: str | None = '"',
+) -> InputPlan:
     """Resolve ``paths`` (files or directories) into checked files and the stream's schema.
 
     Directories are searched recursively for files with a known extension (names starting
-    with ``.`` or ``_`` are skipped, as Spark does), in sorted order. The schema is
-    inferred from the first file that has a record; every other file must have the same
-    column names, in any order (columns are matched by name). ``encoding`` is the text
-    encoding of CSV and JSON Lines files: any codec Python knows that writes ASCII as
-    ASCII (not UTF-16).
+    with ``.`` or ``_`` are skipped, as Spark does; ``.gz`` or ``.zst`` after it: a
+    compressed file), in sorted order. The schema is inferred from the first file that
+    has a record; every other file must have the same column names, in any order
+    (columns are matched by name). ``encoding`` is the text encoding of CSV and JSON Lines
+    files: any codec Python knows that writes ASCII as ASCII (not UTF-16). ``delimiter``
+    and ``quote`` are the CSV files' (``None`` delimiter: a tab for ``.tsv`` files, else a
+    comma; ``None`` quote: values are never quoted).
 
     Raises:
         PipelineUsageError: a path does not exist, a directory holds no data file, a file
@@ -195,7 +210,7 @@ def plan_inputs(paths: Sequence[Path], *, encoding: str = DEFAULT_ENCODING) -> I
             f"--encoding {encoding}: not supported (the pipeline reads encodings that write "
             "ASCII as ASCII, such as utf-8, latin-1 or cp1252); convert the file to UTF-8"
         )
-    files = _expand(paths, encoding)
+    files = _expand(paths, encoding, delimiter, quote)
     first: InputFile | None = None
     first_columns: list[str] = []
     any_rows = False

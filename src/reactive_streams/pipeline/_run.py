@@ -202,7 +202,14 @@ class Pipeline:
         start_now = start_spark and not spark_is_running()
         if config.inputs:
             # Every input problem is reported before the JVM starts (it takes seconds).
-            plan = self._checked(plan_inputs(config.inputs, encoding=config.encoding))
+            plan = self._checked(
+                plan_inputs(
+                    config.inputs,
+                    encoding=config.encoding,
+                    delimiter=config.delimiter,
+                    quote=config.quote,
+                )
+            )
             if start_now:
                 self._start_spark_in_background()
         else:
