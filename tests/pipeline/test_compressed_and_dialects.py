@@ -7,12 +7,8 @@ import json
 from typing import TYPE_CHECKING
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
-from click.testing import CliRunner
 
-from reactive_streams.cli import main
-
-from .conftest import SPARK_MARKS
+from .conftest import SPARK_MARKS, sql_on_both_paths
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -22,24 +18,6 @@ pytestmark = SPARK_MARKS
 SQL = "SELECT count(*) AS n, sum(id) AS s FROM events"
 
 
-def _run(tmp_path: Path, inputs: list[Path], *options: str) -> dict[str, dict[str, object]]:
-    """``SQL`` over ``inputs`` on each read path: the result row and the summary."""
-    found = {}
-    for read_on in ("executors", "driver"):
-        out = tmp_path / f"out-{read_on}"
-        summary = tmp_path / f"summary-{read_on}.json"
-        result = CliRunner().invoke(
-            main,
-            ["pipeline", "--quiet", *(f"--input={path}" for path in inputs), "--sql", SQL,
-             "--output", str(out), "--read-on", read_on, "--summary-json", str(summary),
-             *options],
-        )  # fmt: skip
-        assert result.exit_code == 0, (result.stdout, result.stderr)
-        (row,) = pq.read_table(out / "result.parquet").to_pylist()
-        found[read_on] = {**row, **json.loads(summary.read_text())}
-    return found
-
-
 def test_gzip_and_zstd_files_read_exactly_on_both_paths(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     text = "id,text\n" + "".join(f'{i},"multi\nline {i}"\n' for i in range(3_000))
@@ -47,7 +25,7 @@ def test_gzip_and_zstd_files_read_exactly_on_both_paths(tmp_path: Path) -> None:
     rows = "".join(json.dumps({"id": i, "text": f"t{i}"}) + "\n" for i in range(3_000, 5_000))
     with pa.output_stream(str(tmp_path / "in" / "b.jsonl.zst"), compression="zstd") as stream:
         stream.write(rows.encode())
-    for read_on, found in _run(tmp_path, [tmp_path / "in"]).items():
+    for read_on, found in sql_on_both_paths(tmp_path, [tmp_path / "in"], SQL).items():
         assert (found["n"], found["s"]) == (5_000, sum(range(5_000))), read_on
         assert (found["input_rows"], found["dead_letters"]) == (5_000, 0), read_on
 
@@ -57,6 +35,8 @@ def test_delimiter_and_quote_options(tmp_path: Path) -> None:
     data.write_text(
         "id;text\n" + "".join(f"{i};'a;b\nc ''{i}'''\n" for i in range(1_000)), encoding="utf-8"
     )
-    for read_on, found in _run(tmp_path, [data], "--delimiter", ";", "--quote", "'").items():
+    for read_on, found in sql_on_both_paths(
+        tmp_path, [data], SQL, "--delimiter", ";", "--quote", "'"
+    ).items():
         assert (found["n"], found["s"]) == (1_000, sum(range(1_000))), read_on
         assert found["dead_letters"] == 0, read_on

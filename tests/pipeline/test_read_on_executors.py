@@ -14,7 +14,7 @@ import pytest
 
 from reactive_streams.pipeline import Pipeline, PipelineConfig, PipelineResult
 
-from .conftest import PIPELINE_TIMEOUT, SPARK_MARKS, run_to_end
+from .conftest import PIPELINE_TIMEOUT, SPARK_MARKS, run_to_end, sql_on_both_paths
 from .reference import assert_same_result, default_query_with_pandas
 
 if TYPE_CHECKING:
@@ -289,27 +289,6 @@ def test_one_big_text_file_is_read_in_pieces_exactly(
 COUNT_SQL = "SELECT count(*) AS n, sum(id) AS s FROM events"
 
 
-def _count_on_both_paths(tmp_path: Path, data: Path) -> dict[str, dict[str, object]]:
-    """``COUNT_SQL`` over ``data`` on each path: the result row and the summary."""
-    from click.testing import CliRunner
-
-    from reactive_streams.cli import main
-
-    found = {}
-    for read_on in ("executors", "driver"):
-        out = tmp_path / f"out-{read_on}"
-        summary = tmp_path / f"summary-{read_on}.json"
-        result = CliRunner().invoke(
-            main,
-            ["pipeline", "--quiet", "--input", str(data), "--sql", COUNT_SQL,
-             "--output", str(out), "--read-on", read_on, "--summary-json", str(summary)],
-        )  # fmt: skip
-        assert result.exit_code == 0, (result.stdout, result.stderr)
-        (row,) = pq.read_table(out / "result.parquet").to_pylist()
-        found[read_on] = {**row, **json.loads(summary.read_text())}
-    return found
-
-
 def test_a_lone_cr_in_a_quoted_value_loses_no_record_at_a_split_boundary(
     tmp_path: Path,
 ) -> None:
@@ -318,7 +297,7 @@ def test_a_lone_cr_in_a_quoted_value_loses_no_record_at_a_split_boundary(
         handle.write("id,text\n")
         for i in range(20_000):
             handle.write(f"{i}," + ('"a\rb"' if i == 5 else f"t{i}") + "\n")
-    for read_on, found in _count_on_both_paths(tmp_path, data).items():
+    for read_on, found in sql_on_both_paths(tmp_path, [data], COUNT_SQL).items():
         assert (found["n"], found["s"]) == (20_000, sum(range(20_000))), read_on
         assert (found["input_rows"], found["dead_letters"]) == (20_000, 0), read_on
 
@@ -337,6 +316,6 @@ def test_quoted_line_breaks_in_csv_values_are_read_as_part_of_the_record(
     )
     data = tmp_path / "tweets.csv"
     frame.to_csv(data, index=False)
-    for read_on, found in _count_on_both_paths(tmp_path, data).items():
+    for read_on, found in sql_on_both_paths(tmp_path, [data], COUNT_SQL).items():
         assert (found["n"], found["s"]) == (5_000, sum(range(5_000))), read_on
         assert (found["input_rows"], found["dead_letters"]) == (5_000, 0), read_on

@@ -419,7 +419,48 @@ class _Parsed:
     rejects: list[tuple[int, DeadLetter]]
 
 
-class CsvReader:
+class _TextReader:
+    """What the CSV and JSON Lines readers share: the file, and a scanner at ``start``.
+
+    A subclass reads what comes before the records (``_header``) from the scanner at the
+    file's start; then the scanner seeks to ``at`` when the file allows (``_seek``) and
+    passes over the records up to ``start``.
+
+    Raises:
+        OSError: the file cannot be opened.
+        ValueError: ``at`` is after ``start``.
+    """
+
+    def __init__(
+        self, item: InputFile, *, start: int, at: Checkpoint | None, source: str | None
+    ) -> None:
+        self._name = source or str(item.path)
+        self._item = item
+        self._encoding = item.encoding
+        self._file: IO[bytes] = item.open()
+        try:
+            kind: Literal["csv", "jsonl"] = "csv" if item.format == "csv" else "jsonl"
+            scanner = RecordScanner(self._file, kind, item.dialect)
+            self._header(scanner)
+            self._scanner = _seek(self._file, item, scanner, at=at, start=start)
+        except BaseException:
+            self._file.close()
+            raise
+
+    def _header(self, scanner: RecordScanner) -> None:
+        """Read what comes before the first record (nothing, unless overridden)."""
+
+    @property
+    def bytes_read(self) -> int:
+        """The byte offset of the next record."""
+        return self._scanner.offset
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+
+class CsvReader(_TextReader):
     """Reads a CSV file record by record (in blocks), every column as text.
 
     Records are found by ``_records`` (quoted values may hold delimiters and line breaks,
@@ -451,30 +492,19 @@ class CsvReader:
         at: Checkpoint | None = None,
         source: str | None = None,
     ) -> None:
-        self._name = source or str(item.path)
-        self._item = item
         self._columns = columns
-        self._encoding = item.encoding
         self._utf8 = _is_utf8(item.encoding)
-        self._file = item.open()
-        try:
-            scanner = RecordScanner(self._file, "csv", item.dialect)
-            head = read_csv_header(item, scanner)
-            names = [] if head is None else head.names
-            if sorted(names) != sorted(columns):
-                raise FormatError(
-                    f"{item.path}: the header names {names}, expected the columns {columns}"
-                )
-            self._names = names
-            self._scanner = _seek(self._file, item, scanner, at=at, start=start)
-        except BaseException:
-            self._file.close()
-            raise
+        self._names: list[str] = []
+        super().__init__(item, start=start, at=at, source=source)
 
-    @property
-    def bytes_read(self) -> int:
-        """The byte offset of the next record."""
-        return self._scanner.offset
+    def _header(self, scanner: RecordScanner) -> None:
+        head = read_csv_header(self._item, scanner)
+        names = [] if head is None else head.names
+        if sorted(names) != sorted(self._columns):
+            raise FormatError(
+                f"{self._item.path}: the header names {names}, expected the columns {self._columns}"
+            )
+        self._names = names
 
     def _letter(self, line: int, reason: str, raw: object) -> DeadLetter:
         return DeadLetter(
@@ -686,10 +716,6 @@ class CsvReader:
             [lines[index] for index in kept],
         )
 
-    def close(self) -> None:
-        """Close the file."""
-        self._file.close()
-
 
 def _seek(
     handle: IO[bytes],
@@ -721,7 +747,7 @@ def _seek(
 # -- JSON Lines --------------------------------------------------------------------------
 
 
-class JsonLinesReader:
+class JsonLinesReader(_TextReader):
     """Reads a JSON Lines file; records are its non-blank lines, positions their lines.
 
     A line that does not decode, is not valid JSON, is not a JSON object or is longer than
@@ -743,20 +769,7 @@ class JsonLinesReader:
         at: Checkpoint | None = None,
         source: str | None = None,
     ) -> None:
-        self._name = source or str(item.path)
-        self._encoding = item.encoding
-        self._file: IO[bytes] = item.open()
-        try:
-            scanner = RecordScanner(self._file, "jsonl")
-            self._scanner = _seek(self._file, item, scanner, at=at, start=start)
-        except BaseException:
-            self._file.close()
-            raise
-
-    @property
-    def bytes_read(self) -> int:
-        """The byte offset of the next record."""
-        return self._scanner.offset
+        super().__init__(item, start=start, at=at, source=source)
 
     def read(self, max_rows: int) -> RawChunk | None:
         """The next at most ``max_rows`` records."""
@@ -829,10 +842,6 @@ class JsonLinesReader:
             return f"not a JSON object: {type(record).__name__}"
         records.append(record)
         return None
-
-    def close(self) -> None:
-        """Close the file."""
-        self._file.close()
 
 
 def _json_records(item: InputFile, limit_bytes: int) -> Iterator[dict[str, object] | None]:
