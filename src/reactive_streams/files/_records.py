@@ -382,7 +382,7 @@ class RecordScanner:
         blank = (
             buf[pos] in b"\r\n"
             or buf.find(b"\n\n", pos, stop) >= 0
-            or buf.find(b"\n\r\n", pos, stop) >= 0
+            or (returns and buf.find(b"\n\r\n", pos, stop) >= 0)
         )
         if not lone and not blank:  # every record ends in "\n": one line each
             count = buf.count(b"\n", pos, stop)
