@@ -128,3 +128,28 @@ def test_tsv_files_and_bad_dialect_options(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["pipeline", "--input", str(tsv), "--delimiter", "ab"])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == ["Error: --delimiter 'ab': expected one ASCII character"]
+
+
+def test_a_link_planted_in_an_input_directory_is_left_out_and_never_quoted(
+    tmp_path: Path,
+) -> None:
+    from reactive_streams.pipeline import Pipeline, PipelineConfig, PipelineUsageError, plan_inputs
+
+    secret = tmp_path / "shadow"
+    secret.write_text("root:$6$" + "h" * 90 + ":19000:0:99999:7:::\nbin:*:19000\n")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.csv").write_text("id,text\n1,a\n")
+    (tmp_path / "in" / "b.csv").symlink_to(secret)
+    plan = plan_inputs([tmp_path / "in"])
+    assert [item.path.name for item in plan.files] == ["a.csv"]
+    assert plan.skipped == (tmp_path / "in" / "b.csv",)
+    config = PipelineConfig(
+        inputs=(tmp_path / "in",), output=tmp_path / "out", sql="SELECT id FROM events"
+    )
+    pipe = Pipeline(config)
+    pipe.prepare()
+    assert any("left out 1 symbolic link(s)" in note for note in pipe.notes)
+    # Followed on request, its content shows in the error only as a short escaped prefix.
+    with pytest.raises(PipelineUsageError, match=r"found \['root:\$6\$h+…'\]") as raised:
+        plan_inputs([tmp_path / "in"], follow_symlinks=True)
+    assert "h" * 60 not in str(raised.value)

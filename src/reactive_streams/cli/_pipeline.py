@@ -225,6 +225,12 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     "[default: a tab for .tsv files, else a comma]",
 )
 @click.option(
+    "--follow-symlinks",
+    is_flag=True,
+    help="Read the symbolic links in an input directory that point outside it (left out "
+    "by default).",
+)
+@click.option(
     "--quote",
     default='"',
     show_default=True,
@@ -285,6 +291,7 @@ def pipeline(
     tables: tuple[str, ...],
     encoding: str,
     delimiter: str | None,
+    follow_symlinks: bool,
     quote: str,
     read_on: str | None,
     metrics_port: int | None,
@@ -347,6 +354,7 @@ def pipeline(
         encoding=encoding,
         delimiter=_character(delimiter),
         quote=None if quote.lower() == "none" else _character(quote),
+        follow_symlinks=follow_symlinks,
         read_on=read_on,  # type: ignore[arg-type]  # click.Choice guarantees the literal
         metrics_port=metrics_port,
         metrics_host=metrics_host,

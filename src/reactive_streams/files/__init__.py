@@ -28,6 +28,7 @@ from ._convert import infer_schema as infer_schema
 from ._convert import infer_type as infer_type
 from ._convert import validate as validate
 from ._dead_letter import DeadLetter as DeadLetter
+from ._dead_letter import quoted as quoted
 from ._formats import COMPRESSIONS as COMPRESSIONS
 from ._formats import DEFAULT_ENCODING as DEFAULT_ENCODING
 from ._formats import FORMATS as FORMATS
@@ -104,6 +105,7 @@ __all__ = [
     "open_reader",
     "parquet_columns",
     "plan_splits",
+    "quoted",
     "read_csv_header",
     "sample",
     "split_boundaries",

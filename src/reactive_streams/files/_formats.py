@@ -45,7 +45,7 @@ import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from .._arrow_literals import bool_scalar, string_scalar
-from ._dead_letter import DeadLetter, cut_raw
+from ._dead_letter import DeadLetter, cut_raw, quoted
 from ._records import (
     BLOCK_BYTES,
     MAX_RECORD_BYTES,
@@ -502,7 +502,8 @@ class CsvReader(_TextReader):
         names = [] if head is None else head.names
         if sorted(names) != sorted(self._columns):
             raise FormatError(
-                f"{self._item.path}: the header names {names}, expected the columns {self._columns}"
+                f"{self._item.path}: the header names {quoted(names)}, expected the columns "
+                f"{quoted(self._columns)}"
             )
         self._names = names
 

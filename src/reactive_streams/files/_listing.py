@@ -25,11 +25,17 @@ def list_files(
     dialect: CsvDialect | None = None,
     delimiter: str | None = None,
     quote: str | None = '"',
+    follow_symlinks: bool = False,
+    left_out: list[Path] | None = None,
 ) -> list[InputFile]:
     """The files of ``paths``, in reading order.
 
     A directory is searched recursively for files whose extension is one of ``FORMATS``,
     in sorted order, skipping names that start with ``.`` or ``_`` (as Spark does).
+    Symbolic links to directories are not followed, and a link to a file outside the
+    directory is left out unless ``follow_symlinks``: a link planted in an input
+    directory must not make the run read (and quote in its messages) a file the user
+    never named. A path given itself is read wherever it points.
 
     Args:
         paths: files or directories.
@@ -39,6 +45,8 @@ def list_files(
         delimiter: the CSV delimiter; ``None``: each file's extension says (``.tsv``:
             a tab, else a comma).
         quote: the CSV quote character, or ``None`` for none.
+        follow_symlinks: read the links in a directory that point outside it too.
+        left_out: if given, the links left out are appended to it.
 
     Raises:
         FileNotFoundError: a path does not exist, or a directory has no data file.
@@ -62,13 +70,22 @@ def list_files(
         if not path.exists():
             raise FileNotFoundError(f"input not found: {path}")
         if path.is_dir():
-            found = sorted(
-                child
-                for child in path.rglob("*")
-                if child.is_file()
-                and (format is not None or format_of(child) is not None)
-                and not any(part.startswith((".", "_")) for part in child.relative_to(path).parts)
-            )
+            inside = path.resolve()
+            found = []
+            for child in sorted(path.rglob("*")):
+                if not child.is_file() or (format is None and format_of(child) is None):
+                    continue
+                if any(part.startswith((".", "_")) for part in child.relative_to(path).parts):
+                    continue
+                if (
+                    child.is_symlink()
+                    and not follow_symlinks
+                    and not child.resolve().is_relative_to(inside)
+                ):
+                    if left_out is not None:
+                        left_out.append(child)
+                    continue
+                found.append(child)
             if not found:
                 raise FileNotFoundError(
                     f"no CSV, JSON Lines or Parquet files in directory {path} "

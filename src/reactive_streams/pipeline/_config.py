@@ -67,6 +67,8 @@ class PipelineConfig:
         delimiter: the CSV inputs' field delimiter; ``None``: a tab for ``.tsv`` files,
             else a comma.
         quote: the CSV inputs' quote character; ``None``: values are never quoted.
+        follow_symlinks: read the symbolic links in an input directory that point
+            outside it (left out by default, and named in a note).
         spark_output: a file for everything the driver's JVM and its Python workers
             write to stderr (logs, Java stack traces, JVM warnings) when the pipeline
             starts Spark; ``None``: they share this process's stderr.
@@ -103,6 +105,7 @@ class PipelineConfig:
     encoding: str = DEFAULT_ENCODING
     delimiter: str | None = None
     quote: str | None = '"'
+    follow_symlinks: bool = False
     read_on: ReadOn | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"

@@ -26,6 +26,7 @@ from ..files import (
     header,
     infer_file_schema,
     list_files,
+    quoted,
 )
 from ._errors import PipelineUsageError
 from ._schema import normalize_schema
@@ -61,6 +62,8 @@ class InputPlan:
         label: how splits and dead letters name ``files`` when they stand for another
             input (the default input's cached Parquet files carry its name, numbered by
             part); ``None``: by their paths.
+        skipped: symbolic links in an input directory that point outside it, left out
+            (``plan_inputs(follow_symlinks=True)`` reads them).
     """
 
     files: tuple[InputFile, ...]
@@ -159,7 +162,13 @@ def cached_default_input() -> InputPlan:
 
 
 def _expand(
-    paths: Sequence[Path], encoding: str, delimiter: str | None, quote: str | None
+    paths: Sequence[Path],
+    encoding: str,
+    delimiter: str | None,
+    quote: str | None,
+    *,
+    follow_symlinks: bool,
+    left_out: list[Path],
 ) -> list[InputFile]:
     for option, value in (("--delimiter", delimiter), ("--quote", quote)):
         if value is not None and (len(value) != 1 or not value.isascii() or value in "\r\n"):
@@ -167,7 +176,14 @@ def _expand(
     if delimiter is not None and delimiter == quote:
         raise PipelineUsageError(f"--delimiter and --quote are the same ({delimiter!r})")
     try:
-        return list_files(paths, encoding=encoding, delimiter=delimiter, quote=quote)
+        return list_files(
+            paths,
+            encoding=encoding,
+            delimiter=delimiter,
+            quote=quote,
+            follow_symlinks=follow_symlinks,
+            left_out=left_out,
+        )
     except (FileNotFoundError, ValueError) as exc:
         raise PipelineUsageError(str(exc)) from None
 
@@ -183,6 +199,7 @@ def plan_inputs(
     encoding: str = DEFAULT_ENCODING,
     delimiter: str | None = None,
     quote: str | None = '"',
+    follow_symlinks: bool = False,
 ) -> InputPlan:
     """Resolve ``paths`` (files or directories) into checked files and the stream's schema.
 
@@ -193,7 +210,8 @@ def plan_inputs(
     (columns are matched by name). ``encoding`` is the text encoding of CSV and JSON Lines
     files: any codec Python knows that writes ASCII as ASCII (not UTF-16). ``delimiter``
     and ``quote`` are the CSV files' (``None`` delimiter: a tab for ``.tsv`` files, else a
-    comma; ``None`` quote: values are never quoted).
+    comma; ``None`` quote: values are never quoted). A symbolic link in a directory that
+    points outside it is left out (``InputPlan.skipped``) unless ``follow_symlinks``.
 
     Raises:
         PipelineUsageError: a path does not exist, a directory holds no data file, a file
@@ -210,7 +228,10 @@ def plan_inputs(
             f"--encoding {encoding}: not supported (the pipeline reads encodings that write "
             "ASCII as ASCII, such as utf-8, latin-1 or cp1252); convert the file to UTF-8"
         )
-    files = _expand(paths, encoding, delimiter, quote)
+    left_out: list[Path] = []
+    files = _expand(
+        paths, encoding, delimiter, quote, follow_symlinks=follow_symlinks, left_out=left_out
+    )
     first: InputFile | None = None
     first_columns: list[str] = []
     any_rows = False
@@ -228,7 +249,7 @@ def plan_inputs(
         elif columns and set(columns) != set(first_columns):
             raise PipelineUsageError(
                 f"columns of {item.path} do not match the first input {first.path}: "
-                f"expected {first_columns}, found {columns}"
+                f"expected {quoted(first_columns)}, found {quoted(columns)}"
             )
         any_rows = any_rows or has_rows is not False
     if first is None or not any_rows:
@@ -253,4 +274,5 @@ def plan_inputs(
         schema=schema,
         description=", ".join(str(path) for path in paths),
         total_rows=total,
+        skipped=tuple(left_out),
     )

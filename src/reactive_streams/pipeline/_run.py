@@ -208,8 +208,16 @@ class Pipeline:
                     encoding=config.encoding,
                     delimiter=config.delimiter,
                     quote=config.quote,
+                    follow_symlinks=config.follow_symlinks,
                 )
             )
+            if plan.skipped:
+                links = ", ".join(str(path) for path in plan.skipped[:3])
+                more = f" and {len(plan.skipped) - 3:,} more" if len(plan.skipped) > 3 else ""
+                self.notes.append(
+                    f"left out {len(plan.skipped):,} symbolic link(s) pointing outside the "
+                    f"input directory: {links}{more} (--follow-symlinks reads them)"
+                )
             if start_now:
                 self._start_spark_in_background()
         else:

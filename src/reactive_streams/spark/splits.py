@@ -214,6 +214,7 @@ def file_splits(
     encoding: str = "utf-8",
     dialect: CsvDialect | None = None,
     dead_letters: bool = False,
+    follow_symlinks: bool = False,
 ) -> FileSplits:
     """List files (and directories, recursively) and plan them as splits for ``from_splits``.
 
@@ -236,6 +237,9 @@ def file_splits(
         encoding: the text encoding of CSV and JSON Lines files.
         dialect: the CSV delimiter, quote and bound on quoted line breaks; by default
             each file's extension says (``.tsv``: tab-delimited).
+        follow_symlinks: read the symbolic links in a directory that point outside it
+            (left out by default: a link planted in a data directory must not make the
+            query read another file).
         dead_letters: ``False``: a record that does not fit the schema fails the query
             (``RefusedRecordError``, naming its file, line and reason); ``True``: it is a
             row of nulls with its dead letter in the column ``_dead_letter``.
@@ -251,7 +255,13 @@ def file_splits(
         FormatError: a CSV file's header cannot be read.
     """
     check_positive("batch_rows", batch_rows)
-    files = list_files(paths, format=format, encoding=encoding, dialect=dialect)
+    files = list_files(
+        paths,
+        format=format,
+        encoding=encoding,
+        dialect=dialect,
+        follow_symlinks=follow_symlinks,
+    )
     if schema is None:
         schema = infer_file_schema(files[0])
     splits = plan_splits(files, by_row_group=by_row_group)
