@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -127,3 +130,73 @@ def test_file_scan_columns_are_what_column_pruning_keeps_per_scan(
     assert {tuple(sorted(scan)) for scan in nested} == {("a", "b"), ("d",)}
     assert everything == [["a", "b", "c", "d"]]
     assert internals.file_scan_columns(spark.range(3)) is None  # no file source
+
+
+def test_query_context_loggers_get_each_converted_error_with_a_query_context(
+    spark: SparkSession,
+) -> None:
+    from pyspark.errors import AnalysisException
+
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    keep = Keep()
+    loggers = internals.query_context_loggers()
+    assert [logger.name for logger in loggers] == [
+        "SQLQueryContextLogger",
+        "DataFrameQueryContextLogger",
+    ]
+    for logger in loggers:
+        logger.addHandler(keep)
+    try:
+        with pytest.raises(AnalysisException):
+            spark.sql("SELECT no_such_column FROM range(1)")
+    finally:
+        for logger in loggers:
+            logger.removeHandler(keep)
+    (record,) = seen
+    assert record.name == "SQLQueryContextLogger"
+    assert record.levelno == logging.ERROR
+    assert "no_such_column" in record.getMessage()
+    assert record.exc_info is not None  # the Java stack trace comes with it
+
+
+_START_CONTEXT = """
+import os, sys
+from pathlib import Path
+from pyspark import SparkConf
+from reactive_streams.spark import _pyspark_internals as internals
+
+log = Path(sys.argv[1])
+conf = SparkConf().setMaster("local[1]").setAppName("start-context")
+conf.set("spark.ui.enabled", "false")
+with log.open("ab") as stderr:
+    context = internals.start_context(conf, stderr=stderr, own_process_group=True)
+process = internals.gateway_process()
+assert process is not None
+assert process.pid == internals.jvm(context).java.lang.ProcessHandle.current().pid()
+assert os.getpgid(process.pid) == process.pid != os.getpgid(0)  # a group of its own
+internals.jvm(context).java.lang.System.err.println("marker from the JVM")
+assert context.parallelize(range(10)).sum() == 45
+context.stop()
+print("done")
+"""
+
+
+@pytest.mark.timeout(300)
+def test_start_context_launches_the_jvm_with_its_stderr_and_process_group(
+    tmp_path: Path,
+) -> None:
+    # A fresh process: this one's JVM was launched already.
+    log = tmp_path / "jvm.log"
+    done = subprocess.run(
+        [sys.executable, "-c", _START_CONTEXT, str(log)],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == "done\n"
+    assert "marker from the JVM" in log.read_text()
+    assert "marker from the JVM" not in done.stderr

@@ -221,7 +221,12 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     help="Also write the summary to this file as JSON (for scripts).",
 )
 @click.option("--quiet", is_flag=True, help="No progress display, no summary on success.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Tracebacks, and Spark's own output (its logs at WARN, Java stack traces) on "
+    "stderr instead of a file.",
+)
 def pipeline(
     *,
     inputs: tuple[Path, ...],

@@ -69,7 +69,7 @@ from ._schema import UTC_TIMESTAMP, describe_schema, spark_schema
 from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
 from ._source import FileSource
-from ._spark_driver import DriverProcess, quiet_accumulator_server, stderr_to
+from ._spark_driver import DriverProcess, quiet_accumulator_server, quiet_query_context_logs
 from ._splits import (
     DeadLetterSplitter,
     PipelineSplit,
@@ -494,24 +494,24 @@ class Pipeline:
 
         config = self.config
         existing = spark_is_running()
-        redirect = (
-            stderr_to(config.spark_output)
-            if config.spark_output is not None and not existing
-            else contextlib.nullcontext()
-        )
         try:
-            with redirect:
-                spark = local_session(
-                    config.master,
-                    app_name="reactive-streams-pipeline",
-                    conf={
-                        "spark.sql.session.timeZone": "UTC",
-                        "spark.driver.extraJavaOptions": (
-                            f"-Dlog4j2.configurationFile=file:{log4j_config(config.spark_log_level)}"
-                        ),
-                    },
-                    log_level=config.spark_log_level,
-                )
+            spark = local_session(
+                config.master,
+                app_name="reactive-streams-pipeline",
+                conf={
+                    "spark.sql.session.timeZone": "UTC",
+                    "spark.driver.extraJavaOptions": (
+                        f"-Dlog4j2.configurationFile=file:{log4j_config(config.spark_log_level)}"
+                    ),
+                },
+                log_level=config.spark_log_level,
+                # The JVM's stderr (and its Python workers') goes to the file from its first
+                # line; this process's stderr stays the terminal's, whatever thread writes.
+                jvm_stderr=config.spark_output,
+                # Ctrl-C or a SIGTERM sent to the whole process group reaches this process
+                # only, which stops the query and then Spark (see cli._pipeline).
+                own_process_group=True,
+            )
         except Exception as exc:
             death = DriverProcess.of_active_context().death(grace=_DEATH_GRACE)
             raise PipelineFailedError(
@@ -519,6 +519,7 @@ class Pipeline:
             ) from exc
         if config.spark_output is not None:
             quiet_accumulator_server()
+            quiet_query_context_logs()
         return spark, not existing  # never stop a session we did not start
 
     # -- step 3 -------------------------------------------------------------------------
