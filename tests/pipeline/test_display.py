@@ -16,7 +16,12 @@ from rich.console import Console
 from reactive_streams.pipeline import PipelineProgress, PipelineResult
 from reactive_streams.pipeline._checkpoint import ResumePoint
 from reactive_streams.pipeline._diagnostics import resumed_note
-from reactive_streams.pipeline._display import render_progress, render_summary, render_top
+from reactive_streams.pipeline._display import (
+    render_progress,
+    render_summary,
+    render_top,
+    spark_output_line,
+)
 
 
 def _progress(mode: str = "update", groups: int = 40) -> PipelineProgress:
@@ -74,6 +79,23 @@ def test_the_summary_names_both_drivers_memory() -> None:
     summary = _result().to_json()
     assert summary["python_driver_peak_memory_bytes"] == 300 << 20
     assert summary["spark_driver_jvm_peak_memory_bytes"] == 800 << 20
+
+
+def test_the_summary_never_cuts_a_path_at_80_columns() -> None:
+    # Before: the note naming Spark's output file ended in "spark-output-…".
+    deep = Path("/tmp/reactive-streams-pipeline") / ("nested-" * 8) / "spark-output-4242.log"
+    result = dataclasses.replace(
+        _result(), status="failed", output_path=None, error="boom", spark_output=deep,
+        dead_letter_path=deep.with_name("dead-letters-of-a-long-named-input.jsonl"),
+    )  # fmt: skip
+    text = _text(render_summary(result), 80)
+    assert "…" not in text
+    folded = "".join(line.split("│")[-2].strip() for line in text.splitlines()[-5:-1])
+    assert str(result.dead_letter_path) in folded
+    line = spark_output_line(result)
+    assert line == f"Spark's own output (logs, Java stack traces): {deep}"
+    assert spark_output_line(_result()) is None
+    assert result.to_json()["spark_output"] == str(deep)
 
 
 @pytest.mark.parametrize(

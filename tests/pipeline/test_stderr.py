@@ -113,5 +113,10 @@ def test_a_failing_query_leaves_one_error_line_on_stderr(
         "Error: the pipeline failed: " if code == 1 else "Error: the query does not "
     )
     assert cause in line
-    if code == 1:  # Spark's own output is kept, and the summary says where
-        assert "Spark's own output (logs, Java stack traces): " in done.stdout
+    if code == 1:  # Spark's own output is kept, and the summary says where, in full
+        prefix = "Spark's own output (logs, Java stack traces): "
+        (named,) = [line for line in done.stdout.splitlines() if line.startswith(prefix)]
+        kept = Path(named.removeprefix(prefix))  # before: cut at 80 columns ("...spark-o…")
+        assert kept.name.startswith("spark-output-")
+        assert "WARNING: Using incubator modules" in kept.read_text()
+        kept.unlink()

@@ -24,7 +24,10 @@ from ._diagnostics import PipelineProgress as PipelineProgress
 from ._diagnostics import PipelineResult as PipelineResult
 from ._errors import PipelineError as PipelineError
 from ._errors import PipelineFailedError as PipelineFailedError
+from ._errors import PipelineInterruptedError as PipelineInterruptedError
 from ._errors import PipelineUsageError as PipelineUsageError
+from ._errors import signal_exit_code as signal_exit_code
+from ._errors import signal_name as signal_name
 from ._formats import InputFile as InputFile
 from ._inputs import InputPlan as InputPlan
 from ._inputs import default_input as default_input
@@ -52,6 +55,7 @@ __all__ = [
     "PipelineConfig",
     "PipelineError",
     "PipelineFailedError",
+    "PipelineInterruptedError",
     "PipelineProgress",
     "PipelineResult",
     "PipelineUsageError",
@@ -62,6 +66,8 @@ __all__ = [
     "Validator",
     "default_input",
     "plan_inputs",
+    "signal_exit_code",
+    "signal_name",
 ]
 
 for _obj in (
@@ -74,6 +80,7 @@ for _obj in (
     PipelineConfig,
     PipelineError,
     PipelineFailedError,
+    PipelineInterruptedError,
     PipelineProgress,
     PipelineResult,
     PipelineUsageError,

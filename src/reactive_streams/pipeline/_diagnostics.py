@@ -15,6 +15,7 @@ import json
 import os
 import re
 import resource
+import signal
 import sys
 import tempfile
 import threading
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+from ._errors import first_line, signal_exit_code, signal_name
 
 if TYPE_CHECKING:
     from ._checkpoint import ResumePoint
@@ -133,6 +136,11 @@ class PipelineResult:
         rejected: Spark refused the query as a stream (a usage error: exit status 2).
         notes: things the user should know about the run (e.g. that it resumed from a
             checkpoint).
+        signal: the signal that stopped an ``"interrupted"`` run (``signal.SIGINT`` for
+            Ctrl-C, ``signal.SIGTERM`` for ``docker stop`` or Kubernetes), else ``None``.
+        spark_output: the file of Spark's own output (``PipelineConfig.spark_output``)
+            when the run failed and Spark wrote something there (logs, Java stack
+            traces), else ``None``.
     """
 
     status: Status
@@ -148,13 +156,21 @@ class PipelineResult:
     rejected: bool = False
     notes: tuple[str, ...] = ()
     spark_peak_memory: int | None = None
+    signal: int | None = None
+    spark_output: Path | None = None
 
     @property
     def exit_code(self) -> int:
-        """``0`` completed, ``1`` failed, ``2`` the query was rejected, ``130`` interrupted."""
+        """The command's exit status for this end (``signal_exit_code`` when interrupted).
+
+        ``0`` completed, ``1`` failed, ``2`` the query was rejected, and ``128 +`` the
+        signal's number when interrupted (130 for Ctrl-C, 143 for SIGTERM).
+        """
         if self.rejected:
             return 2
-        return {"completed": 0, "failed": 1, "interrupted": 130}[self.status]
+        if self.status == "interrupted":
+            return signal_exit_code(self.signal or signal.SIGINT)
+        return {"completed": 0, "failed": 1}[self.status]
 
     def to_json(self) -> dict[str, object]:
         """The summary as JSON-ready values (``--summary-json``)."""
@@ -179,6 +195,8 @@ class PipelineResult:
                 None if self.dead_letter_path is None else str(self.dead_letter_path)
             ),
             "error": self.error or None,
+            "signal": None if self.signal is None else signal_name(self.signal),
+            "spark_output": None if self.spark_output is None else str(self.spark_output),
             "notes": list(self.notes),
         }
 
@@ -213,13 +231,6 @@ def log4j_config(level: str) -> Path:
         temporary.write_text(_LOG4J_TEMPLATE.format(level=level.lower()), encoding="utf-8")
         temporary.replace(path)
     return path
-
-
-def first_line(error: BaseException) -> str:
-    for line in str(error).strip().splitlines():
-        if line.strip():
-            return line.strip()
-    return type(error).__name__
 
 
 def causes(error: BaseException) -> list[BaseException]:

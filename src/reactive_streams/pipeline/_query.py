@@ -21,8 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ._diagnostics import first_line
-from ._errors import PipelineUsageError
+from ._errors import PipelineUsageError, first_line
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

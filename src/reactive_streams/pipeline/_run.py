@@ -13,7 +13,15 @@ the right way:
    ``PipelineUsageError``: nothing is run), where a ``--checkpoint`` resumes
    (``_checkpoint``), the ``events`` view, the query (one that does not resolve or does
    not read ``events`` is a ``PipelineUsageError``), the subscription of the sink.
-3. ``wait()`` / ``progress()`` while it runs, ``stop()`` on Ctrl-C, then ``finish()``.
+3. ``wait()`` / ``progress()`` while it runs, ``stop()`` on Ctrl-C or SIGTERM, then
+   ``finish()``.
+
+Stopping on a signal: a signal handler calls ``interrupt(signum)``, which only records the
+signal (no lock, no call into Spark: a ``KeyboardInterrupt`` raised inside a py4j call
+would leave the connection to the JVM unusable, and stopping needs it). Before the stream
+runs, ``start`` raises ``PipelineInterruptedError`` at its next step (it checks while it
+waits for Spark's session too); once it runs, the caller sees ``interrupt_signal`` and
+calls ``stop()``, and the result is ``interrupted``, with exit status ``128 + signum``.
 
 Demand, end to end: the sink requests one micro-batch at a time; ``from_streaming_query``
 holds Spark's ``foreachBatch`` until then; each trigger asks ``to_spark_stream`` for at most
@@ -32,6 +40,7 @@ import contextlib
 import dataclasses
 import re
 import shutil
+import signal
 import tempfile
 import time
 import warnings
@@ -56,7 +65,12 @@ from ._diagnostics import (
     summarize_error,
     top_rows,
 )
-from ._errors import PipelineFailedError, PipelineUsageError
+from ._errors import (
+    PipelineFailedError,
+    PipelineInterruptedError,
+    PipelineUsageError,
+    signal_name,
+)
 from ._inputs import (
     InputPlan,
     cached_default_input,
@@ -148,6 +162,8 @@ class Pipeline:
         self._started = 0.0
         self._phase = "starting"
         self._stopped = False
+        self._stop_signal: int | None = None
+        self._interrupt_signal: int | None = None  # written by a signal handler only
         self._own_session = False
         self._bridge: SparkStreamBridge | None = None
         self._source_done_at: float | None = None
@@ -323,6 +339,8 @@ class Pipeline:
                 not a query (found before anything is read or run), or the query does not
                 resolve against ``events`` or does not read it.
             PipelineFailedError: Spark could not start.
+            PipelineInterruptedError: ``interrupt`` was called before the query started
+                (checked between the steps and while Spark starts).
         """
         assert self.plan is not None, "prepare() first"
         self._started = self._started or time.monotonic()
@@ -332,20 +350,28 @@ class Pipeline:
             raise PipelineUsageError(
                 f"the Spark bridges are not available in this installation: {exc}"
             ) from None
+        self._check_interrupted()
         if spark is None:
-            starter, self._starter = self._starter, None
-            spark, self._own_session = starter.get() if starter else self._new_session()
+            starter = self._starter
+            if starter is not None:
+                # Interrupted meanwhile, the session goes on starting: close() stops it.
+                spark, self._own_session = starter.get(check=self._check_interrupted)
+                self._starter = None
+            else:
+                spark, self._own_session = self._new_session()
         self.spark = spark
         self._driver = DriverProcess.of_active_context()
         spark.conf.set("spark.sql.session.timeZone", "UTC")  # before parsing: literals
         if self.config.sql is not None:
             # Before anything is read, created or run: only a query goes on.
             check_query(spark, self.config.sql)
+        self._check_interrupted()
         if self.splits is not None:
             events = self._split_stream(spark)
         else:
             events = self._bridge_stream(spark)
         events.createOrReplaceTempView(EVENTS_VIEW)
+        self._check_interrupted()
         self._start_query(spark)
         self.metrics.start()
 
@@ -565,8 +591,39 @@ class Pipeline:
             if deadline is not None and time.monotonic() >= deadline:
                 return False
 
-    def stop(self) -> None:
-        """Stop early (Ctrl-C): cancel the query through the sink, and the source."""
+    def interrupt(self, signum: int = signal.SIGINT) -> None:
+        """Ask the run to stop; safe in a signal handler (it only records ``signum``).
+
+        Takes no lock and calls nothing (see the module docstring): ``start`` raises
+        ``PipelineInterruptedError`` at its next step, and once the stream runs the thread
+        that waits for it reads ``interrupt_signal`` and calls ``stop``. The first signal
+        is kept.
+        """
+        if self._interrupt_signal is None:
+            self._interrupt_signal = signum
+
+    @property
+    def interrupt_signal(self) -> int | None:
+        """The signal ``interrupt`` recorded, or ``None``."""
+        return self._interrupt_signal
+
+    def _check_interrupted(self) -> None:
+        """Raise ``PipelineInterruptedError`` if ``interrupt`` was called."""
+        signum = self._interrupt_signal
+        if signum is not None:
+            raise PipelineInterruptedError(signum)
+
+    def stop(self, signum: int | None = None) -> None:
+        """Stop early: cancel the query through the sink, and the source.
+
+        Args:
+            signum: the signal that asked (the result's ``signal``; its exit status is
+                ``128 + signum``); ``None``: ``interrupt_signal``, else ``SIGINT``
+                (Ctrl-C).
+        """
+        if signum is None:
+            signum = self._interrupt_signal or signal.SIGINT
+        self._stop_signal = signum
         self._stopped = True
         if self._sink is not None:
             self._sink.cancel()
@@ -710,9 +767,9 @@ class Pipeline:
             )
         error = sink.error if sink is not None else None
         status: Status = "interrupted" if self._stopped and error is None else "failed"
-        output = self.config.spark_output
-        if output is not None and output.is_file() and output.stat().st_size:
-            self.notes.append(f"Spark's own output (logs, Java stack traces): {output}")
+        stop_signal = self._stop_signal if status == "interrupted" else None
+        if stop_signal is not None:
+            self.notes.append(f"stopped by {signal_name(stop_signal)}")
         # Name the cause, not Spark's wrapper of it: a dead driver JVM fails every py4j
         # call, and a source that failed makes Spark's data source fail.
         cause = self._driver.death(grace=_DEATH_GRACE) if error is not None else None
@@ -730,6 +787,12 @@ class Pipeline:
             and progress.batches == 0
             and any(type(cause).__name__ == "AnalysisException" for cause in causes(error))
         )
+        # Spark's output is worth keeping when the run failed (not for a query refused:
+        # the one line says it all), and the command keeps it then.
+        output = self.config.spark_output
+        worth_keeping = status == "failed" and not rejected
+        if not worth_keeping or output is None or not output.is_file() or not output.stat().st_size:
+            output = None
         return PipelineResult(
             rejected=rejected,
             status=status,
@@ -743,6 +806,8 @@ class Pipeline:
             error=cause or ("" if error is None else summarize_error(error)),
             exception=error,
             notes=tuple(self.notes),
+            signal=stop_signal,
+            spark_output=output,
         )
 
     def close(self) -> None:
