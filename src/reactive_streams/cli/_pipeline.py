@@ -197,6 +197,14 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     help="Records per micro-batch at most (the demand sent to the source).  [default: "
     "1000000 on the executors, 100000 on the driver]",
 )
+@click.option(
+    "--chunk-rows",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Records each reader reads and validates at a time, at most: the most a reader "
+    "holds (the source on the driver, each executor's reader on the executors); with "
+    "--rate, at most a tenth of a second's records.  [default: 10000]",
+)
 @click.option("--master", default=None, help="Spark master URL.  [default: local[2]]")
 @click.option("--remote", default=None, help="Spark Connect URL (not supported: see docs).")
 @click.option(
@@ -268,6 +276,7 @@ def pipeline(
     output: Path,
     fmt: str,
     max_records_per_trigger: int | None,
+    chunk_rows: int | None,
     master: str | None,
     remote: str | None,
     checkpoint: Path | None,
@@ -292,6 +301,7 @@ def pipeline(
 
     try:
         from ..pipeline import (
+            DEFAULT_CHUNK_ROWS,
             Pipeline,
             PipelineConfig,
             PipelineError,
@@ -317,6 +327,7 @@ def pipeline(
         output=output,
         fmt=fmt,  # type: ignore[arg-type]  # click.Choice guarantees the literal
         max_records_per_trigger=max_records_per_trigger,
+        chunk_rows=DEFAULT_CHUNK_ROWS if chunk_rows is None else chunk_rows,
         master=master or "local[2]",
         remote=remote,
         checkpoint=checkpoint,

@@ -38,11 +38,13 @@ from ._query import DEFAULT_SQL as DEFAULT_SQL
 from ._run import Pipeline as Pipeline
 from ._sink import ResultSink as ResultSink
 from ._sink import SinkStatistics as SinkStatistics
+from ._source import DEFAULT_CHUNK_ROWS as DEFAULT_CHUNK_ROWS
 from ._source import FileSource as FileSource
 from ._source import SourceStatistics as SourceStatistics
 from ._validate import Validator as Validator
 
 __all__ = [
+    "DEFAULT_CHUNK_ROWS",
     "DEFAULT_KEYS",
     "DEFAULT_MAX_RECORDS_PER_TRIGGER",
     "DEFAULT_SQL",

@@ -143,6 +143,8 @@ class Pipeline:
             raise PipelineUsageError(
                 f"--max-records-per-trigger must be positive, got {config.trigger_records}"
             )
+        if config.chunk_rows <= 0:
+            raise PipelineUsageError(f"--chunk-rows must be positive, got {config.chunk_rows}")
         if config.rate is not None and config.rate <= 0:
             raise PipelineUsageError(f"--rate must be positive, got {config.rate}")
         if config.rate is not None and config.read_on == "executors":
