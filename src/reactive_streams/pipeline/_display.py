@@ -169,12 +169,19 @@ def render_summary(result: PipelineResult) -> RenderableType:
     table = Table(title=f"Pipeline {result.status}", title_justify="left", show_header=False)
     table.add_column("what")
     table.add_column("value", justify="right", overflow="fold")
-    table.add_row("input rows", _count(progress.records_read))
-    table.add_row("rows into Spark", _count(progress.records_emitted))
-    table.add_row("micro-batches", _count(progress.batches))
-    table.add_row(f"output {_result_unit(progress)}", _count(progress.groups))
-    table.add_row("dead letters", _count(progress.dead_letters))
-    table.add_row("late rows dropped", _count(progress.late_rows))
+    # After a resume, say which figures are this run's and which are every run's.
+    run = ", this run" if progress.resumed else ""
+    table.add_row(f"input rows{run}", _count(progress.records_read))
+    if progress.records_skipped:
+        table.add_row("  skipped: committed before", _count(progress.records_skipped))
+    table.add_row(f"rows into Spark{run}", _count(progress.records_emitted))
+    table.add_row(f"micro-batches{run}", _count(progress.batches))
+    table.add_row(f"output {_result_unit(progress)}", _count(progress.groups))  # all runs'
+    table.add_row(f"dead letters{run}", _count(progress.dead_letters))
+    table.add_row(f"late rows dropped{run}", _count(progress.late_rows))
+    if progress.resumed:
+        table.add_row("micro-batches, all runs", _count(progress.all_runs_batches))
+        table.add_row("dead letters, all runs", _count(progress.all_runs_dead_letters))
     table.add_row("wall time", f"{result.wall_time:,.1f} s")
     table.add_row("rows/s", _rate(result.rows_per_second))
     table.add_row("Python driver peak memory", _mib(result.peak_memory))

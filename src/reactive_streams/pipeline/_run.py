@@ -99,6 +99,8 @@ from ._splits import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pyspark.sql import DataFrame, SparkSession
 
     from ..spark import SparkStreamBridge, StreamingQueryPublisher
@@ -118,6 +120,33 @@ _PROGRESS_POLL = 1.0
 
 _SPLIT_FAILURE = re.compile(r"SplitReadError: (from_splits: [^\n]*)")
 """The line naming the split in a failure of ``--read-on executors`` (inside Spark's)."""
+
+
+def _part_identities(directory: Path) -> dict[str, tuple[int, int]]:
+    """Each dead-letter part file of ``directory`` by name: ``(inode, mtime in ns)``."""
+    found: dict[str, tuple[int, int]] = {}
+    with contextlib.suppress(OSError):
+        for part in directory.glob("*.jsonl"):
+            with contextlib.suppress(OSError):
+                status = part.stat()
+                found[part.name] = (status.st_ino, status.st_mtime_ns)
+    return found
+
+
+def _letters_written_since(directory: Path, before: Mapping[str, tuple[int, int]]) -> int:
+    """Dead letters in the part files of ``directory`` written since ``before`` was taken.
+
+    ``DeadLetterSplitter`` names a part file by its content (one dead letter per line)
+    and writes it whole under a temporary name, then renames it: a part written again (a
+    retried task, a micro-batch replayed after a restart) keeps its name, once, and gets
+    a new inode, so it counts for the run that wrote it last.
+    """
+    total = 0
+    for name, identity in _part_identities(directory).items():
+        if before.get(name) != identity:
+            with contextlib.suppress(OSError), (directory / name).open("rb") as handle:
+                total += sum(1 for _ in handle)
+    return total
 
 
 def _forget_dead_session(spark: SparkSession) -> None:
@@ -177,7 +206,9 @@ class Pipeline:
         self.splits: tuple[PipelineSplit, ...] | None = None
         self._parts: Path | None = None
         self._parts_temporary = False
+        self._parts_before: dict[str, tuple[int, int]] = {}  # earlier runs' parts
         self._merged_dead: int | None = None
+        self._resumed = False  # from a --checkpoint that earlier runs wrote to
         # The input columns sent to Spark (the query's; --read-on executors only).
         self.stream_columns: tuple[str, ...] | None = None
         # Per-stage metrics: the display's bottleneck, and --metrics-port (see _metrics).
@@ -390,11 +421,14 @@ class Pipeline:
         else:
             self._parts = Path(tempfile.mkdtemp(prefix="reactive-streams-dead-letters-"))
             self._parts_temporary = True
+        # What earlier runs wrote: this run's dead letters are in the parts written since.
+        self._parts_before = _part_identities(self._parts)
         if config.checkpoint is not None:
             # Spark's offset log holds each split's offset: Spark resumes by itself.
             commits = config.checkpoint / "query" / "commits"
             done = list(commits.glob("[0-9]*")) if commits.is_dir() else []
             if done:
+                self._resumed = True
                 self.notes.append(
                     f"resumed from the checkpoint {config.checkpoint}: "
                     f"{len(done):,} micro-batches were committed before; Spark replays the "
@@ -445,6 +479,7 @@ class Pipeline:
         if config.checkpoint is not None:
             resume = resume_point(config.checkpoint / "query")
             if resume is not None:
+                self._resumed = True
                 self.notes.append(resumed_note(config.checkpoint, resume))
         start_offset = resume.offset if resume is not None else 0
         # Arrow record batches from the source into Spark: no Python object per record.
@@ -620,12 +655,10 @@ class Pipeline:
 
         Args:
             signum: the signal that asked (the result's ``signal``; its exit status is
-                ``128 + signum``); ``None``: ``interrupt_signal``, else ``SIGINT``
-                (Ctrl-C).
+                ``128 + signum``); ``None``: ``interrupt_signal``, if any (else the
+                result names no signal, and its exit status is 130, as for Ctrl-C).
         """
-        if signum is None:
-            signum = self._interrupt_signal or signal.SIGINT
-        self._stop_signal = signum
+        self._stop_signal = signum if signum is not None else self._interrupt_signal
         self._stopped = True
         if self._sink is not None:
             self._sink.cancel()
@@ -653,8 +686,8 @@ class Pipeline:
             records_read=source.records_read if source is not None else 0,
             records_emitted=emitted,
             records_processed=processed,
-            dead_letters=self._dead.count,
-            batches=sink.batches if sink is not None else 0,
+            dead_letters=self._dead.count,  # every one, found again after a resume
+            batches=sink.batches - sink.journaled if sink is not None else 0,
             source_demand=(
                 source.stream.requested - source.stream.delivered if source is not None else 0
             ),
@@ -671,26 +704,37 @@ class Pipeline:
                 else 0.0
             ),
             bottleneck=self.metrics.bottleneck(),
+            resumed=self._resumed,
+            records_skipped=source.records_skipped if source is not None else 0,
+            batches_before=sink.journaled if sink is not None else 0,
         )
 
     def _dead_letters(self) -> int:
-        """Dead letters so far: merged at the end, else in the executors' part files."""
+        """Dead letters so far, every run's: merged at the end, else in the part files."""
         if self.splits is None:
             return self._dead.count
         if self._merged_dead is not None:
             return self._merged_dead
         return 0 if self._parts is None else count_dead_letter_parts(self._parts)
 
+    def _dead_letters_of_this_run(self) -> int:
+        """Dead letters this run found (on the driver, all: it reads from the start)."""
+        if self.splits is None:
+            return self._dead.count
+        return 0 if self._parts is None else _letters_written_since(self._parts, self._parts_before)
+
     def _split_progress(self, sink: Any, processed: int, late: int) -> PipelineProgress:
         """The counters of ``--read-on executors``: from the query's progress and the parts.
 
-        Records into Spark are the input rows of the finished micro-batches; the records
-        read are those plus the dead letters (exact once the run finished and the dead
-        letters were merged). The source's demand is what the last micro-batch planned,
-        spread over the splits (``split_shares``).
+        Records into Spark are the input rows of this run's finished micro-batches; the
+        records read are those plus the dead letters of the part files this run wrote
+        (its micro-batches', a replayed one's included). The dead letters earlier runs of
+        the checkpoint found are ``dead_letters_before`` (exact once the dead letters were
+        merged). The source's demand is what the last micro-batch planned, spread over the
+        splits (``split_shares``).
         """
         assert self.splits is not None
-        dead = self._dead_letters()
+        dead = self._dead_letters_of_this_run()
         shares = self._query_progress.shares
         return PipelineProgress(
             phase=self._phase,
@@ -699,7 +743,7 @@ class Pipeline:
             records_emitted=processed,
             records_processed=processed,
             dead_letters=dead,
-            batches=sink.batches if sink is not None else 0,
+            batches=sink.batches - sink.journaled if sink is not None else 0,
             source_demand=sum(shares),
             sink_demand=(sink.stream.requested - sink.stream.delivered if sink is not None else 0),
             groups=sink.groups if sink is not None else 0,
@@ -712,6 +756,9 @@ class Pipeline:
             split_shares=shares,
             splits=len(self.splits),
             bottleneck=self.metrics.bottleneck(),
+            resumed=self._resumed,
+            batches_before=sink.journaled if sink is not None else 0,
+            dead_letters_before=max(0, self._dead_letters() - dead),
         )
 
     def _merge_dead_letters(self) -> None:
