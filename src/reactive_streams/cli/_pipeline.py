@@ -296,6 +296,9 @@ def pipeline(
 
     Reads the input in chunks only as fast as Spark asks for records, runs the query over
     the view `events` with Structured Streaming, and writes one exact result file.
+
+    Exit status: 0 done, 1 the run failed, 2 bad input, query or environment, 130 after
+    Ctrl-C and 143 after SIGTERM (each a clean stop, with a summary).
     """
     from rich.console import Console
 
