@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -173,7 +173,9 @@ def test_a_run_stopped_midway_resumes_exactly_with_each_dead_letter_once(
     first.prepare()
     first.start(spark)
     deadline = time.monotonic() + TIMEOUT
-    while first.progress().batches < 2 and time.monotonic() < deadline:
+    # Micro-batches read the input in order: the first 4 (1,200 records) hold every
+    # dead letter of a.csv (records 900-901) and b.jsonl's (its record 10).
+    while first.progress().batches < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
     first.stop()
     first.wait(TIMEOUT)
@@ -193,6 +195,19 @@ def test_a_run_stopped_midway_resumes_exactly_with_each_dead_letter_once(
     letters = _dead_letters(tmp_path / "out" / "dead-letters.jsonl")
     assert [(source, line) for source, line, _ in letters] == [(s, n) for s, n, _ in dead]
     assert "resumed from the checkpoint" in result.notes[0]
+    # This run's counts agree with each other, and all runs' are apart (before: input
+    # rows were this run's rows into Spark plus every run's dead letters).
+    summary: dict[str, Any] = result.to_json()
+    assert summary["dead_letters"] < len(dead)  # some were the first run's
+    assert summary["input_rows"] == summary["rows_into_spark"] + summary["dead_letters"]
+    progress = result.progress
+    assert progress.resumed
+    assert progress.records_read == progress.records_emitted + progress.dead_letters
+    assert progress.all_runs_dead_letters == len(letters)
+    assert progress.batches_before == stopped.progress.batches
+    journal = len(list((checkpoint / "sink").glob("batch-*.parquet")))
+    assert progress.all_runs_batches == journal
+    assert result.to_json()["all_runs"] == {"micro_batches": journal, "dead_letters": len(dead)}
     fingerprint = json.loads((checkpoint / "pipeline.json").read_text())
     assert [entry["path"] for entry in fingerprint["splits"]] == [
         str(tmp_path / "in" / name) for name in ("a.csv", "b.jsonl", "c.parquet")

@@ -71,7 +71,10 @@ class PipelineConfig:
             outside it (left out by default, and named in a note).
         spark_output: a file for everything the driver's JVM and its Python workers
             write to stderr (logs, Java stack traces, JVM warnings) when the pipeline
-            starts Spark; ``None``: they share this process's stderr.
+            starts Spark (the JVM is started with its stderr on the file; this process
+            keeps its own), and for PySpark's logs of Spark errors with a query context
+            (routed to the ``reactive_streams.pipeline.spark`` logger, which the command
+            sends there); ``None``: they share this process's stderr.
         read_on: where the input is read and validated (``ReadOn``); ``None``: on the
             executors, or on the driver with ``rate`` (see ``reads_on``).
         metrics_port: serve Prometheus metrics on this port while the job runs (``0``: a
