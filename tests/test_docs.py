@@ -96,3 +96,29 @@ def test_doc_block_runs(
     else:
         exec(compile(block, name, "exec"), {"__name__": "doc_example"})
     capsys.readouterr()
+
+
+def _documented_options(text: str) -> set[str]:
+    """``--options`` in code spans that start with one, and on ``reactive-streams pipeline``
+    command lines."""
+    found = set(re.findall(r"`(--[a-z][a-z-]*)[^`]*`", text))
+    for line in text.splitlines():
+        if "reactive-streams pipeline" in line:
+            found |= set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", line))
+    return found
+
+
+def test_the_pipeline_docs_name_only_options_that_exist_and_table_them_all() -> None:
+    pytest.importorskip("click")
+    from reactive_streams.cli import main
+
+    command = main.commands["pipeline"]
+    options = {name for param in command.params for name in param.opts if name.startswith("--")}
+    options.discard("--help")
+    pipeline_md = (ROOT / "docs" / "pipeline.md").read_text(encoding="utf-8")
+    for text in (pipeline_md, (ROOT / "README.md").read_text(encoding="utf-8")):
+        # Before: docs/pipeline.md documented a --chunk-rows the command did not have.
+        assert _documented_options(text) <= options
+    first_cells = re.findall(r"^\| (`--[^|]*)\|", pipeline_md, re.MULTILINE)
+    table = {name for cell in first_cells for name in re.findall(r"`(--[a-z][a-z-]*)", cell)}
+    assert options - table == set()  # every option has a row in the Options table

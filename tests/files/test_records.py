@@ -342,7 +342,7 @@ def test_the_index_counts_records_and_its_checkpoints_are_boundaries() -> None:
     data = b"id,v\n" + rows
     handle = io.BytesIO(data)
     handle.seek(5)
-    index = index_records(handle, "csv", start=Checkpoint(5, 0, 2), every=100)
+    index = index_records(RecordScanner(handle, "csv", offset=5, line=2), every=100)
     assert index.records == 500
     assert index.checkpoints[0] == Checkpoint(5, 0, 2)
     assert index.checkpoints[-1].record == 500

@@ -367,3 +367,33 @@ def test_kept_columns_only_are_carried_and_every_column_is_converted(tmp_path: P
     ]
     assert dead["line"] == 3  # x is converted, not carried
     assert table.column("id").to_pylist() == [1, None, 5]
+
+
+def test_links_out_of_an_input_directory_are_left_out_unless_followed(tmp_path: Path) -> None:
+    from reactive_streams.files import list_files
+
+    (tmp_path / "in" / "sub").mkdir(parents=True)
+    (tmp_path / "secret.csv").write_text("root:$6$hash,x\n1,2\n")
+    (tmp_path / "in" / "a.csv").write_text("id,text\n1,a\n")
+    (tmp_path / "in" / "planted.csv").symlink_to(tmp_path / "secret.csv")
+    (tmp_path / "in" / "sub" / "inside.csv").symlink_to(tmp_path / "in" / "a.csv")
+    (tmp_path / "in" / "elsewhere").symlink_to(tmp_path, target_is_directory=True)
+    left_out: list[Path] = []
+    names = [item.path.name for item in list_files([tmp_path / "in"], left_out=left_out)]
+    assert names == ["a.csv", "inside.csv"]  # a link inside the directory is read
+    assert left_out == [tmp_path / "in" / "planted.csv"]
+    followed = list_files([tmp_path / "in"], follow_symlinks=True)
+    assert [item.path.name for item in followed] == ["a.csv", "planted.csv", "inside.csv"]
+    # A link given itself is what the user named: it is read.
+    (item,) = list_files([tmp_path / "in" / "planted.csv"])
+    assert item.path.name == "planted.csv"
+
+
+def test_messages_quote_a_bounded_escaped_prefix_of_file_content(tmp_path: Path) -> None:
+    secret = "root:$6$" + "s" * 80 + "\x1b[2J"
+    path = tmp_path / "odd.csv"
+    path.write_text(f"{secret},x\n1,2\n")
+    item = InputFile.of(path)
+    with pytest.raises(Exception, match=r"the header names \['root:\$6\$s+…', 'x'\]") as raised:
+        open_reader(item, ["id", "text"])
+    assert "s" * 50 not in str(raised.value)

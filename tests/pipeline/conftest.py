@@ -10,7 +10,8 @@ import pytest
 from reactive_streams import Subscriber, Subscription
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
+    from pathlib import Path
 
     from pyspark.sql import SparkSession
 
@@ -114,3 +115,35 @@ def run_to_end(pipe: Pipeline, spark: SparkSession) -> None:
     except BaseException:
         pipe.stop()
         raise
+
+
+def sql_on_both_paths(
+    tmp_path: Path, inputs: Sequence[Path], sql: str, *options: str
+) -> dict[str, dict[str, object]]:
+    """``sql`` (one result row) over ``inputs`` on each read path, through the command.
+
+    Returns:
+        For ``"executors"`` and ``"driver"``: the result row and the ``--summary-json``
+        figures, in one dict.
+    """
+    import json
+
+    import pyarrow.parquet as pq
+    from click.testing import CliRunner
+
+    from reactive_streams.cli import main
+
+    found = {}
+    for read_on in ("executors", "driver"):
+        out = tmp_path / f"out-{read_on}"
+        summary = tmp_path / f"summary-{read_on}.json"
+        result = CliRunner().invoke(
+            main,
+            ["pipeline", "--quiet", *(f"--input={path}" for path in inputs), "--sql", sql,
+             "--output", str(out), "--read-on", read_on, "--summary-json", str(summary),
+             *options],
+        )  # fmt: skip
+        assert result.exit_code == 0, (result.stdout, result.stderr)
+        (row,) = pq.read_table(out / "result.parquet").to_pylist()
+        found[read_on] = {**row, **json.loads(summary.read_text())}
+    return found

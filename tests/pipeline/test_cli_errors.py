@@ -213,3 +213,28 @@ def test_the_help_names_the_schema_options() -> None:
     assert "--schema DDL The input's schema as Spark DDL" in text
     assert "--null-value TEXT[,TEXT...] Text read as null in every column" in text
     assert "--timestamp-format FORMAT strptime format of timestamp text" in text
+
+
+def test_chunk_rows_reaches_the_pipeline(monkeypatch: pytest.MonkeyPatch) -> None:
+    import reactive_streams.pipeline as pipeline_package
+    from reactive_streams.pipeline import DEFAULT_CHUNK_ROWS, PipelineConfig, PipelineUsageError
+
+    seen: list[PipelineConfig] = []
+
+    class Recorded:
+        def __init__(self, config: PipelineConfig) -> None:
+            seen.append(config)
+            raise PipelineUsageError("recorded")
+
+    monkeypatch.setattr(pipeline_package, "Pipeline", Recorded)
+    assert _run("--chunk-rows", "7")[0] == 2
+    assert _run()[0] == 2
+    assert [config.chunk_rows for config in seen] == [7, DEFAULT_CHUNK_ROWS]
+    help_text = CliRunner().invoke(main, ["pipeline", "--help"]).output
+    assert f"[default: {DEFAULT_CHUNK_ROWS}]" in " ".join(help_text.split())
+
+
+def test_chunk_rows_must_be_positive(tmp_path: Path) -> None:
+    code, _, err = _run("--chunk-rows", "0", "--output", str(tmp_path))
+    assert code == 2
+    assert "Invalid value for '--chunk-rows': 0 is not in the range x>=1." in err

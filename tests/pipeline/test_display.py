@@ -16,7 +16,12 @@ from rich.console import Console
 from reactive_streams.pipeline import PipelineProgress, PipelineResult
 from reactive_streams.pipeline._checkpoint import ResumePoint
 from reactive_streams.pipeline._diagnostics import resumed_note
-from reactive_streams.pipeline._display import render_progress, render_summary, render_top
+from reactive_streams.pipeline._display import (
+    render_progress,
+    render_summary,
+    render_top,
+    spark_output_line,
+)
 
 
 def _progress(mode: str = "update", groups: int = 40) -> PipelineProgress:
@@ -74,6 +79,53 @@ def test_the_summary_names_both_drivers_memory() -> None:
     summary = _result().to_json()
     assert summary["python_driver_peak_memory_bytes"] == 300 << 20
     assert summary["spark_driver_jvm_peak_memory_bytes"] == 800 << 20
+
+
+def test_a_resumed_runs_summary_says_which_figures_are_this_runs() -> None:
+    progress = dataclasses.replace(
+        _progress(), resumed=True, records_read=1_000, records_skipped=300,
+        records_emitted=690, dead_letters=10, batches=3, batches_before=2,
+        dead_letters_before=4,
+    )  # fmt: skip
+    result = dataclasses.replace(_result(), progress=progress)
+    rows = {
+        line.split("│")[1].strip(): line.split("│")[2].strip()
+        for line in _text(render_summary(result), 100).splitlines()
+        if line.count("│") == 3
+    }
+    assert rows["input rows, this run"] == "1,000"
+    assert rows["skipped: committed before"] == "300"
+    assert rows["rows into Spark, this run"] == "690"
+    assert rows["micro-batches, this run"] == "3"
+    assert rows["dead letters, this run"] == "10"
+    assert rows["micro-batches, all runs"] == "5"
+    assert rows["dead letters, all runs"] == "14"
+    summary = result.to_json()
+    assert (summary["input_rows"], summary["skipped_rows"], summary["micro_batches"]) == (
+        1_000, 300, 3,
+    )  # fmt: skip
+    assert summary["all_runs"] == {"micro_batches": 5, "dead_letters": 14}
+    plain = _text(render_summary(_result()), 100)
+    assert "this run" not in plain
+    assert "all runs" not in plain
+    assert _result().to_json()["all_runs"] is None
+
+
+def test_the_summary_never_cuts_a_path_at_80_columns() -> None:
+    # Before: the note naming Spark's output file ended in "spark-output-…".
+    deep = Path("/tmp/reactive-streams-pipeline") / ("nested-" * 8) / "spark-output-4242.log"
+    result = dataclasses.replace(
+        _result(), status="failed", output_path=None, error="boom", spark_output=deep,
+        dead_letter_path=deep.with_name("dead-letters-of-a-long-named-input.jsonl"),
+    )  # fmt: skip
+    text = _text(render_summary(result), 80)
+    assert "…" not in text
+    folded = "".join(line.split("│")[-2].strip() for line in text.splitlines()[-5:-1])
+    assert str(result.dead_letter_path) in folded
+    line = spark_output_line(result)
+    assert line == f"Spark's own output (logs, Java stack traces): {deep}"
+    assert spark_output_line(_result()) is None
+    assert result.to_json()["spark_output"] == str(deep)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
@@ -89,7 +89,7 @@ def test_a_query_that_does_not_parse_is_exit_2(spark: SparkSession, tmp_path: Pa
         main, ["pipeline", "--quiet", "--sql", "SELEC origin FROM", "--output", str(tmp_path)]
     )
     assert result.exit_code == 2
-    assert result.stderr.startswith("Error: the query does not parse or resolve over `events`: ")
+    assert result.stderr.startswith("Error: the query does not parse: [PARSE_SYNTAX_ERROR] ")
     assert len(result.stderr.splitlines()) == 1
 
 
@@ -191,6 +191,25 @@ def test_a_run_stopped_midway_resumes_from_its_checkpoint_exactly(
     # sent again: the sink skips it by batch id).
     assert 0 < result.progress.records_emitted < 3_000
     assert result.progress.records_read == 3_000
+    # Every count of the summary is this run's, and it says so; the earlier run's are
+    # apart (before: micro_batches counted both runs' next to this run's input rows).
+    journal = len(list((checkpoint / "sink").glob("batch-*.parquet")))
+    before: Any = stopped.to_json()["micro_batches"]
+    assert result.to_json()["micro_batches"] == journal - before
+    progress = result.progress
+    assert progress.resumed
+    assert progress.records_skipped > 0  # read again from the start only to be skipped
+    assert progress.records_read == (
+        progress.records_skipped + progress.records_emitted + progress.dead_letters
+    )
+    assert progress.batches_before == stopped.progress.batches
+    assert progress.all_runs_batches == progress.batches + progress.batches_before == journal
+    summary = result.to_json()
+    assert (summary["input_rows"], summary["skipped_rows"], summary["micro_batches"]) == (
+        3_000, progress.records_skipped, progress.batches,
+    )  # fmt: skip
+    assert summary["all_runs"] == {"micro_batches": journal, "dead_letters": 0}
+    assert stopped.to_json()["all_runs"] is None  # the first run resumed nothing
 
 
 def test_an_aggregating_sql_runs_in_complete_mode(spark: SparkSession, tmp_path: Path) -> None:

@@ -8,10 +8,15 @@ holds the run back (busy while Spark is backpressured).
 from __future__ import annotations
 
 import io
+import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -28,7 +33,6 @@ from .conftest import SPARK_MARKS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from pathlib import Path
 
     from pyspark.sql import SparkSession
 
@@ -223,3 +227,21 @@ def test_cli_driver_run_serves_every_stage_while_it_runs(
     assert set(samples["reactive_streams_pipeline_records_valid_total"]) == {"source"}
     assert set(samples["reactive_streams_pipeline_sink_micro_batches_total"]) == {"sink"}
     assert samples["reactive_streams_pipeline_bottleneck"]["sink"] == 1.0
+
+
+def test_cli_default_input_prints_the_metrics_url(tmp_path: Path) -> None:
+    # The command starts its own JVM while it loads the flights and writes their Parquet
+    # cache; the URL used to go to Spark's output file then (this process's stderr was
+    # pointed there while the JVM started) and was deleted with it.
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parents[2] / "src"), env.get("PYTHONPATH")])
+    )
+    env["REACTIVE_STREAMS_CACHE"] = str(tmp_path / "cache")
+    done = subprocess.run(
+        [sys.executable, "-m", "reactive_streams", "pipeline", "--quiet", "--metrics-port", "0",
+         "--output", str(tmp_path / "out")],
+        check=False, capture_output=True, text=True, env=env, timeout=280,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert re.fullmatch(r"metrics: http://127\.0\.0\.1:[1-9][0-9]*/metrics\n", done.stderr)

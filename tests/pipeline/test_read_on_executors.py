@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -14,7 +14,7 @@ import pytest
 
 from reactive_streams.pipeline import Pipeline, PipelineConfig, PipelineResult
 
-from .conftest import PIPELINE_TIMEOUT, SPARK_MARKS, run_to_end
+from .conftest import PIPELINE_TIMEOUT, SPARK_MARKS, run_to_end, sql_on_both_paths
 from .reference import assert_same_result, default_query_with_pandas
 
 if TYPE_CHECKING:
@@ -173,7 +173,9 @@ def test_a_run_stopped_midway_resumes_exactly_with_each_dead_letter_once(
     first.prepare()
     first.start(spark)
     deadline = time.monotonic() + TIMEOUT
-    while first.progress().batches < 2 and time.monotonic() < deadline:
+    # Micro-batches read the input in order: the first 4 (1,200 records) hold every
+    # dead letter of a.csv (records 900-901) and b.jsonl's (its record 10).
+    while first.progress().batches < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
     first.stop()
     first.wait(TIMEOUT)
@@ -193,6 +195,19 @@ def test_a_run_stopped_midway_resumes_exactly_with_each_dead_letter_once(
     letters = _dead_letters(tmp_path / "out" / "dead-letters.jsonl")
     assert [(source, line) for source, line, _ in letters] == [(s, n) for s, n, _ in dead]
     assert "resumed from the checkpoint" in result.notes[0]
+    # This run's counts agree with each other, and all runs' are apart (before: input
+    # rows were this run's rows into Spark plus every run's dead letters).
+    summary: dict[str, Any] = result.to_json()
+    assert summary["dead_letters"] < len(dead)  # some were the first run's
+    assert summary["input_rows"] == summary["rows_into_spark"] + summary["dead_letters"]
+    progress = result.progress
+    assert progress.resumed
+    assert progress.records_read == progress.records_emitted + progress.dead_letters
+    assert progress.all_runs_dead_letters == len(letters)
+    assert progress.batches_before == stopped.progress.batches
+    journal = len(list((checkpoint / "sink").glob("batch-*.parquet")))
+    assert progress.all_runs_batches == journal
+    assert result.to_json()["all_runs"] == {"micro_batches": journal, "dead_letters": len(dead)}
     fingerprint = json.loads((checkpoint / "pipeline.json").read_text())
     assert [entry["path"] for entry in fingerprint["splits"]] == [
         str(tmp_path / "in" / name) for name in ("a.csv", "b.jsonl", "c.parquet")
@@ -289,27 +304,6 @@ def test_one_big_text_file_is_read_in_pieces_exactly(
 COUNT_SQL = "SELECT count(*) AS n, sum(id) AS s FROM events"
 
 
-def _count_on_both_paths(tmp_path: Path, data: Path) -> dict[str, dict[str, object]]:
-    """``COUNT_SQL`` over ``data`` on each path: the result row and the summary."""
-    from click.testing import CliRunner
-
-    from reactive_streams.cli import main
-
-    found = {}
-    for read_on in ("executors", "driver"):
-        out = tmp_path / f"out-{read_on}"
-        summary = tmp_path / f"summary-{read_on}.json"
-        result = CliRunner().invoke(
-            main,
-            ["pipeline", "--quiet", "--input", str(data), "--sql", COUNT_SQL,
-             "--output", str(out), "--read-on", read_on, "--summary-json", str(summary)],
-        )  # fmt: skip
-        assert result.exit_code == 0, (result.stdout, result.stderr)
-        (row,) = pq.read_table(out / "result.parquet").to_pylist()
-        found[read_on] = {**row, **json.loads(summary.read_text())}
-    return found
-
-
 def test_a_lone_cr_in_a_quoted_value_loses_no_record_at_a_split_boundary(
     tmp_path: Path,
 ) -> None:
@@ -318,7 +312,7 @@ def test_a_lone_cr_in_a_quoted_value_loses_no_record_at_a_split_boundary(
         handle.write("id,text\n")
         for i in range(20_000):
             handle.write(f"{i}," + ('"a\rb"' if i == 5 else f"t{i}") + "\n")
-    for read_on, found in _count_on_both_paths(tmp_path, data).items():
+    for read_on, found in sql_on_both_paths(tmp_path, [data], COUNT_SQL).items():
         assert (found["n"], found["s"]) == (20_000, sum(range(20_000))), read_on
         assert (found["input_rows"], found["dead_letters"]) == (20_000, 0), read_on
 
@@ -337,6 +331,6 @@ def test_quoted_line_breaks_in_csv_values_are_read_as_part_of_the_record(
     )
     data = tmp_path / "tweets.csv"
     frame.to_csv(data, index=False)
-    for read_on, found in _count_on_both_paths(tmp_path, data).items():
+    for read_on, found in sql_on_both_paths(tmp_path, [data], COUNT_SQL).items():
         assert (found["n"], found["s"]) == (5_000, sum(range(5_000))), read_on
         assert (found["input_rows"], found["dead_letters"]) == (5_000, 0), read_on

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -127,3 +130,155 @@ def test_file_scan_columns_are_what_column_pruning_keeps_per_scan(
     assert {tuple(sorted(scan)) for scan in nested} == {("a", "b"), ("d",)}
     assert everything == [["a", "b", "c", "d"]]
     assert internals.file_scan_columns(spark.range(3)) is None  # no file source
+
+
+def test_query_context_loggers_get_each_converted_error_with_a_query_context(
+    spark: SparkSession,
+) -> None:
+    from pyspark.errors import AnalysisException
+
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    keep = Keep()
+    loggers = internals.query_context_loggers()
+    assert [logger.name for logger in loggers] == [
+        "SQLQueryContextLogger",
+        "DataFrameQueryContextLogger",
+    ]
+    for logger in loggers:
+        logger.addHandler(keep)
+    try:
+        with pytest.raises(AnalysisException):
+            spark.sql("SELECT no_such_column FROM range(1)")
+    finally:
+        for logger in loggers:
+            logger.removeHandler(keep)
+    (record,) = seen
+    assert record.name == "SQLQueryContextLogger"
+    assert record.levelno == logging.ERROR
+    assert "no_such_column" in record.getMessage()
+    assert record.exc_info is not None  # the Java stack trace comes with it
+
+
+_START_CONTEXT = """
+import os, sys
+from pathlib import Path
+from pyspark import SparkConf
+from reactive_streams.spark import _pyspark_internals as internals
+
+log = Path(sys.argv[1])
+conf = SparkConf().setMaster("local[1]").setAppName("start-context")
+conf.set("spark.ui.enabled", "false")
+with log.open("ab") as stderr:
+    context = internals.start_context(conf, stderr=stderr, own_process_group=True)
+process = internals.gateway_process()
+assert process is not None
+assert process.pid == internals.jvm(context).java.lang.ProcessHandle.current().pid()
+assert os.getpgid(process.pid) == process.pid != os.getpgid(0)  # a group of its own
+internals.jvm(context).java.lang.System.err.println("marker from the JVM")
+assert context.parallelize(range(10)).sum() == 45
+context.stop()
+print("done")
+"""
+
+
+@pytest.mark.timeout(300)
+def test_start_context_launches_the_jvm_with_its_stderr_and_process_group(
+    tmp_path: Path,
+) -> None:
+    # A fresh process: this one's JVM was launched already.
+    log = tmp_path / "jvm.log"
+    done = subprocess.run(
+        [sys.executable, "-c", _START_CONTEXT, str(log)],
+        capture_output=True, text=True, timeout=240, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == "done\n"
+    assert "marker from the JVM" in log.read_text()
+    assert "marker from the JVM" not in done.stderr
+
+
+QUERIES = [
+    "SELECT id FROM range(3)",
+    "WITH t AS (SELECT 1 AS x) SELECT x FROM t",
+    "TABLE parsed_only",
+    "VALUES (1), (2)",
+    "FROM range(3) SELECT id",
+    "(SELECT 1) UNION (SELECT 2)",
+    "SELECT id FROM range(3) ORDER BY id LIMIT 2",
+    "SELECT * FROM range(3) |> WHERE id > 1",
+]
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+def test_parse_query_parses_a_query_without_looking_anything_up(
+    spark: SparkSession, sql: str
+) -> None:
+    assert internals.parse_query(spark, sql) == internals.statement_kind(spark, sql)
+
+
+@pytest.mark.parametrize(
+    ("sql", "kind"),
+    [
+        ("INSERT OVERWRITE DIRECTORY '{dir}' USING csv SELECT 'x' AS x", "InsertIntoDir"),
+        ("CREATE TABLE parsed_only USING parquet LOCATION '{dir}' AS SELECT 1 AS x",
+         "CreateTableAsSelect"),
+        ("CACHE TABLE parsed_only AS SELECT 1", "CacheTableAsSelect"),
+        ("SET spark.sql.ansi.enabled = false", "SetCommand"),
+        ("EXPLAIN SELECT 1", "ExplainCommand"),
+        ("BEGIN SELECT 1; END", "CompoundBody"),
+    ],
+)  # fmt: skip
+def test_parse_query_refuses_every_other_statement_and_runs_none(
+    spark: SparkSession, tmp_path: Path, sql: str, kind: str
+) -> None:
+    from pyspark.errors import ParseException
+
+    kept = tmp_path / "kept.txt"
+    kept.write_text("still here")
+    text = sql.format(dir=tmp_path)
+    with pytest.raises(ParseException):
+        internals.parse_query(spark, text)
+    with pytest.raises(ParseException):
+        internals.query_dataframe(spark, text)
+    assert internals.statement_kind(spark, text) == kind
+    assert [path.name for path in tmp_path.iterdir()] == ["kept.txt"]  # nothing ran
+    assert not spark.catalog.tableExists("parsed_only")
+
+
+@pytest.mark.parametrize(
+    "sql", ["SELEC 1", "SELECT 1 FROM range(1) )", "SELECT 1; SELECT 2", "SELECT 1 x y"]
+)
+def test_parse_query_and_statement_kind_refuse_what_does_not_parse(
+    spark: SparkSession, sql: str
+) -> None:
+    from pyspark.errors import ParseException
+
+    with pytest.raises(ParseException):
+        internals.parse_query(spark, sql)
+    with pytest.raises(ParseException):
+        internals.statement_kind(spark, sql)
+
+
+def test_query_dataframe_is_spark_sql_for_a_query(spark: SparkSession) -> None:
+    from pyspark.errors import AnalysisException
+
+    sql = "SELECT id * 2 AS twice FROM parsed_view"
+    with pytest.raises(AnalysisException):
+        internals.query_dataframe(spark, sql)  # no such view yet
+    spark.range(3).createOrReplaceTempView("parsed_view")
+    try:
+        frame = internals.query_dataframe(spark, sql)
+        assert frame.columns == ["twice"]
+        assert not frame.isStreaming
+        assert [row.twice for row in frame.collect()] == [0, 2, 4]
+        ids = re.compile(r"#\d+")  # expression ids differ from one analysis to the next
+        assert ids.sub("#", internals.analyzed_plan(frame)) == ids.sub(
+            "#", internals.analyzed_plan(spark.sql(sql))
+        )
+    finally:
+        spark.catalog.dropTempView("parsed_view")

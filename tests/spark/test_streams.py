@@ -15,7 +15,7 @@ from reactive_streams.spark import (
     StreamingQueryFailedError,
 )
 from reactive_streams.spark._from_streaming_query import MicroBatch, from_streaming_query
-from reactive_streams.spark._stream_source import recv_frame, recv_json, send_json
+from reactive_streams.spark._stream_source import recv_frame, recv_json, send_frame, send_json
 from reactive_streams.spark._to_spark_stream import to_spark_stream, to_spark_stream_bridge
 
 from ._helpers import (
@@ -233,9 +233,15 @@ def test_bridge_refuses_and_logs_connections_without_the_token(
                 garbage.sendall(b"\x00\x00\x00\x05hello")
                 with pytest.raises(EOFError):
                     recv_frame(garbage)
-            assert bridge.refused_connections == 2
+            with _connect(bridge.address) as deep:  # nested past the parser's recursion
+                frame = b"[" * 60_000
+                send_frame(deep, frame)
+                with pytest.raises(EOFError):
+                    recv_frame(deep)
+            assert bridge.refused_connections == 3
         refusals = [r for r in caplog.records if "refused a connection" in r.getMessage()]
-        assert len(refusals) == 2
+        assert len(refusals) == 3
+        assert "nested too deeply" in refusals[2].getMessage()
         assert "missing or wrong token" in refusals[0].getMessage()
         assert bridge.statistics().requested == 0  # nothing was subscribed or requested
         # The real token works (taken from the bridge, as Spark's runner gets it).

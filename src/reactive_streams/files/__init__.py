@@ -29,18 +29,23 @@ from ._convert import Validator as Validator
 from ._convert import aligned_batch as aligned_batch
 from ._convert import validate as validate
 from ._dead_letter import DeadLetter as DeadLetter
+from ._dead_letter import quoted as quoted
+from ._formats import COMPRESSIONS as COMPRESSIONS
 from ._formats import DEFAULT_ENCODING as DEFAULT_ENCODING
 from ._formats import FORMATS as FORMATS
 from ._formats import SAMPLE_BYTES as SAMPLE_BYTES
 from ._formats import ChunkReader as ChunkReader
+from ._formats import Compression as Compression
 from ._formats import Format as Format
 from ._formats import FormatError as FormatError
 from ._formats import InputFile as InputFile
 from ._formats import RawChunk as RawChunk
 from ._formats import TableReader as TableReader
 from ._formats import csv_header as csv_header
+from ._formats import format_of as format_of
 from ._formats import header as header
 from ._formats import open_reader as open_reader
+from ._formats import read_csv_header as read_csv_header
 from ._formats import sample as sample
 from ._infer import infer_file_schema as infer_file_schema
 from ._infer import infer_files_schema as infer_files_schema
@@ -67,6 +72,7 @@ from ._splits import split_boundaries as split_boundaries
 
 __all__ = [
     "BLOCK_BYTES",
+    "COMPRESSIONS",
     "DEAD_LETTER_COLUMN",
     "DEFAULT_ENCODING",
     "FORMATS",
@@ -76,6 +82,7 @@ __all__ = [
     "TIMESTAMP_FORMATS",
     "Checkpoint",
     "ChunkReader",
+    "Compression",
     "ConversionOptions",
     "Converted",
     "CsvDialect",
@@ -96,6 +103,7 @@ __all__ = [
     "count_records",
     "csv_header",
     "dead_letters_of",
+    "format_of",
     "header",
     "index_records",
     "infer_file_schema",
@@ -106,6 +114,8 @@ __all__ = [
     "open_reader",
     "parquet_columns",
     "plan_splits",
+    "quoted",
+    "read_csv_header",
     "sample",
     "split_boundaries",
     "validate",

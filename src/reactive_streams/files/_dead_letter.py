@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["RAW_LIMIT", "DeadLetter", "cut_raw"]
+__all__ = ["RAW_LIMIT", "DeadLetter", "cut_raw", "quoted"]
 
 RAW_LIMIT = 1 << 16
 """Characters of a refused record kept in its dead letter, at most."""
@@ -24,6 +24,26 @@ RAW_LIMIT = 1 << 16
 def cut_raw(text: str, limit: int = RAW_LIMIT) -> str:
     """``text`` cut to ``limit`` characters, with an ellipsis when it was longer."""
     return text if len(text) <= limit else text[:limit] + "…"
+
+
+def quoted(values: object, limit: int = 40, most: int = 8) -> str:
+    r"""File content for a message: escaped, each value cut to ``limit`` characters.
+
+    A message printed to a terminal or a log must not carry a file's content whole (a
+    link to a secret, control characters): strings are shown as ``repr`` of at most
+    ``limit`` characters, lists by their first ``most`` items.
+
+    >>> print(quoted(["id", "x" * 50, "bell" + chr(7)], limit=5))
+    ['id', 'xxxxx…', 'bell\x07']
+    """
+    if isinstance(values, str):
+        text = repr(values[:limit])
+        return text[:-1] + "…" + text[-1] if len(values) > limit else text
+    if isinstance(values, list | tuple):
+        shown = [quoted(value, limit, most) for value in values[:most]]
+        more = f", … ({len(values) - most:,} more)" if len(values) > most else ""
+        return "[" + ", ".join(shown) + more + "]"
+    return quoted(str(values), limit, most)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

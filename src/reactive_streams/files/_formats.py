@@ -46,7 +46,7 @@ import pyarrow.csv as pa_csv  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from .._arrow_literals import bool_scalar, string_scalar
-from ._dead_letter import DeadLetter, cut_raw
+from ._dead_letter import DeadLetter, cut_raw, quoted
 from ._records import (
     BLOCK_BYTES,
     MAX_RECORD_BYTES,
@@ -61,10 +61,12 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 __all__ = [
+    "COMPRESSIONS",
     "DEFAULT_ENCODING",
     "FORMATS",
     "SAMPLE_BYTES",
     "ChunkReader",
+    "Compression",
     "CsvReader",
     "Format",
     "FormatError",
@@ -74,13 +76,26 @@ __all__ = [
     "RawChunk",
     "TableReader",
     "csv_header",
+    "format_of",
     "header",
     "open_reader",
+    "read_csv_header",
     "sample",
     "split_records",
 ]
 
 Format = Literal["csv", "jsonl", "parquet"]
+
+Compression = Literal["gzip", "zstd"]
+"""How a CSV or JSON Lines file may be compressed (read through pyarrow's codecs)."""
+
+COMPRESSIONS: dict[str, Compression] = {
+    ".gz": "gzip",
+    ".gzip": "gzip",
+    ".zst": "zstd",
+    ".zstd": "zstd",
+}
+"""Extensions of compressed files, after the format's (``events.csv.gz``)."""
 
 FORMATS: dict[str, Format] = {
     ".csv": "csv",
@@ -109,9 +124,35 @@ class FormatError(ValueError):
     """A file cannot be read as its format at all (not text, no header): one line."""
 
 
+def format_of(path: Path) -> tuple[Format, Compression | None] | None:
+    """The format and compression a file's extensions say, or ``None`` for neither.
+
+    >>> from pathlib import Path
+    >>> format_of(Path("a.csv.gz")), format_of(Path("b.TSV")), format_of(Path("c.txt"))
+    (('csv', 'gzip'), ('csv', None), None)
+    """
+    suffixes = [suffix.lower() for suffix in path.suffixes]
+    compression = COMPRESSIONS.get(suffixes[-1]) if suffixes else None
+    if compression is not None:
+        suffixes.pop()
+    if not suffixes or suffixes[-1] not in FORMATS:
+        return None
+    return FORMATS[suffixes[-1]], compression
+
+
+def _is_tsv(path: Path) -> bool:
+    suffixes = [suffix.lower() for suffix in path.suffixes]
+    if suffixes and suffixes[-1] in COMPRESSIONS:
+        suffixes.pop()
+    return bool(suffixes) and suffixes[-1] == ".tsv"
+
+
 @dataclass(frozen=True, slots=True)
 class InputFile:
     """One input file.
+
+    A compressed file (gzip or zstd) is read through pyarrow's codecs, from its start: it
+    cannot be sought in, so a reader opened at a record skips the records before it.
 
     Attributes:
         path: the file.
@@ -119,12 +160,14 @@ class InputFile:
         encoding: the text encoding of a CSV or JSON Lines file (any codec Python knows
             that writes ASCII as ASCII).
         dialect: how a CSV file separates and quotes its fields.
+        compression: how a CSV or JSON Lines file is compressed, or ``None``.
     """
 
     path: Path
     format: Format
     encoding: str = DEFAULT_ENCODING
     dialect: CsvDialect = field(default_factory=CsvDialect)
+    compression: Compression | None = None
 
     @classmethod
     def of(
@@ -134,22 +177,60 @@ class InputFile:
         format: Format | None = None,
         encoding: str = DEFAULT_ENCODING,
         dialect: CsvDialect | None = None,
+        delimiter: str | None = None,
+        quote: str | None = '"',
     ) -> InputFile:
-        """``path`` with its format from its extension (``.tsv``: tab-delimited CSV).
+        """``path`` with the format and compression its extensions say.
+
+        ``.tsv`` is tab-delimited CSV; ``.gz`` or ``.zst`` after the format's extension
+        (``events.csv.gz``) is a compressed file.
+
+        Args:
+            path: the file.
+            format: its format; ``None``: its extension says.
+            encoding: the text encoding of a CSV or JSON Lines file.
+            dialect: the CSV dialect, whole; ``None``: from ``delimiter`` and ``quote``.
+            delimiter: the CSV delimiter; ``None``: a tab for ``.tsv``, else a comma.
+            quote: the CSV quote character, or ``None`` for none.
 
         Raises:
-            ValueError: the extension is not one of ``FORMATS`` and no format is given.
+            ValueError: the extensions name no format of ``FORMATS`` and none is given,
+                or a Parquet file is compressed as a whole.
         """
-        suffix = path.suffix.lower()
-        found = format or FORMATS.get(suffix)
-        if found is None:
+        found = format_of(path)
+        if found is None and format is None:
             raise ValueError(
                 f"cannot tell the format of {path} from its extension (expected one of "
-                f"{', '.join(sorted(FORMATS))})"
+                f"{', '.join(sorted(FORMATS))}, optionally followed by "
+                f"{', '.join(sorted(COMPRESSIONS))})"
+            )
+        kind = format or (found[0] if found else "csv")
+        compression = found[1] if found else None
+        if kind == "parquet" and compression is not None:
+            raise ValueError(
+                f"{path}: a Parquet file compressed as a whole is not read (Parquet "
+                "compresses its own pages): decompress it first"
             )
         if dialect is None:
-            dialect = CsvDialect(delimiter="\t") if suffix == ".tsv" else CsvDialect()
-        return cls(path, found, encoding, dialect)
+            default = "\t" if _is_tsv(path) else ","
+            dialect = CsvDialect(delimiter=delimiter or default, quote=quote)
+        return cls(path, kind, encoding, dialect, compression)
+
+    @property
+    def seekable(self) -> bool:
+        """Whether a reader can seek to a byte offset (not in a compressed file)."""
+        return self.compression is None
+
+    def open(self) -> IO[bytes]:
+        """The file opened for binary reading, decompressed when it is compressed.
+
+        Raises:
+            OSError: the file cannot be opened.
+        """
+        if self.compression is None:
+            return self.path.open("rb")
+        stream: IO[bytes] = pa.input_stream(str(self.path), compression=self.compression)
+        return stream
 
 
 @dataclass(slots=True, kw_only=True)
@@ -263,29 +344,25 @@ class CsvHeader:
     data: Checkpoint
 
 
-def csv_header(item: InputFile, handle: IO[bytes] | None = None) -> CsvHeader | None:
-    """The header of a CSV file, or ``None`` for an empty file.
+def read_csv_header(item: InputFile, scanner: RecordScanner) -> CsvHeader | None:
+    """The header of a CSV file, read from a scanner at the file's start.
 
-    Args:
-        item: the file.
-        handle: the file opened for binary reading at its start (it is left after the
-            header); ``None``: opened and closed here.
+    The scanner is left at the first data record, numbered 0.
+
+    Returns:
+        The header, or ``None`` for an empty file.
 
     Raises:
         FormatError: the header is not text in the file's encoding, not CSV, or too long,
             or lines end in a lone carriage return.
     """
-    if handle is None:
-        with item.path.open("rb") as opened:
-            return csv_header(item, opened)
-    scanner = RecordScanner(handle, "csv", item.dialect)
     block = scanner.next_block(1)
+    scanner.record = 0
     if block is None:
         return None
     if block.refused:
         raise FormatError(f"{item.path} does not look like a CSV file: its header is "
                           f"{block.refused[0].reason}")  # fmt: skip
-    handle.seek(scanner.offset)
     first = block.data
     encoding = "utf-8-sig" if _is_utf8(item.encoding) else item.encoding
     try:
@@ -322,6 +399,17 @@ def csv_header(item: InputFile, handle: IO[bytes] | None = None) -> CsvHeader | 
     return CsvHeader(names, start)
 
 
+def csv_header(item: InputFile) -> CsvHeader | None:
+    """The header of a CSV file (``read_csv_header`` on the file opened here).
+
+    Raises:
+        OSError: the file cannot be opened.
+        FormatError: see ``read_csv_header``.
+    """
+    with item.open() as handle:
+        return read_csv_header(item, RecordScanner(handle, "csv", item.dialect))
+
+
 @dataclass(slots=True)
 class _Parsed:
     """A block's records after parsing: rows, their slots and lines, and the refused."""
@@ -332,7 +420,48 @@ class _Parsed:
     rejects: list[tuple[int, DeadLetter]]
 
 
-class CsvReader:
+class _TextReader:
+    """What the CSV and JSON Lines readers share: the file, and a scanner at ``start``.
+
+    A subclass reads what comes before the records (``_header``) from the scanner at the
+    file's start; then the scanner seeks to ``at`` when the file allows (``_seek``) and
+    passes over the records up to ``start``.
+
+    Raises:
+        OSError: the file cannot be opened.
+        ValueError: ``at`` is after ``start``.
+    """
+
+    def __init__(
+        self, item: InputFile, *, start: int, at: Checkpoint | None, source: str | None
+    ) -> None:
+        self._name = source or str(item.path)
+        self._item = item
+        self._encoding = item.encoding
+        self._file: IO[bytes] = item.open()
+        try:
+            kind: Literal["csv", "jsonl"] = "csv" if item.format == "csv" else "jsonl"
+            scanner = RecordScanner(self._file, kind, item.dialect)
+            self._header(scanner)
+            self._scanner = _seek(self._file, item, scanner, at=at, start=start)
+        except BaseException:
+            self._file.close()
+            raise
+
+    def _header(self, scanner: RecordScanner) -> None:
+        """Read what comes before the first record (nothing, unless overridden)."""
+
+    @property
+    def bytes_read(self) -> int:
+        """The byte offset of the next record."""
+        return self._scanner.offset
+
+    def close(self) -> None:
+        """Close the file."""
+        self._file.close()
+
+
+class CsvReader(_TextReader):
     """Reads a CSV file record by record (in blocks), every column as text.
 
     Records are found by ``_records`` (quoted values may hold delimiters and line breaks,
@@ -364,41 +493,20 @@ class CsvReader:
         at: Checkpoint | None = None,
         source: str | None = None,
     ) -> None:
-        self._name = source or str(item.path)
-        self._item = item
         self._columns = columns
-        self._encoding = item.encoding
         self._utf8 = _is_utf8(item.encoding)
-        self._file = item.path.open("rb")
-        try:
-            head = csv_header(item, self._file)
-            names = [] if head is None else head.names
-            if sorted(names) != sorted(columns):
-                raise FormatError(
-                    f"{item.path}: the header names {names}, expected the columns {columns}"
-                )
-            self._names = names
-            where = at if at is not None else (head.data if head else Checkpoint(0, 0, 1))
-            if where.record > start:
-                raise ValueError(f"checkpoint at record {where.record} is after start {start}")
-            self._file.seek(where.offset)
-            self._scanner = RecordScanner(
-                self._file,
-                "csv",
-                item.dialect,
-                record=where.record,
-                line=where.line,
-                offset=where.offset,
-            )
-            self._scanner.skip(start - where.record)
-        except BaseException:
-            self._file.close()
-            raise
+        self._names: list[str] = []
+        super().__init__(item, start=start, at=at, source=source)
 
-    @property
-    def bytes_read(self) -> int:
-        """The byte offset of the next record."""
-        return self._scanner.offset
+    def _header(self, scanner: RecordScanner) -> None:
+        head = read_csv_header(self._item, scanner)
+        names = [] if head is None else head.names
+        if sorted(names) != sorted(self._columns):
+            raise FormatError(
+                f"{self._item.path}: the header names {quoted(names)}, expected the columns "
+                f"{quoted(self._columns)}"
+            )
+        self._names = names
 
     def _letter(self, line: int, reason: str, raw: object) -> DeadLetter:
         return DeadLetter(
@@ -610,15 +718,38 @@ class CsvReader:
             [lines[index] for index in kept],
         )
 
-    def close(self) -> None:
-        """Close the file."""
-        self._file.close()
+
+def _seek(
+    handle: IO[bytes],
+    item: InputFile,
+    scanner: RecordScanner,
+    *,
+    at: Checkpoint | None,
+    start: int,
+) -> RecordScanner:
+    """A scanner at record ``start``: sought to ``at`` when the file allows, then skipping.
+
+    ``scanner`` is at the file's first record (after a CSV's header).
+
+    Raises:
+        ValueError: ``at`` is after ``start``.
+    """
+    if at is not None and at.record > start:
+        raise ValueError(f"checkpoint at record {at.record} is after start {start}")
+    if at is not None and item.seekable and at.record > scanner.record:
+        handle.seek(at.offset)
+        kind: Literal["csv", "jsonl"] = "csv" if item.format == "csv" else "jsonl"
+        scanner = RecordScanner(
+            handle, kind, item.dialect, record=at.record, line=at.line, offset=at.offset
+        )
+    scanner.skip(start - scanner.record)
+    return scanner
 
 
 # -- JSON Lines --------------------------------------------------------------------------
 
 
-class JsonLinesReader:
+class JsonLinesReader(_TextReader):
     """Reads a JSON Lines file; records are its non-blank lines, positions their lines.
 
     A line that does not decode, is not valid JSON, is not a JSON object or is longer than
@@ -640,26 +771,7 @@ class JsonLinesReader:
         at: Checkpoint | None = None,
         source: str | None = None,
     ) -> None:
-        self._name = source or str(item.path)
-        self._encoding = item.encoding
-        self._file: IO[bytes] = item.path.open("rb")
-        try:
-            where = at or Checkpoint(0, 0, 1)
-            if where.record > start:
-                raise ValueError(f"checkpoint at record {where.record} is after start {start}")
-            self._file.seek(where.offset)
-            self._scanner = RecordScanner(
-                self._file, "jsonl", record=where.record, line=where.line, offset=where.offset
-            )
-            self._scanner.skip(start - where.record)
-        except BaseException:
-            self._file.close()
-            raise
-
-    @property
-    def bytes_read(self) -> int:
-        """The byte offset of the next record."""
-        return self._scanner.offset
+        super().__init__(item, start=start, at=at, source=source)
 
     def read(self, max_rows: int) -> RawChunk | None:
         """The next at most ``max_rows`` records."""
@@ -733,10 +845,6 @@ class JsonLinesReader:
         records.append(record)
         return None
 
-    def close(self) -> None:
-        """Close the file."""
-        self._file.close()
-
 
 def _json_records(item: InputFile, limit_bytes: int) -> Iterator[dict[str, object] | None]:
     """The file's JSON objects up to ``limit_bytes``; ``None`` for a record that is not one."""
@@ -752,7 +860,7 @@ def _json_records(item: InputFile, limit_bytes: int) -> Iterator[dict[str, objec
 
 
 def _looks_like_a_json_document(item: InputFile) -> bool:
-    with item.path.open("rb") as handle:
+    with item.open() as handle:
         start = handle.read(4096).lstrip()
     return start.startswith((b"[", b"{")) and not start.split(b"\n", 1)[0].rstrip().endswith(b"}")
 
@@ -901,13 +1009,11 @@ def header(item: InputFile) -> tuple[list[str], bool | None]:
         metadata = pq.read_metadata(item.path)
         return list(metadata.schema.to_arrow_schema().names), metadata.num_rows > 0
     if item.format == "csv":
-        with item.path.open("rb") as handle:
-            head = csv_header(item, handle)
+        with item.open() as handle:
+            scanner = RecordScanner(handle, "csv", item.dialect)
+            head = read_csv_header(item, scanner)
             if head is None:
                 return [], False
-            scanner = RecordScanner(
-                handle, "csv", item.dialect, line=head.data.line, offset=head.data.offset
-            )
             while (block := scanner.next_block(1)) is not None:
                 if block.refused or block.data.strip():
                     return head.names, True

@@ -55,6 +55,7 @@ from ._convert import (
     _to_int,
     _to_timestamp,
 )
+from ._dead_letter import quoted
 from ._formats import SAMPLE_BYTES, FormatError, header, sample
 
 if TYPE_CHECKING:
@@ -336,7 +337,7 @@ def _file_schema(item: InputFile, options: ConversionOptions, max_records: int) 
 def _check_unique(item: InputFile, names: Sequence[str]) -> None:
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if duplicates:
-        raise FormatError(f"{item.path}: duplicate column name(s): {', '.join(duplicates)}")
+        raise FormatError(f"{item.path}: duplicate column name(s): {quoted(duplicates)}")
 
 
 def infer_file_schema(item: InputFile, options: ConversionOptions | None = None) -> pa.Schema:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._formats import DEFAULT_ENCODING, FORMATS, Format, InputFile
+from ._formats import COMPRESSIONS, DEFAULT_ENCODING, FORMATS, Format, InputFile, format_of
 
 if TYPE_CHECKING:
     import os
@@ -22,24 +23,46 @@ def list_files(
     format: Format | None = None,
     encoding: str = DEFAULT_ENCODING,
     dialect: CsvDialect | None = None,
+    delimiter: str | None = None,
+    quote: str | None = '"',
+    follow_symlinks: bool = False,
+    left_out: list[Path] | None = None,
 ) -> list[InputFile]:
     """The files of ``paths``, in reading order.
 
     A directory is searched recursively for files whose extension is one of ``FORMATS``,
     in sorted order, skipping names that start with ``.`` or ``_`` (as Spark does).
+    Symbolic links to directories are not followed, and a link to a file outside the
+    directory is left out unless ``follow_symlinks``: a link planted in an input
+    directory must not make the run read (and quote in its messages) a file the user
+    never named. A path given itself is read wherever it points.
 
     Args:
         paths: files or directories.
         format: every file's format; by default each file's extension says.
         encoding: the text encoding of CSV and JSON Lines files.
-        dialect: the CSV dialect; by default each file's extension says (``.tsv``: tabs).
+        dialect: the CSV dialect, whole; by default from ``delimiter`` and ``quote``.
+        delimiter: the CSV delimiter; ``None``: each file's extension says (``.tsv``:
+            a tab, else a comma).
+        quote: the CSV quote character, or ``None`` for none.
+        follow_symlinks: read the links in a directory that point outside it too.
+        left_out: if given, the links left out are appended to it.
 
     Raises:
         FileNotFoundError: a path does not exist, or a directory has no data file.
-        ValueError: a file's format cannot be told from its extension.
+        ValueError: a file's format cannot be told from its extension, or ``delimiter``
+            or ``quote`` is not one ASCII character.
     """
     entries: Sequence[str | os.PathLike[str]] = (
         [paths] if isinstance(paths, str) or hasattr(paths, "__fspath__") else paths
+    )
+    make = functools.partial(
+        InputFile.of,
+        format=format,
+        encoding=encoding,
+        dialect=dialect,
+        delimiter=delimiter,
+        quote=quote,
     )
     files: list[InputFile] = []
     for entry in entries:
@@ -47,27 +70,35 @@ def list_files(
         if not path.exists():
             raise FileNotFoundError(f"input not found: {path}")
         if path.is_dir():
-            found = sorted(
-                child
-                for child in path.rglob("*")
-                if child.is_file()
-                and (format is not None or child.suffix.lower() in FORMATS)
-                and not any(part.startswith((".", "_")) for part in child.relative_to(path).parts)
-            )
+            inside = path.resolve()
+            found = []
+            for child in sorted(path.rglob("*")):
+                if not child.is_file() or (format is None and format_of(child) is None):
+                    continue
+                if any(part.startswith((".", "_")) for part in child.relative_to(path).parts):
+                    continue
+                if (
+                    child.is_symlink()
+                    and not follow_symlinks
+                    and not child.resolve().is_relative_to(inside)
+                ):
+                    if left_out is not None:
+                        left_out.append(child)
+                    continue
+                found.append(child)
             if not found:
                 raise FileNotFoundError(
                     f"no CSV, JSON Lines or Parquet files in directory {path} "
-                    f"(looked for {', '.join(sorted(FORMATS))})"
+                    f"(looked for {', '.join(sorted(FORMATS))}, optionally compressed: "
+                    f"{', '.join(sorted(COMPRESSIONS))})"
                 )
-            files.extend(
-                InputFile.of(child, format=format, encoding=encoding, dialect=dialect)
-                for child in found
-            )
+            files.extend(make(child) for child in found)
             continue
-        if format is None and path.suffix.lower() not in FORMATS:
+        if format is None and format_of(path) is None:
             raise ValueError(
                 f"unsupported input format: {path} "
-                f"(expected a file ending in {', '.join(sorted(FORMATS))})"
+                f"(expected a file ending in {', '.join(sorted(FORMATS))}, optionally "
+                f"followed by {', '.join(sorted(COMPRESSIONS))})"
             )
-        files.append(InputFile.of(path, format=format, encoding=encoding, dialect=dialect))
+        files.append(make(path))
     return files

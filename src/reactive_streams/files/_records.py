@@ -301,7 +301,7 @@ class RecordScanner:
                 continue
             if self._pos >= len(self._buf):  # the end of the file
                 return None
-            if self._take(limit, block, pieces):
+            if self._take(limit, block, pieces, self._pos + size):
                 break
             self._fill(size)  # nothing decided yet: the record needs more bytes
         block.data = b"".join(pieces)
@@ -325,12 +325,15 @@ class RecordScanner:
 
     # -- CSV -----------------------------------------------------------------------------
 
-    def _take(self, limit: int, block: TextBlock, pieces: list[bytes]) -> int:
-        """Take up to ``limit`` records that the buffer decides; how many were taken."""
+    def _take(self, limit: int, block: TextBlock, pieces: list[bytes], budget: int) -> int:
+        """Take up to ``limit`` records that the buffer decides; how many were taken.
+
+        Records are taken up to the buffer offset ``budget`` (at least one record).
+        """
         if self._kind == "jsonl":
-            return self._take_lines(limit, block, pieces)
+            return self._take_lines(limit, block, pieces, budget)
         taken = 0
-        while taken < limit:
+        while taken < limit and (not taken or self._pos < budget):
             buf, pos = self._buf, self._pos
             end = len(buf)
             if not self._eof and buf.endswith(b"\r"):
@@ -340,18 +343,30 @@ class RecordScanner:
             window = min(end, pos + self._max_bytes)
             if window < end and buf[window - 1] == 13:  # b"\r": keep a CRLF whole
                 window -= 1
-            if self._quote is None or buf.find(self._quote, pos, window) < 0:
-                # No quote: every line end ends a record (the regex's answer, faster).
-                stop = max(buf.rfind(b"\n", pos, window), buf.rfind(b"\r", pos, window)) + 1
-            else:
-                stop = self._run.match(buf, pos, window).end()  # type: ignore[union-attr]
+            cut = min(window, budget)
+            if cut < window and buf[cut - 1] == 13:  # b"\r": keep a CRLF whole
+                cut -= 1
+            stop = self._run_end(buf, pos, cut)
+            wanted = limit - taken
+            if stop == pos and cut < window:  # no record fits the budget
+                if taken:
+                    break
+                stop, wanted = self._run_end(buf, pos, window), 1  # at least one record
             if stop > pos:
-                taken += self._take_run(pos, stop, limit - taken, block, pieces)
+                taken += self._take_run(pos, stop, wanted, block, pieces)
                 continue
             if not self._take_one(pos, end, window, block, pieces):
                 break
             taken += 1
         return taken
+
+    def _run_end(self, buf: bytes, pos: int, end: int) -> int:
+        """The end of the one-line records from ``pos``, within ``buf[:end]``."""
+        if self._quote is None or buf.find(self._quote, pos, end) < 0:
+            # No quote: every line end ends a record (the regex's answer, faster).
+            stop = max(buf.rfind(b"\n", pos, end), buf.rfind(b"\r", pos, end)) + 1
+            return max(stop, pos)
+        return self._run.match(buf, pos, end).end()  # type: ignore[union-attr]
 
     def _take_run(
         self, pos: int, stop: int, limit: int, block: TextBlock, pieces: list[bytes]
@@ -367,7 +382,7 @@ class RecordScanner:
         blank = (
             buf[pos] in b"\r\n"
             or buf.find(b"\n\n", pos, stop) >= 0
-            or buf.find(b"\n\r\n", pos, stop) >= 0
+            or (returns and buf.find(b"\n\r\n", pos, stop) >= 0)
         )
         if not lone and not blank:  # every record ends in "\n": one line each
             count = buf.count(b"\n", pos, stop)
@@ -478,7 +493,7 @@ class RecordScanner:
 
     # -- JSON Lines ----------------------------------------------------------------------
 
-    def _take_lines(self, limit: int, block: TextBlock, pieces: list[bytes]) -> int:
+    def _take_lines(self, limit: int, block: TextBlock, pieces: list[bytes], budget: int) -> int:
         """Take up to ``limit`` non-blank lines and the blank lines among them.
 
         An over-long line is refused in a block of its own, so a block's ``data`` is
@@ -486,7 +501,9 @@ class RecordScanner:
         """
         buf, pos = self._buf, self._pos
         window = min(len(buf), pos + self._max_bytes)
-        stop = buf.rfind(b"\n", pos, window) + 1
+        stop = buf.rfind(b"\n", pos, min(window, budget)) + 1
+        if stop <= pos:  # no line within the budget: take one, if it ends within the bound
+            stop = buf.find(b"\n", pos, window) + 1
         if stop <= pos:  # no line ends within the bound (or in the buffer yet)
             return self._refuse_overlong(pos, block) if window < len(buf) else 0
         lines = buf.count(b"\n", pos, stop)
@@ -503,7 +520,7 @@ class RecordScanner:
         if not count:  # only blank lines: nothing to hand out, go on
             block.lines.clear()
             pieces.clear()
-            return self._take_lines(limit, block, pieces) if self._pos < len(buf) else 0
+            return self._take_lines(limit, block, pieces, budget) if self._pos < len(buf) else 0
         return count
 
 
@@ -539,39 +556,18 @@ def _after_nth_record(buf: bytes, pos: int, stop: int, n: int) -> tuple[int, int
     return pos, lines
 
 
-def index_records(
-    handle: IO[bytes],
-    kind: TextKind,
-    dialect: CsvDialect | None = None,
-    *,
-    start: Checkpoint | None = None,
-    every: int = BLOCK_BYTES,
-    max_record_bytes: int = MAX_RECORD_BYTES,
-) -> RecordIndex:
-    """Count the records of a text file and note a record boundary about every ``every`` bytes.
+def index_records(scanner: RecordScanner, every: int = BLOCK_BYTES) -> RecordIndex:
+    """Count the records from the scanner's place on, noting a boundary about every ``every`` bytes.
 
     Args:
-        handle: the file, at ``start`` (a CSV: after its header, ``csv_header``).
-        kind: ``"csv"`` or ``"jsonl"``.
-        dialect: the CSV dialect.
-        start: where ``handle`` is: the first data record; ``None``: the file's start.
+        scanner: at the first data record (a CSV: after its header, ``read_csv_header``).
         every: bytes between checkpoints, about.
-        max_record_bytes: the longest record read.
 
     Returns:
-        The count and the checkpoints.
+        The records counted and the checkpoints (the first is where the scanner was).
     """
-    at = start or Checkpoint(0, 0, 1)
-    scanner = RecordScanner(
-        handle,
-        kind,
-        dialect,
-        record=at.record,
-        line=at.line,
-        offset=at.offset,
-        max_record_bytes=max_record_bytes,
-    )
-    checkpoints = [at]
+    first = scanner.record
+    checkpoints = [Checkpoint(scanner.offset, scanner.record, scanner.line)]
     while scanner.next_block(size=every) is not None:
         checkpoints.append(Checkpoint(scanner.offset, scanner.record, scanner.line))
-    return RecordIndex(scanner.record - at.record, tuple(checkpoints))
+    return RecordIndex(scanner.record - first, tuple(checkpoints))

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ._convert import DEAD_LETTER_COLUMN, ConversionOptions, Converted, Validator, aligned_batch
 from ._formats import InputFile, RawChunk, open_reader
-from ._records import BLOCK_BYTES, Checkpoint, index_records
+from ._records import BLOCK_BYTES, Checkpoint, RecordScanner, index_records
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -164,7 +164,7 @@ def plan_splits(
         FormatError: a CSV file's header cannot be read.
         pyarrow.ArrowException: a Parquet file's footer is not valid.
     """
-    from ._formats import csv_header  # noqa: PLC0415
+    from ._formats import read_csv_header  # noqa: PLC0415
 
     every = every if every is not None else CHECKPOINT_BYTES
     splits: list[FileSplit] = []
@@ -192,16 +192,16 @@ def plan_splits(
                 splits.append(split(records=rows, row_group=group, first=first))
                 first += rows
             continue
-        with item.path.open("rb") as handle:
-            if item.format == "csv":
-                head = csv_header(item, handle)
-                if head is None:  # an empty file
-                    splits.append(split(records=0))
-                    continue
-                found = index_records(handle, "csv", item.dialect, every=every, start=head.data)
-            else:
-                found = index_records(handle, "jsonl", every=every)
+        with item.open() as handle:
+            scanner = RecordScanner(handle, item.format, item.dialect)
+            if item.format == "csv" and read_csv_header(item, scanner) is None:
+                splits.append(split(records=0))  # an empty file
+                continue
+            found = index_records(scanner, every)
         points = found.checkpoints
+        if not item.seekable:  # a compressed file is read from its start
+            splits.append(split(records=found.records, checkpoints=points[:1]))
+            continue
         inside = tuple(point.record for point in points if 0 < point.record < found.records)
         splits.append(split(records=found.records, checkpoints=points, boundaries=inside))
     return tuple(splits)

@@ -29,7 +29,10 @@ from ._diagnostics import PipelineProgress as PipelineProgress
 from ._diagnostics import PipelineResult as PipelineResult
 from ._errors import PipelineError as PipelineError
 from ._errors import PipelineFailedError as PipelineFailedError
+from ._errors import PipelineInterruptedError as PipelineInterruptedError
 from ._errors import PipelineUsageError as PipelineUsageError
+from ._errors import signal_exit_code as signal_exit_code
+from ._errors import signal_name as signal_name
 from ._inputs import InputPlan as InputPlan
 from ._inputs import default_input as default_input
 from ._inputs import plan_inputs as plan_inputs
@@ -39,11 +42,13 @@ from ._query import DEFAULT_SQL as DEFAULT_SQL
 from ._run import Pipeline as Pipeline
 from ._sink import ResultSink as ResultSink
 from ._sink import SinkStatistics as SinkStatistics
+from ._source import DEFAULT_CHUNK_ROWS as DEFAULT_CHUNK_ROWS
 from ._source import FileSource as FileSource
 from ._source import SourceStatistics as SourceStatistics
 from ._tables import TableSpec as TableSpec
 
 __all__ = [
+    "DEFAULT_CHUNK_ROWS",
     "DEFAULT_KEYS",
     "DEFAULT_MAX_RECORDS_PER_TRIGGER",
     "DEFAULT_SQL",
@@ -57,6 +62,7 @@ __all__ = [
     "PipelineConfig",
     "PipelineError",
     "PipelineFailedError",
+    "PipelineInterruptedError",
     "PipelineProgress",
     "PipelineResult",
     "PipelineUsageError",
@@ -68,6 +74,8 @@ __all__ = [
     "Validator",
     "default_input",
     "plan_inputs",
+    "signal_exit_code",
+    "signal_name",
 ]
 
 for _obj in (
@@ -79,6 +87,7 @@ for _obj in (
     PipelineConfig,
     PipelineError,
     PipelineFailedError,
+    PipelineInterruptedError,
     PipelineProgress,
     PipelineResult,
     PipelineUsageError,

@@ -15,6 +15,10 @@ part of the gain at ten times the flights). Any failure of this analysis (a quer
 does not parse, a streaming-only construct, a type the Parquet source refuses, an
 unexpected plan) keeps every column: the optimisation never fails a run (the query itself
 reports its own errors when it starts).
+
+The query goes through ``query_dataframe`` (``spark.sql`` for a query only): a statement
+of another kind is refused by the parser, never run (``spark.sql`` runs an ``INSERT`` or a
+``CREATE TABLE ... AS SELECT`` at once, whatever the caller does with its result).
 """
 
 from __future__ import annotations
@@ -41,13 +45,17 @@ def query_columns(spark: SparkSession, sql: str, schema: pa.Schema) -> tuple[str
 
     Planned over an empty Parquet directory (no job runs, no record is read); the view
     ``events`` is dropped afterwards. A query that reads no column (``count(*)``) keeps
-    the first one, so the stream still has a column.
+    the first one, so the stream still has a column. ``sql`` is parsed as a query
+    (``query_dataframe``): any other statement fails the analysis and is never run.
 
     Returns:
         A subset of ``schema.names`` in schema order: all of them when the query reads
         every column (``SELECT *``) or when the analysis failed for any reason (logged).
     """
-    from reactive_streams.spark._pyspark_internals import file_scan_columns  # noqa: PLC0415
+    from reactive_streams.spark._pyspark_internals import (  # noqa: PLC0415
+        file_scan_columns,
+        query_dataframe,
+    )
 
     names = tuple(schema.names)
     try:
@@ -55,7 +63,7 @@ def query_columns(spark: SparkSession, sql: str, schema: pa.Schema) -> tuple[str
             frame = spark.read.schema(spark_schema(schema)).parquet(empty)
             frame.createOrReplaceTempView(EVENTS_VIEW)
             try:
-                scans = file_scan_columns(spark.sql(sql))
+                scans = file_scan_columns(query_dataframe(spark, sql))
             finally:
                 spark.catalog.dropTempView(EVENTS_VIEW)
     except Exception as exc:  # any failure: keep every column, never fail the run

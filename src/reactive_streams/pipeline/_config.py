@@ -64,9 +64,17 @@ class PipelineConfig:
         spark_log_level: the JVM's log level when the pipeline starts Spark (``"OFF"``
             hides Spark's own error logs: the summary names the error anyway).
         encoding: the text encoding of CSV and JSON Lines inputs.
+        delimiter: the CSV inputs' field delimiter; ``None``: a tab for ``.tsv`` files,
+            else a comma.
+        quote: the CSV inputs' quote character; ``None``: values are never quoted.
+        follow_symlinks: read the symbolic links in an input directory that point
+            outside it (left out by default, and named in a note).
         spark_output: a file for everything the driver's JVM and its Python workers
             write to stderr (logs, Java stack traces, JVM warnings) when the pipeline
-            starts Spark; ``None``: they share this process's stderr.
+            starts Spark (the JVM is started with its stderr on the file; this process
+            keeps its own), and for PySpark's logs of Spark errors with a query context
+            (routed to the ``reactive_streams.pipeline.spark`` logger, which the command
+            sends there); ``None``: they share this process's stderr.
         read_on: where the input is read and validated (``ReadOn``); ``None``: on the
             executors, or on the driver with ``rate`` (see ``reads_on``).
         metrics_port: serve Prometheus metrics on this port while the job runs (``0``: a
@@ -105,6 +113,9 @@ class PipelineConfig:
     spark_log_level: str = "ERROR"
     spark_output: Path | None = None
     encoding: str = DEFAULT_ENCODING
+    delimiter: str | None = None
+    quote: str | None = '"'
+    follow_symlinks: bool = False
     read_on: ReadOn | None = None
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"

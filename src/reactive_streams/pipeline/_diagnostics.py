@@ -15,6 +15,7 @@ import json
 import os
 import re
 import resource
+import signal
 import sys
 import tempfile
 import threading
@@ -23,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+from ._errors import first_line, signal_exit_code, signal_name
 
 if TYPE_CHECKING:
     from ._checkpoint import ResumePoint
@@ -55,13 +58,22 @@ def peak_memory_bytes() -> int:
 class PipelineProgress:
     """A snapshot while the pipeline runs (all counts in records unless said otherwise).
 
+    Every count is this run's. After a resume from a ``--checkpoint`` (``resumed``), what
+    earlier runs did is in the ``*_before`` fields, and the ``all_runs_*`` properties add
+    both up; the result (``groups``) is always the whole result. So, for this run,
+    ``records_read == records_skipped + records_emitted + dead_letters`` once the source
+    is done (with ``--read-on driver``; on the executors ``records_read`` is defined so).
+
     Attributes:
         phase: ``"starting"`` (Spark is starting), ``"running"``, ``"finishing"``.
         elapsed: seconds since ``start``.
         records_read: records read from the input, valid or not.
         records_emitted: records the source handed to Spark's stream.
         records_processed: input records in the micro-batches Spark finished.
-        dead_letters: records refused so far.
+        dead_letters: records refused so far. After a resume on the driver the input is
+            read again from its start, so every dead letter is found again (the
+            dead-letter file is whole); on the executors, the dead letters of the
+            micro-batches this run read (a replayed one included).
         batches: micro-batches the sink folded in.
         source_demand: demand outstanding at the source (asked by the Spark stream).
         sink_demand: micro-batches the sink has asked for and not received.
@@ -80,6 +92,12 @@ class PipelineProgress:
         splits: ``--read-on executors``: how many splits the input has, else ``0``.
         bottleneck: the stage that held the pipeline back in the last metrics period
             (busy while its upstream was backpressured), else ``None``.
+        resumed: the run resumed from a ``--checkpoint`` that earlier runs wrote to.
+        records_skipped: valid records read again and not sent to Spark, because an
+            earlier run's micro-batches hold them (a resume with ``--read-on driver``).
+        batches_before: micro-batches earlier runs folded in (the sink's journal).
+        dead_letters_before: dead letters earlier runs found that this run did not find
+            again (on the executors; on the driver every one is found again: 0).
     """
 
     phase: str
@@ -101,6 +119,20 @@ class PipelineProgress:
     split_shares: tuple[int, ...] | None = None
     splits: int = 0
     bottleneck: Bottleneck | None = None
+    resumed: bool = False
+    records_skipped: int = 0
+    batches_before: int = 0
+    dead_letters_before: int = 0
+
+    @property
+    def all_runs_batches(self) -> int:
+        """Micro-batches folded in by this run and the earlier runs of its checkpoint."""
+        return self.batches + self.batches_before
+
+    @property
+    def all_runs_dead_letters(self) -> int:
+        """Dead letters of this run and the earlier runs: what the dead-letter file holds."""
+        return self.dead_letters + self.dead_letters_before
 
     @property
     def in_flight(self) -> int:
@@ -133,6 +165,11 @@ class PipelineResult:
         rejected: Spark refused the query as a stream (a usage error: exit status 2).
         notes: things the user should know about the run (e.g. that it resumed from a
             checkpoint).
+        signal: the signal that stopped an ``"interrupted"`` run (``signal.SIGINT`` for
+            Ctrl-C, ``signal.SIGTERM`` for ``docker stop`` or Kubernetes), else ``None``.
+        spark_output: the file of Spark's own output (``PipelineConfig.spark_output``)
+            when the run failed and Spark wrote something there (logs, Java stack
+            traces), else ``None``.
     """
 
     status: Status
@@ -148,28 +185,48 @@ class PipelineResult:
     rejected: bool = False
     notes: tuple[str, ...] = ()
     spark_peak_memory: int | None = None
+    signal: int | None = None
+    spark_output: Path | None = None
 
     @property
     def exit_code(self) -> int:
-        """``0`` completed, ``1`` failed, ``2`` the query was rejected, ``130`` interrupted."""
+        """The command's exit status for this end (``signal_exit_code`` when interrupted).
+
+        ``0`` completed, ``1`` failed, ``2`` the query was rejected, and ``128 +`` the
+        signal's number when interrupted (130 for Ctrl-C, 143 for SIGTERM).
+        """
         if self.rejected:
             return 2
-        return {"completed": 0, "failed": 1, "interrupted": 130}[self.status]
+        if self.status == "interrupted":
+            return signal_exit_code(self.signal or signal.SIGINT)
+        return {"completed": 0, "failed": 1}[self.status]
 
     def to_json(self) -> dict[str, object]:
-        """The summary as JSON-ready values (``--summary-json``)."""
+        """The summary as JSON-ready values (``--summary-json``).
+
+        The counts are this run's (``PipelineProgress``); the output is the whole result;
+        ``all_runs`` adds the earlier runs of a resumed checkpoint (``None`` otherwise).
+        """
         progress = self.progress
         return {
             "status": self.status,
             "exit_code": self.exit_code,
+            # This run's figures, then the result (all runs'), then all runs' (or None).
             "input_rows": progress.records_read,
+            "skipped_rows": progress.records_skipped,
             "rows_into_spark": progress.records_emitted,
             "micro_batches": progress.batches,
+            "dead_letters": progress.dead_letters,
+            "late_rows": progress.late_rows,
             "output_rows" if progress.output_mode == "append" else "output_groups": (
                 progress.groups
             ),
-            "dead_letters": progress.dead_letters,
-            "late_rows": progress.late_rows,
+            "all_runs": {
+                "micro_batches": progress.all_runs_batches,
+                "dead_letters": progress.all_runs_dead_letters,
+            }
+            if progress.resumed
+            else None,
             "wall_time_s": round(self.wall_time, 3),
             "rows_per_s": round(self.rows_per_second, 1),
             "python_driver_peak_memory_bytes": self.peak_memory,
@@ -179,6 +236,8 @@ class PipelineResult:
                 None if self.dead_letter_path is None else str(self.dead_letter_path)
             ),
             "error": self.error or None,
+            "signal": None if self.signal is None else signal_name(self.signal),
+            "spark_output": None if self.spark_output is None else str(self.spark_output),
             "notes": list(self.notes),
         }
 
@@ -213,13 +272,6 @@ def log4j_config(level: str) -> Path:
         temporary.write_text(_LOG4J_TEMPLATE.format(level=level.lower()), encoding="utf-8")
         temporary.replace(path)
     return path
-
-
-def first_line(error: BaseException) -> str:
-    for line in str(error).strip().splitlines():
-        if line.strip():
-            return line.strip()
-    return type(error).__name__
 
 
 def causes(error: BaseException) -> list[BaseException]:

@@ -15,7 +15,14 @@ if TYPE_CHECKING:
 
     from ._diagnostics import PipelineProgress, PipelineResult
 
-__all__ = ["bottleneck_line", "render_progress", "render_schema", "render_summary", "render_top"]
+__all__ = [
+    "bottleneck_line",
+    "render_progress",
+    "render_schema",
+    "render_summary",
+    "render_top",
+    "spark_output_line",
+]
 
 
 def _count(value: int) -> str:
@@ -166,17 +173,27 @@ def _rate(per_second: float) -> str:
 
 
 def render_summary(result: PipelineResult) -> RenderableType:
-    """The final summary table."""
+    """The final summary table; a value too long for its cell is folded, never cut.
+
+    Paths are folded too: ``spark_output_line`` gives the one a user copies as one line.
+    """
     progress = result.progress
     table = Table(title=f"Pipeline {result.status}", title_justify="left", show_header=False)
     table.add_column("what")
-    table.add_column("value", justify="right")
-    table.add_row("input rows", _count(progress.records_read))
-    table.add_row("rows into Spark", _count(progress.records_emitted))
-    table.add_row("micro-batches", _count(progress.batches))
-    table.add_row(f"output {_result_unit(progress)}", _count(progress.groups))
-    table.add_row("dead letters", _count(progress.dead_letters))
-    table.add_row("late rows dropped", _count(progress.late_rows))
+    table.add_column("value", justify="right", overflow="fold")
+    # After a resume, say which figures are this run's and which are every run's.
+    run = ", this run" if progress.resumed else ""
+    table.add_row(f"input rows{run}", _count(progress.records_read))
+    if progress.records_skipped:
+        table.add_row("  skipped: committed before", _count(progress.records_skipped))
+    table.add_row(f"rows into Spark{run}", _count(progress.records_emitted))
+    table.add_row(f"micro-batches{run}", _count(progress.batches))
+    table.add_row(f"output {_result_unit(progress)}", _count(progress.groups))  # all runs'
+    table.add_row(f"dead letters{run}", _count(progress.dead_letters))
+    table.add_row(f"late rows dropped{run}", _count(progress.late_rows))
+    if progress.resumed:
+        table.add_row("micro-batches, all runs", _count(progress.all_runs_batches))
+        table.add_row("dead letters, all runs", _count(progress.all_runs_dead_letters))
     table.add_row("wall time", f"{result.wall_time:,.1f} s")
     table.add_row("rows/s", _rate(result.rows_per_second))
     table.add_row("Python driver peak memory", _mib(result.peak_memory))
@@ -191,6 +208,13 @@ def render_summary(result: PipelineResult) -> RenderableType:
     for note in result.notes:
         table.add_row("note", note)
     return table
+
+
+def spark_output_line(result: PipelineResult) -> str | None:
+    """The line naming Spark's output file of a failed run (print it unwrapped), or ``None``."""
+    if result.spark_output is None:
+        return None
+    return f"Spark's own output (logs, Java stack traces): {result.spark_output}"
 
 
 def render_top(result: PipelineResult, width: int | None = None) -> RenderableType | None:

@@ -28,6 +28,7 @@ from ..files import (
     header,
     infer_files_schema,
     list_files,
+    quoted,
 )
 from ._errors import PipelineUsageError
 from ._schema import is_nested, normalize_schema
@@ -63,6 +64,8 @@ class InputPlan:
         label: how splits and dead letters name ``files`` when they stand for another
             input (the default input's cached Parquet files carry its name, numbered by
             part); ``None``: by their paths.
+        skipped: symbolic links in an input directory that point outside it, left out
+            (``plan_inputs(follow_symlinks=True)`` reads them).
         options: null text and timestamp forms of the conversion (``--null-value``,
             ``--timestamp-format``).
         schema_given: whether ``schema`` was given (``--schema``) rather than inferred.
@@ -165,9 +168,29 @@ def cached_default_input() -> InputPlan:
     )
 
 
-def _expand(paths: Sequence[Path], encoding: str) -> list[InputFile]:
+def _expand(
+    paths: Sequence[Path],
+    encoding: str,
+    delimiter: str | None,
+    quote: str | None,
+    *,
+    follow_symlinks: bool,
+    left_out: list[Path],
+) -> list[InputFile]:
+    for option, value in (("--delimiter", delimiter), ("--quote", quote)):
+        if value is not None and (len(value) != 1 or not value.isascii() or value in "\r\n"):
+            raise PipelineUsageError(f"{option} {value!r}: expected one ASCII character")
+    if delimiter is not None and delimiter == quote:
+        raise PipelineUsageError(f"--delimiter and --quote are the same ({delimiter!r})")
     try:
-        return list_files(paths, encoding=encoding)
+        return list_files(
+            paths,
+            encoding=encoding,
+            delimiter=delimiter,
+            quote=quote,
+            follow_symlinks=follow_symlinks,
+            left_out=left_out,
+        )
     except (FileNotFoundError, ValueError) as exc:
         raise PipelineUsageError(str(exc)) from None
 
@@ -189,7 +212,8 @@ def _check_columns(item: InputFile, columns: list[str], schema: pa.Schema) -> No
     if item.format == "csv":
         if set(columns) != set(names):
             raise PipelineUsageError(
-                f"columns of {item.path} do not match --schema: expected {names}, found {columns}"
+                f"columns of {item.path} do not match --schema: expected {quoted(names)}, "
+                f"found {quoted(columns)}"
             )
         nested = [field.name for field in schema if is_nested(field.type)]
         if nested:
@@ -202,12 +226,12 @@ def _check_columns(item: InputFile, columns: list[str], schema: pa.Schema) -> No
     extra = [name for name in columns if name not in names]
     if item.format == "parquet" and missing:
         raise PipelineUsageError(
-            f"{item.path} has no column(s) {', '.join(missing)} of --schema (it has {columns})"
+            f"{item.path} has no column(s) {quoted(missing)} of --schema (it has {quoted(columns)})"
         )
     if item.format == "jsonl" and extra:
         raise PipelineUsageError(
-            f"the first record of {item.path} has field(s) {', '.join(extra)} that --schema "
-            f"does not name (expected some of {names})"
+            f"the first record of {item.path} has field(s) {quoted(extra)} that --schema "
+            f"does not name (expected some of {quoted(names)})"
         )
 
 
@@ -243,24 +267,35 @@ def plan_inputs(
     paths: Sequence[Path],
     *,
     encoding: str = DEFAULT_ENCODING,
+    delimiter: str | None = None,
+    quote: str | None = '"',
+    follow_symlinks: bool = False,
     schema: pa.Schema | None = None,
     options: ConversionOptions | None = None,
 ) -> InputPlan:
     """Resolve ``paths`` (files or directories) into checked files and the stream's schema.
 
     Directories are searched recursively for files with a known extension (names starting
-    with ``.`` or ``_`` are skipped, as Spark does), in sorted order. Every file must have
-    the same column names as the first file that has a record, in any order (columns are
-    matched by name). The schema is inferred from every file, widened across them
+    with ``.`` or ``_`` are skipped, as Spark does; ``.gz`` or ``.zst`` after it: a
+    compressed file), in sorted order. Every file must have the same column names as the
+    first file that has a record, in any order (columns are matched by name). The schema
+    is inferred from every file, widened across them
     (``reactive_streams.files.infer_files_schema``: each Parquet file's footer, the head
     of each text file), unless ``schema`` is given: then a CSV file's header must name its
     columns, a Parquet file must have them (and may have more), and a JSON Lines file's
     first object may have no other field. ``encoding`` is the text encoding of CSV and
     JSON Lines files: any codec Python knows that writes ASCII as ASCII (not UTF-16).
+    ``delimiter`` and ``quote`` are the CSV files' (``None`` delimiter: a tab for ``.tsv``
+    files, else a comma; ``None`` quote: values are never quoted). A symbolic link in a
+    directory that points outside it is left out (``InputPlan.skipped``) unless
+    ``follow_symlinks``.
 
     Args:
         paths: files or directories.
         encoding: the text encoding of CSV and JSON Lines files.
+        delimiter: the CSV files' field delimiter; ``None``: by extension.
+        quote: the CSV files' quote character; ``None``: none.
+        follow_symlinks: read links in a directory that point outside it.
         schema: the stream's schema, normalised (``schema_from_ddl`` reads ``--schema``);
             ``None``: inferred.
         options: null text and a timestamp format, for inference and conversion;
@@ -283,7 +318,10 @@ def plan_inputs(
             f"--encoding {encoding}: not supported (the pipeline reads encodings that write "
             "ASCII as ASCII, such as utf-8, latin-1 or cp1252); convert the file to UTF-8"
         )
-    files = _expand(paths, encoding)
+    left_out: list[Path] = []
+    files = _expand(
+        paths, encoding, delimiter, quote, follow_symlinks=follow_symlinks, left_out=left_out
+    )
     first: InputFile | None = None
     first_columns: list[str] = []
     readable: list[InputFile] = []
@@ -305,7 +343,7 @@ def plan_inputs(
         elif columns and set(columns) != set(first_columns):
             raise PipelineUsageError(
                 f"columns of {item.path} do not match the first input {first.path}: "
-                f"expected {first_columns}, found {columns}"
+                f"expected {quoted(first_columns)}, found {quoted(columns)}"
             )
         any_rows = any_rows or has_rows is not False
     if not readable or not any_rows:
@@ -322,6 +360,7 @@ def plan_inputs(
         schema=schema,
         description=", ".join(str(path) for path in paths),
         total_rows=total,
+        skipped=tuple(left_out),
         options=options,
         schema_given=given,
     )

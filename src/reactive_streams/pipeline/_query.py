@@ -10,6 +10,10 @@ window_end)``.
 A query given with ``--sql`` runs in ``complete`` mode if it aggregates (each micro-batch
 carries the whole result; the sink keeps the last) and in ``append`` mode otherwise (rows
 are written through), unless ``--output-mode`` says otherwise; ``update`` needs ``--key``.
+
+``--sql`` must be a query: ``check_query`` parses it with the session's own SQL parser
+before anything reads, runs or is created, and refuses any other statement (``spark.sql``
+would run an ``INSERT`` or a ``CREATE TABLE ... AS SELECT`` at once).
 """
 
 from __future__ import annotations
@@ -17,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from ._errors import PipelineUsageError
+from ._errors import PipelineUsageError, first_line
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from ._sink import OutputMode
 
@@ -33,6 +37,7 @@ __all__ = [
     "OutputModeChoice",
     "QueryPlan",
     "aggregates",
+    "check_query",
     "choose_mode",
 ]
 
@@ -128,3 +133,39 @@ def aggregates(frame: DataFrame) -> bool | None:
     except Exception:
         return None
     return "Aggregate [" in plan or "\nAggregate" in plan or plan.startswith("Aggregate")
+
+
+def check_query(spark: SparkSession, sql: str) -> None:
+    """Refuse ``sql`` unless Spark's own parser reads it as one query; nothing runs.
+
+    Parsed with the session's parser (the one ``spark.sql`` uses, with its settings), so
+    what passes is exactly what Spark accepts as a query; no table is looked up (the
+    view ``events`` need not exist yet).
+
+    Raises:
+        PipelineUsageError: ``sql`` does not parse (with Spark's message), or is a
+            statement of another kind (``INSERT``, ``CREATE TABLE ... AS SELECT``,
+            ``SET``...), named as Spark's parser names it.
+    """
+    from pyspark.errors import ParseException  # noqa: PLC0415
+
+    from reactive_streams.spark._pyspark_internals import (  # noqa: PLC0415
+        parse_query,
+        statement_kind,
+    )
+
+    try:
+        parse_query(spark, sql)
+    except ParseException:
+        pass
+    else:
+        return
+    try:
+        kind = statement_kind(spark, sql)
+    except ParseException as exc:
+        raise PipelineUsageError(f"the query does not parse: {first_line(exc)}") from None
+    raise PipelineUsageError(
+        f"--sql must be a query over the view `{EVENTS_VIEW}` (SELECT ... FROM "
+        f"{EVENTS_VIEW}), not another kind of statement: Spark parses it as {kind}, which "
+        "spark.sql would run at once; nothing was run"
+    )

@@ -8,11 +8,22 @@ the right way:
    the Spark master (``--remote`` cannot work: both bridges need a classic session),
    Java 17+. Failures are ``PipelineUsageError`` (exit 2). With ``start_spark=True`` (the
    command) the JVM starts meanwhile, once the checks that need no input passed.
-2. ``start()``: the session, the reference tables (read, cached, registered as views; one
-   that does not load is a ``PipelineUsageError``), where a ``--checkpoint`` resumes
-   (``_checkpoint``), the ``events`` view, the query (a query that does not parse or does
-   not resolve is a ``PipelineUsageError``), the subscription of the sink.
-3. ``wait()`` / ``progress()`` while it runs, ``stop()`` on Ctrl-C, then ``finish()``.
+2. ``start()``: the session, then ``--sql`` parsed with Spark's own parser before
+   anything else (a statement that does not parse, or is not a query, is a
+   ``PipelineUsageError``: nothing is run), the reference tables (read, cached,
+   registered as views; one that does not load is a ``PipelineUsageError``), where a
+   ``--checkpoint`` resumes (``_checkpoint``), the ``events`` view, the query (one that
+   does not resolve or does not read ``events`` is a ``PipelineUsageError``), the
+   subscription of the sink.
+3. ``wait()`` / ``progress()`` while it runs, ``stop()`` on Ctrl-C or SIGTERM, then
+   ``finish()``.
+
+Stopping on a signal: a signal handler calls ``interrupt(signum)``, which only records the
+signal (no lock, no call into Spark: a ``KeyboardInterrupt`` raised inside a py4j call
+would leave the connection to the JVM unusable, and stopping needs it). Before the stream
+runs, ``start`` raises ``PipelineInterruptedError`` at its next step (it checks while it
+waits for Spark's session too); once it runs, the caller sees ``interrupt_signal`` and
+calls ``stop()``, and the result is ``interrupted``, with exit status ``128 + signum``.
 
 Demand, end to end: the sink requests one micro-batch at a time; ``from_streaming_query``
 holds Spark's ``foreachBatch`` until then; each trigger asks ``to_spark_stream`` for at most
@@ -31,6 +42,7 @@ import contextlib
 import dataclasses
 import re
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -57,7 +69,12 @@ from ._diagnostics import (
     summarize_error,
     top_rows,
 )
-from ._errors import PipelineFailedError, PipelineUsageError
+from ._errors import (
+    PipelineFailedError,
+    PipelineInterruptedError,
+    PipelineUsageError,
+    signal_name,
+)
 from ._inputs import (
     InputPlan,
     cached_default_input,
@@ -67,16 +84,18 @@ from ._inputs import (
 )
 from ._metrics import PipelineMetrics
 from ._output import check_output_dir, result_path
-from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, choose_mode
+from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, check_query, choose_mode
 from ._schema import UTC_TIMESTAMP, describe_schema, schema_from_ddl, spark_schema
 from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
 from ._source import FileSource
-from ._spark_driver import DriverProcess, quiet_accumulator_server, stderr_to
+from ._spark_driver import DriverProcess, quiet_accumulator_server, quiet_query_context_logs
 from ._splits import DeadLetterSplitter, count_dead_letter_parts, merge_dead_letters
 from ._tables import ReferenceTable, check_table_names, load_tables, plan_tables
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from pyspark.sql import DataFrame, SparkSession
 
     from ..spark import SparkStreamBridge, StreamingQueryPublisher
@@ -96,6 +115,33 @@ _PROGRESS_POLL = 1.0
 
 _SPLIT_FAILURE = re.compile(r"SplitReadError: (from_splits: [^\n]*)")
 """The line naming the split in a failure of ``--read-on executors`` (inside Spark's)."""
+
+
+def _part_identities(directory: Path) -> dict[str, tuple[int, int]]:
+    """Each dead-letter part file of ``directory`` by name: ``(inode, mtime in ns)``."""
+    found: dict[str, tuple[int, int]] = {}
+    with contextlib.suppress(OSError):
+        for part in directory.glob("*.jsonl"):
+            with contextlib.suppress(OSError):
+                status = part.stat()
+                found[part.name] = (status.st_ino, status.st_mtime_ns)
+    return found
+
+
+def _letters_written_since(directory: Path, before: Mapping[str, tuple[int, int]]) -> int:
+    """Dead letters in the part files of ``directory`` written since ``before`` was taken.
+
+    ``DeadLetterSplitter`` names a part file by its content (one dead letter per line)
+    and writes it whole under a temporary name, then renames it: a part written again (a
+    retried task, a micro-batch replayed after a restart) keeps its name, once, and gets
+    a new inode, so it counts for the run that wrote it last.
+    """
+    total = 0
+    for name, identity in _part_identities(directory).items():
+        if before.get(name) != identity:
+            with contextlib.suppress(OSError), (directory / name).open("rb") as handle:
+                total += sum(1 for _ in handle)
+    return total
 
 
 def _forget_dead_session(spark: SparkSession) -> None:
@@ -121,6 +167,8 @@ class Pipeline:
             raise PipelineUsageError(
                 f"--max-records-per-trigger must be positive, got {config.trigger_records}"
             )
+        if config.chunk_rows <= 0:
+            raise PipelineUsageError(f"--chunk-rows must be positive, got {config.chunk_rows}")
         if config.rate is not None and config.rate <= 0:
             raise PipelineUsageError(f"--rate must be positive, got {config.rate}")
         if config.rate is not None and config.read_on == "executors":
@@ -154,6 +202,8 @@ class Pipeline:
         self._started = 0.0
         self._phase = "starting"
         self._stopped = False
+        self._stop_signal: int | None = None
+        self._interrupt_signal: int | None = None  # written by a signal handler only
         self._own_session = False
         self._bridge: SparkStreamBridge | None = None
         self._source_done_at: float | None = None
@@ -165,7 +215,9 @@ class Pipeline:
         self.splits: tuple[FileSplit, ...] | None = None
         self._parts: Path | None = None
         self._parts_temporary = False
+        self._parts_before: dict[str, tuple[int, int]] = {}  # earlier runs' parts
         self._merged_dead: int | None = None
+        self._resumed = False  # from a --checkpoint that earlier runs wrote to
         # The input columns sent to Spark (the query's; --read-on executors only).
         self.stream_columns: tuple[str, ...] | None = None
         # Per-stage metrics: the display's bottleneck, and --metrics-port (see _metrics).
@@ -204,8 +256,23 @@ class Pipeline:
             # Every input problem is reported before the JVM starts (it takes seconds).
             schema, options = self._schema_and_options()
             plan = self._checked(
-                plan_inputs(config.inputs, encoding=config.encoding, schema=schema, options=options)
+                plan_inputs(
+                    config.inputs,
+                    encoding=config.encoding,
+                    delimiter=config.delimiter,
+                    quote=config.quote,
+                    follow_symlinks=config.follow_symlinks,
+                    schema=schema,
+                    options=options,
+                )
             )
+            if plan.skipped:
+                links = ", ".join(str(path) for path in plan.skipped[:3])
+                more = f" and {len(plan.skipped) - 3:,} more" if len(plan.skipped) > 3 else ""
+                self.notes.append(
+                    f"left out {len(plan.skipped):,} symbolic link(s) pointing outside the "
+                    f"input directory: {links}{more} (--follow-symlinks reads them)"
+                )
             if start_now:
                 self._start_spark_in_background()
         else:
@@ -366,9 +433,13 @@ class Pipeline:
         """Start Spark (unless ``spark`` is given), the query and the stream.
 
         Raises:
-            PipelineUsageError: the bridges are missing, a reference table does not load,
-                or the query does not parse or resolve against ``events``.
+            PipelineUsageError: the bridges are missing, ``--sql`` does not parse or is
+                not a query (found before anything is read or run), a reference table does
+                not load, or the query does not resolve against ``events`` or does not
+                read it.
             PipelineFailedError: Spark could not start.
+            PipelineInterruptedError: ``interrupt`` was called before the query started
+                (checked between the steps and while Spark starts).
         """
         assert self.plan is not None, "prepare() first"
         self._started = self._started or time.monotonic()
@@ -378,12 +449,22 @@ class Pipeline:
             raise PipelineUsageError(
                 f"the Spark bridges are not available in this installation: {exc}"
             ) from None
+        self._check_interrupted()
         if spark is None:
-            starter, self._starter = self._starter, None
-            spark, self._own_session = starter.get() if starter else self._new_session()
+            starter = self._starter
+            if starter is not None:
+                # Interrupted meanwhile, the session goes on starting: close() stops it.
+                spark, self._own_session = starter.get(check=self._check_interrupted)
+                self._starter = None
+            else:
+                spark, self._own_session = self._new_session()
         self.spark = spark
         self._driver = DriverProcess.of_active_context()
-        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        spark.conf.set("spark.sql.session.timeZone", "UTC")  # before parsing: literals
+        if self.config.sql is not None:
+            # Before anything is read, created or run: only a query goes on.
+            check_query(spark, self.config.sql)
+        self._check_interrupted()
         # Before events: the query's column analysis (--read-on executors) resolves them.
         self._table_frames = load_tables(spark, self.tables)
         if self.splits is not None:
@@ -391,6 +472,7 @@ class Pipeline:
         else:
             events = self._bridge_stream(spark)
         events.createOrReplaceTempView(EVENTS_VIEW)
+        self._check_interrupted()
         self._start_query(spark)
         self.metrics.start()
 
@@ -412,11 +494,14 @@ class Pipeline:
         else:
             self._parts = Path(tempfile.mkdtemp(prefix="reactive-streams-dead-letters-"))
             self._parts_temporary = True
+        # What earlier runs wrote: this run's dead letters are in the parts written since.
+        self._parts_before = _part_identities(self._parts)
         if config.checkpoint is not None:
             # Spark's offset log holds each split's offset: Spark resumes by itself.
             commits = config.checkpoint / "query" / "commits"
             done = list(commits.glob("[0-9]*")) if commits.is_dir() else []
             if done:
+                self._resumed = True
                 self.notes.append(
                     f"resumed from the checkpoint {config.checkpoint}: "
                     f"{len(done):,} micro-batches were committed before; Spark replays the "
@@ -463,6 +548,7 @@ class Pipeline:
         if config.checkpoint is not None:
             resume = resume_point(config.checkpoint / "query")
             if resume is not None:
+                self._resumed = True
                 self.notes.append(resumed_note(config.checkpoint, resume))
         start_offset = resume.offset if resume is not None else 0
         # Arrow record batches from the source into Spark: no Python object per record.
@@ -492,26 +578,36 @@ class Pipeline:
         return self._bridge.dataframe
 
     def _start_query(self, spark: SparkSession) -> None:
-        """The query over ``events``, its mode, the sink and the subscription."""
+        """The query over ``events``, its mode, the sink and the subscription.
+
+        The query is analysed once here (``query_dataframe``: parsed as a query, so no
+        other statement can run) and then runs only as the stream.
+        """
+        from pyspark.errors import AnalysisException  # noqa: PLC0415
+
         from reactive_streams.spark import from_streaming_query  # noqa: PLC0415
+        from reactive_streams.spark._pyspark_internals import query_dataframe  # noqa: PLC0415
 
         assert self.plan is not None
         config = self.config
         try:
-            result = spark.sql(config.sql) if config.sql is not None else None
-        except Exception as exc:  # ParseException, AnalysisException
+            result = query_dataframe(spark, DEFAULT_SQL if config.sql is None else config.sql)
+        except AnalysisException as exc:  # ParseException is one too (check_query ran)
             raise PipelineUsageError(
-                f"the query does not parse or resolve over `{EVENTS_VIEW}`: {first_line(exc)}"
+                f"the query does not resolve over `{EVENTS_VIEW}`: {first_line(exc)}"
             ) from None
+        if not result.isStreaming:
+            raise PipelineUsageError(
+                f"the query does not read the view `{EVENTS_VIEW}`, the input stream, so it "
+                f"is not a streaming query: read FROM {EVENTS_VIEW}"
+            )
         self.query = choose_mode(
             config.sql,
             requested=config.output_mode,
             keys=config.keys,
-            aggregates=None if result is None else aggregates(result),
+            aggregates=None if config.sql is None else aggregates(result),
             columns=self.plan.schema.names,
         )
-        if result is None:
-            result = spark.sql(self.query.sql)
         missing = [key for key in self.query.keys if key not in result.columns]
         if missing:
             raise PipelineUsageError(
@@ -572,24 +668,24 @@ class Pipeline:
 
         config = self.config
         existing = spark_is_running()
-        redirect = (
-            stderr_to(config.spark_output)
-            if config.spark_output is not None and not existing
-            else contextlib.nullcontext()
-        )
         try:
-            with redirect:
-                spark = local_session(
-                    config.master,
-                    app_name="reactive-streams-pipeline",
-                    conf={
-                        "spark.sql.session.timeZone": "UTC",
-                        "spark.driver.extraJavaOptions": (
-                            f"-Dlog4j2.configurationFile=file:{log4j_config(config.spark_log_level)}"
-                        ),
-                    },
-                    log_level=config.spark_log_level,
-                )
+            spark = local_session(
+                config.master,
+                app_name="reactive-streams-pipeline",
+                conf={
+                    "spark.sql.session.timeZone": "UTC",
+                    "spark.driver.extraJavaOptions": (
+                        f"-Dlog4j2.configurationFile=file:{log4j_config(config.spark_log_level)}"
+                    ),
+                },
+                log_level=config.spark_log_level,
+                # The JVM's stderr (and its Python workers') goes to the file from its first
+                # line; this process's stderr stays the terminal's, whatever thread writes.
+                jvm_stderr=config.spark_output,
+                # Ctrl-C or a SIGTERM sent to the whole process group reaches this process
+                # only, which stops the query and then Spark (see cli._pipeline).
+                own_process_group=True,
+            )
         except Exception as exc:
             death = DriverProcess.of_active_context().death(grace=_DEATH_GRACE)
             raise PipelineFailedError(
@@ -597,6 +693,7 @@ class Pipeline:
             ) from exc
         if config.spark_output is not None:
             quiet_accumulator_server()
+            quiet_query_context_logs()
         return spark, not existing  # never stop a session we did not start
 
     # -- step 3 -------------------------------------------------------------------------
@@ -631,8 +728,37 @@ class Pipeline:
             if deadline is not None and time.monotonic() >= deadline:
                 return False
 
-    def stop(self) -> None:
-        """Stop early (Ctrl-C): cancel the query through the sink, and the source."""
+    def interrupt(self, signum: int = signal.SIGINT) -> None:
+        """Ask the run to stop; safe in a signal handler (it only records ``signum``).
+
+        Takes no lock and calls nothing (see the module docstring): ``start`` raises
+        ``PipelineInterruptedError`` at its next step, and once the stream runs the thread
+        that waits for it reads ``interrupt_signal`` and calls ``stop``. The first signal
+        is kept.
+        """
+        if self._interrupt_signal is None:
+            self._interrupt_signal = signum
+
+    @property
+    def interrupt_signal(self) -> int | None:
+        """The signal ``interrupt`` recorded, or ``None``."""
+        return self._interrupt_signal
+
+    def _check_interrupted(self) -> None:
+        """Raise ``PipelineInterruptedError`` if ``interrupt`` was called."""
+        signum = self._interrupt_signal
+        if signum is not None:
+            raise PipelineInterruptedError(signum)
+
+    def stop(self, signum: int | None = None) -> None:
+        """Stop early: cancel the query through the sink, and the source.
+
+        Args:
+            signum: the signal that asked (the result's ``signal``; its exit status is
+                ``128 + signum``); ``None``: ``interrupt_signal``, if any (else the
+                result names no signal, and its exit status is 130, as for Ctrl-C).
+        """
+        self._stop_signal = signum if signum is not None else self._interrupt_signal
         self._stopped = True
         if self._sink is not None:
             self._sink.cancel()
@@ -660,8 +786,8 @@ class Pipeline:
             records_read=source.records_read if source is not None else 0,
             records_emitted=emitted,
             records_processed=processed,
-            dead_letters=self._dead.count,
-            batches=sink.batches if sink is not None else 0,
+            dead_letters=self._dead.count,  # every one, found again after a resume
+            batches=sink.batches - sink.journaled if sink is not None else 0,
             source_demand=(
                 source.stream.requested - source.stream.delivered if source is not None else 0
             ),
@@ -678,26 +804,37 @@ class Pipeline:
                 else 0.0
             ),
             bottleneck=self.metrics.bottleneck(),
+            resumed=self._resumed,
+            records_skipped=source.records_skipped if source is not None else 0,
+            batches_before=sink.journaled if sink is not None else 0,
         )
 
     def _dead_letters(self) -> int:
-        """Dead letters so far: merged at the end, else in the executors' part files."""
+        """Dead letters so far, every run's: merged at the end, else in the part files."""
         if self.splits is None:
             return self._dead.count
         if self._merged_dead is not None:
             return self._merged_dead
         return 0 if self._parts is None else count_dead_letter_parts(self._parts)
 
+    def _dead_letters_of_this_run(self) -> int:
+        """Dead letters this run found (on the driver, all: it reads from the start)."""
+        if self.splits is None:
+            return self._dead.count
+        return 0 if self._parts is None else _letters_written_since(self._parts, self._parts_before)
+
     def _split_progress(self, sink: Any, processed: int, late: int) -> PipelineProgress:
         """The counters of ``--read-on executors``: from the query's progress and the parts.
 
-        Records into Spark are the input rows of the finished micro-batches; the records
-        read are those plus the dead letters (exact once the run finished and the dead
-        letters were merged). The source's demand is what the last micro-batch planned,
-        spread over the splits (``split_shares``).
+        Records into Spark are the input rows of this run's finished micro-batches; the
+        records read are those plus the dead letters of the part files this run wrote
+        (its micro-batches', a replayed one's included). The dead letters earlier runs of
+        the checkpoint found are ``dead_letters_before`` (exact once the dead letters were
+        merged). The source's demand is what the last micro-batch planned, spread over the
+        splits (``split_shares``).
         """
         assert self.splits is not None
-        dead = self._dead_letters()
+        dead = self._dead_letters_of_this_run()
         shares = self._query_progress.shares
         return PipelineProgress(
             phase=self._phase,
@@ -706,7 +843,7 @@ class Pipeline:
             records_emitted=processed,
             records_processed=processed,
             dead_letters=dead,
-            batches=sink.batches if sink is not None else 0,
+            batches=sink.batches - sink.journaled if sink is not None else 0,
             source_demand=sum(shares),
             sink_demand=(sink.stream.requested - sink.stream.delivered if sink is not None else 0),
             groups=sink.groups if sink is not None else 0,
@@ -719,6 +856,9 @@ class Pipeline:
             split_shares=shares,
             splits=len(self.splits),
             bottleneck=self.metrics.bottleneck(),
+            resumed=self._resumed,
+            batches_before=sink.journaled if sink is not None else 0,
+            dead_letters_before=max(0, self._dead_letters() - dead),
         )
 
     def _dead_letter_limit_exceeded(self, *, final: bool) -> str | None:
@@ -872,9 +1012,9 @@ class Pipeline:
             )
         error = sink.error if sink is not None else None
         status: Status = "interrupted" if self._stopped and error is None else "failed"
-        output = self.config.spark_output
-        if output is not None and output.is_file() and output.stat().st_size:
-            self.notes.append(f"Spark's own output (logs, Java stack traces): {output}")
+        stop_signal = self._stop_signal if status == "interrupted" else None
+        if stop_signal is not None:
+            self.notes.append(f"stopped by {signal_name(stop_signal)}")
         # Name the cause, not Spark's wrapper of it: a dead driver JVM fails every py4j
         # call, and a source that failed makes Spark's data source fail.
         cause = self._limit_error  # --max-dead-letters: the figures say it all
@@ -894,6 +1034,12 @@ class Pipeline:
             and progress.batches == 0
             and any(type(cause).__name__ == "AnalysisException" for cause in causes(error))
         )
+        # Spark's output is worth keeping when the run failed (not for a query refused:
+        # the one line says it all), and the command keeps it then.
+        output = self.config.spark_output
+        worth_keeping = status == "failed" and not rejected
+        if not worth_keeping or output is None or not output.is_file() or not output.stat().st_size:
+            output = None
         return PipelineResult(
             rejected=rejected,
             status=status,
@@ -907,6 +1053,8 @@ class Pipeline:
             error=cause or ("" if error is None else summarize_error(error)),
             exception=error,
             notes=tuple(self.notes),
+            signal=stop_signal,
+            spark_output=output,
         )
 
     def close(self) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from ._errors import PipelineFailedError
@@ -12,11 +13,14 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
-__all__ = ["START_TIMEOUT", "SparkSessionStarter", "spark_is_running"]
+__all__ = ["CHECK_INTERVAL", "START_TIMEOUT", "SparkSessionStarter", "spark_is_running"]
 
 START_TIMEOUT = 600.0
 """Seconds to wait for Spark's session to start (a JVM on a loaded machine can take long;
 PySpark's own launcher gives up sooner when the JVM exits)."""
+
+CHECK_INTERVAL = 0.1
+"""Seconds between calls of ``get``'s ``check`` while it waits."""
 
 
 def spark_is_running() -> bool:
@@ -55,14 +59,26 @@ class SparkSessionStarter:
         finally:
             self._done.set()
 
-    def get(self, timeout: float = START_TIMEOUT) -> tuple[SparkSession, bool]:
+    def get(
+        self, timeout: float = START_TIMEOUT, *, check: Callable[[], None] | None = None
+    ) -> tuple[SparkSession, bool]:
         """The session and whether it was started here; re-raises the factory's error.
+
+        Args:
+            timeout: seconds to wait for the session.
+            check: called every ``CHECK_INTERVAL`` seconds while waiting; what it raises
+                ends the wait (the session goes on starting: ``get_quietly`` it to stop
+                it). E.g. ``Pipeline``'s check for a stop asked by a signal.
 
         Raises:
             PipelineFailedError: the session did not start within ``timeout`` seconds.
         """
-        if not self._done.wait(timeout):
-            raise PipelineFailedError(f"Spark did not start within {timeout:.0f} s")
+        deadline = time.monotonic() + timeout
+        while not self._done.wait(max(0.0, min(CHECK_INTERVAL, deadline - time.monotonic()))):
+            if check is not None:
+                check()
+            if time.monotonic() >= deadline:
+                raise PipelineFailedError(f"Spark did not start within {timeout:.0f} s")
         if self._error is not None:
             raise self._error
         assert self._result is not None

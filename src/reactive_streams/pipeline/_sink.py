@@ -79,7 +79,9 @@ class SinkStatistics:
     Attributes:
         stream: demand and delivery counters; ``requested - delivered`` is the demand the
             sink has outstanding.
-        batches: distinct micro-batches folded in.
+        batches: distinct micro-batches folded in, ``journaled`` included.
+        journaled: of those, the micro-batches restored from the journal when the sink
+            was made (folded in by earlier runs of a ``--checkpoint``).
         replayed: micro-batches skipped because their ``batch_id`` was seen before.
         rows_received: output rows received in the distinct batches.
         groups: rows in the result so far (one per key in update mode).
@@ -88,6 +90,7 @@ class SinkStatistics:
 
     stream: StreamStatistics
     batches: int
+    journaled: int
     replayed: int
     rows_received: int
     groups: int
@@ -184,6 +187,7 @@ class ResultSink(Subscriber[MicroBatchLike]):
         self._result_path: Path | None = None
         if journal is not None:
             self._replay_journal(journal)
+        self._journaled = len(self._seen)
 
     # -- Subscriber ---------------------------------------------------------------------
 
@@ -316,6 +320,7 @@ class ResultSink(Subscriber[MicroBatchLike]):
                     terminated=self._done.is_set() and not self._cancelled,
                 ),
                 batches=len(self._seen),
+                journaled=self._journaled,
                 replayed=self._replayed,
                 rows_received=self._rows,
                 groups=groups,

@@ -10,19 +10,17 @@ PySpark reads and their tests). When the JVM was started some other way
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import signal
 import subprocess
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from pathlib import Path
-
-__all__ = ["DriverProcess", "describe_exit", "quiet_accumulator_server", "stderr_to"]
+__all__ = [
+    "DriverProcess",
+    "describe_exit",
+    "quiet_accumulator_server",
+    "quiet_query_context_logs",
+]
 
 logger = logging.getLogger("reactive_streams.pipeline")
 
@@ -121,22 +119,37 @@ def quiet_accumulator_server() -> None:
     server.handle_error = handle_error
 
 
-@contextlib.contextmanager
-def stderr_to(path: Path) -> Iterator[None]:
-    """Point this process's file descriptor 2 at ``path`` (appending) while the block runs.
+_FORWARDER_NAME = "reactive-streams-query-context"
 
-    Started inside the block, Spark's driver JVM (and every Python worker it starts)
-    inherits that descriptor for good: its log lines, Java stack traces and the JVM's own
-    warnings ("Using incubator modules") go to ``path``, not to the terminal. Python's
-    ``sys.stderr`` writes inside the block go there too, so keep the block to the start.
+
+class _Forward(logging.Handler):
+    """Hands each record to ``logger`` (and so to its handlers and its parents')."""
+
+    def __init__(self, logger: logging.Logger) -> None:
+        super().__init__()
+        self.set_name(_FORWARDER_NAME)
+        self._logger = logger
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._logger.handle(record)
+
+
+def quiet_query_context_logs() -> None:
+    """Send PySpark's logs of errors with a query context to the log, not to stderr.
+
+    PySpark logs each JVM error with a query context (a query that does not resolve, an
+    ANSI error such as a failed cast in a running query) as it converts it, with the whole
+    Java stack trace: 13 KB or more on stderr per error, once more for each time the error
+    is converted again. The pipeline reports such an error itself, in one line; the
+    records go to the ``reactive_streams.pipeline.spark`` logger instead (at their own
+    level, ERROR), which the command sends to Spark's output file. Idempotent.
     """
-    sys.stderr.flush()
-    saved = os.dup(2)
     try:
-        with path.open("ab") as log:
-            os.dup2(log.fileno(), 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
+        from ..spark._pyspark_internals import query_context_loggers  # noqa: PLC0415
+    except ImportError:
+        return
+    target = logging.getLogger("reactive_streams.pipeline.spark")
+    for pyspark_logger in query_context_loggers():
+        for handler in list(pyspark_logger.handlers):
+            pyspark_logger.removeHandler(handler)
+        pyspark_logger.addHandler(_Forward(target))

@@ -154,7 +154,7 @@ def _plan_table(spec: TableSpec) -> ReferenceTable:
     if not spec.path.exists():
         raise PipelineUsageError(f"--table {spec}: not found: {spec.path}")
     files = _data_files(spec)
-    formats = sorted({FORMATS[item.suffix.lower()] for item in files})
+    formats = sorted({InputFile.of(item).format for item in files})
     if len(formats) > 1:
         raise PipelineUsageError(
             f"--table {spec}: the directory holds files of several formats "

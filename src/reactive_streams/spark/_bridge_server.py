@@ -129,6 +129,9 @@ class BridgeServer:
         except (OSError, EOFError, BridgeProtocolError) as exc:
             self._refuse(conn, peer, f"no valid handshake ({exc!r})")
             return
+        except Exception as exc:  # whatever else a hostile peer provokes: refused, counted
+            self._refuse(conn, peer, f"no valid handshake ({type(exc).__name__})")
+            return
         token = hello.get("token")
         if not isinstance(token, str) or not hmac.compare_digest(
             token.encode("utf-8"), self._token.encode("utf-8")

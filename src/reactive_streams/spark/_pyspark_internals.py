@@ -30,24 +30,46 @@ Assumptions, one per function:
   ``subprocess.Popen`` on ``SparkContext._gateway.proc``.
 * ``accumulator_server``: the running context keeps its accumulator server (a
   ``socketserver.TCPServer`` in this process) on ``_accumulatorServer``.
+* ``query_context_loggers``: PySpark logs every JVM error it converts whose error has a
+  query context (an ``AnalysisException`` naming a column, an ANSI error at run time) with
+  ``logger.exception`` on the ``PySparkLogger`` named ``SQLQueryContextLogger`` (the query
+  came from SQL text) or ``DataFrameQueryContextLogger`` (from the DataFrame API); each
+  was made with a ``StreamHandler`` on stderr, and does not propagate.
+* ``parse_query`` / ``statement_kind`` / ``query_dataframe``: a classic session's
+  ``_jsparkSession.sessionState().sqlParser()`` is the parser ``spark.sql`` uses; its
+  ``parseQuery(text)`` parses the whole text as one query (the grammar's ``query`` rule,
+  to the end of the text) and raises ``ParseException`` for anything else, and its
+  ``parsePlan(text)`` parses any one statement, without running either; and
+  ``org.apache.spark.sql.classic.Dataset.ofRows(session, plan)`` analyses a parsed plan
+  into the DataFrame ``spark.sql`` would return (``spark.sql`` is ``parsePlan`` then
+  ``ofRows``, which runs a command at once).
+* ``start_context``: ``pyspark.java_gateway.launch_gateway(conf, popen_kwargs)`` starts the
+  driver JVM with ``spark-submit`` as ``SparkContext`` would, passing ``popen_kwargs`` on
+  to ``subprocess.Popen`` (it sets ``stdin``, ``env`` and ``preexec_fn`` itself, and keeps
+  the process on the gateway's ``proc``), and ``SparkContext(conf=..., gateway=...)``
+  builds the context on that gateway instead of launching another JVM.
 """
 
 from __future__ import annotations
 
 import socketserver
 import subprocess
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from pyspark import SparkContext
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
+from pyspark.logger import PySparkLogger
 from pyspark.serializers import NoOpSerializer
+from pyspark.sql import DataFrame
 from pyspark.sql.types import DataType, _parse_datatype_string
 from pyspark.util import _local_iterator_from_socket
 
 if TYPE_CHECKING:
+    import logging
     import re
     from collections.abc import Iterator
 
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
     from pyspark.sql.streaming.query import StreamingQuery
 
 __all__ = [
@@ -61,7 +83,12 @@ __all__ = [
     "gateway_process",
     "jvm",
     "parse_ddl",
+    "parse_query",
+    "query_context_loggers",
+    "query_dataframe",
     "source_names",
+    "start_context",
+    "statement_kind",
     "streaming_plan",
 ]
 
@@ -143,6 +170,57 @@ def source_names(query: StreamingQuery, pattern: re.Pattern[str]) -> set[str]:
     return set(pattern.findall(streaming_plan(query)))
 
 
+def _sql_parser(spark: SparkSession) -> Any:
+    return spark._jsparkSession.sessionState().sqlParser()
+
+
+def parse_query(spark: SparkSession, sql: str) -> str:
+    """Parse ``sql`` as one query (``SELECT``, ``WITH``, ``VALUES``, ``TABLE``...).
+
+    The session's own parser, the one ``spark.sql`` uses, with the session's settings;
+    no table is looked up and nothing runs.
+
+    Returns:
+        The class of the query plan's top node (``"Project"``, ``"Aggregate"``...).
+
+    Raises:
+        pyspark.errors.ParseException: ``sql`` is not one query: a syntax error, more
+            than one statement, or a statement of another kind (``INSERT``,
+            ``CREATE TABLE ... AS SELECT``, ``SET``...; see ``statement_kind``).
+    """
+    return str(_sql_parser(spark).parseQuery(sql).getClass().getSimpleName())
+
+
+def statement_kind(spark: SparkSession, sql: str) -> str:
+    """The kind of statement ``sql`` is, as the class of the plan Spark's parser makes.
+
+    E.g. ``"InsertIntoDir"``, ``"CreateTableAsSelect"``, ``"SetCommand"``; a query gives
+    its top node (``"Project"``, ``"Aggregate"``...). Parsed only, never run.
+
+    Raises:
+        pyspark.errors.ParseException: ``sql`` is not one statement Spark can parse.
+    """
+    return str(_sql_parser(spark).parsePlan(sql).getClass().getSimpleName())
+
+
+def query_dataframe(spark: SparkSession, sql: str) -> DataFrame:
+    """``spark.sql(sql)`` for a query only: parsed as one (``parse_query``), then analysed.
+
+    ``spark.sql`` runs any other statement at once (an ``INSERT OVERWRITE DIRECTORY``
+    replaces the directory's files) before the caller can look at its result; this never
+    does. For a query, no job runs (the DataFrame is lazy). Each call parses the text
+    anew: Spark marks a parsed plan whose analysis failed, and will not analyse it again.
+
+    Raises:
+        pyspark.errors.ParseException: ``sql`` is not one query (see ``parse_query``).
+        pyspark.errors.AnalysisException: the query does not resolve (an unknown table,
+            view, column or function).
+    """
+    plan = _sql_parser(spark).parseQuery(sql)
+    datasets = jvm(spark).org.apache.spark.sql.classic.Dataset
+    return DataFrame(datasets.ofRows(spark._jsparkSession, plan), spark)
+
+
 def parse_ddl(schema: str) -> DataType:
     """Parse a DDL type string (``"id long, name string"``) as Spark does.
 
@@ -177,3 +255,61 @@ def accumulator_server() -> socketserver.BaseServer | None:
     """The running context's accumulator server (``_accumulatorServer``), or ``None``."""
     server = getattr(SparkContext._active_spark_context, "_accumulatorServer", None)
     return server if isinstance(server, socketserver.BaseServer) else None
+
+
+_QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+def query_context_loggers() -> tuple[logging.Logger, ...]:
+    """The loggers PySpark logs converted JVM errors with a query context on.
+
+    Each such error is logged (a JSON line on stderr by default, its message and the whole
+    Java stack trace, often 10 KB or more) when PySpark builds the Python exception, before
+    any caller can catch it. The loggers are made here if PySpark has not made them yet,
+    as PySpark makes them (``PySparkLogger``, whose ``exception`` takes keyword context).
+    """
+    return tuple(PySparkLogger.getLogger(name) for name in _QUERY_CONTEXT_LOGGERS)
+
+
+def start_context(
+    conf: SparkConf, *, stderr: IO[bytes] | None = None, own_process_group: bool = False
+) -> SparkContext:
+    """Build the process's ``SparkContext``, launching its JVM with these settings.
+
+    PySpark launches the driver JVM (``spark-submit``, which execs ``java``) when the
+    first ``SparkContext`` is built, sharing this process's stderr and process group, and
+    keeps that JVM for later contexts after a ``stop``. This launches it the same way with
+    the two settings below, then builds the context on it; a ``SparkSession.builder``
+    then finds the context and uses it. When the JVM is up already (a stopped context's,
+    or ``PYSPARK_GATEWAY_PORT``), the context is built on it and the settings do not apply.
+
+    Args:
+        conf: the context's configuration, master and application name included (passed
+            to ``spark-submit`` as PySpark does).
+        stderr: an open binary file for the JVM's standard error, for good (its log lines,
+            Java stack traces, its own warnings, and the output of the Python workers it
+            starts, which inherit it); ``None``: this process's stderr.
+        own_process_group: start the JVM in a session and process group of its own
+            (``setsid``), so that signals sent to this process's group (Ctrl-C in a
+            terminal, ``kill -TERM -PGID``, an init that forwards signals to the group)
+            reach this process only. The JVM still ends with this process (it exits when
+            its standard input, a pipe from this process, closes).
+
+    Returns:
+        The new ``SparkContext``.
+
+    Raises:
+        ValueError: a context is running already.
+        PySparkRuntimeError: the JVM exited before it answered (``JAVA_GATEWAY_EXITED``).
+    """
+    if SparkContext._active_spark_context is not None:
+        raise ValueError("a SparkContext is running already")
+    gateway = None
+    if SparkContext._gateway is None:
+        popen_kwargs: dict[str, Any] = {}
+        if stderr is not None:
+            popen_kwargs["stderr"] = stderr
+        if own_process_group:
+            popen_kwargs["start_new_session"] = True
+        gateway = launch_gateway(conf, popen_kwargs=popen_kwargs)  # type: ignore[no-untyped-call,unused-ignore]
+    return SparkContext(conf=conf, gateway=gateway)

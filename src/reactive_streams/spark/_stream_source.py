@@ -106,13 +106,16 @@ def recv_json(sock: socket.socket) -> dict[str, Any]:
 
     Raises:
         EOFError: the peer closed the connection.
-        BridgeProtocolError: the frame is too large or not a JSON object.
+        BridgeProtocolError: the frame is too large, nested too deeply, or not a JSON
+            object.
     """
     raw = recv_frame(sock, limit=MAX_CONTROL_FRAME)
     try:
         message = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise BridgeProtocolError(f"malformed control frame: {exc}") from None
+    except RecursionError:  # a frame nested deeper than the parser recurses
+        raise BridgeProtocolError("malformed control frame: nested too deeply") from None
     if not isinstance(message, dict):
         raise BridgeProtocolError("malformed control frame: not a JSON object")
     return message

@@ -15,6 +15,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -24,14 +25,16 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from ._errors import JavaNotFoundError, JavaVersionError, SparkConnectUnsupportedError
-from ._pyspark_internals import active_context
+from ._pyspark_internals import active_context, start_context
 from ._worker_home import fast_worker_home
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
 __all__ = [
     "CLASSIC_ONLY_BRIDGES",
@@ -172,6 +175,8 @@ def local_session(
     conf: Mapping[str, str] | None = None,
     log_level: str = "ERROR",
     fast_workers: bool = True,
+    jvm_stderr: Path | None = None,
+    own_process_group: bool = False,
 ) -> SparkSession:
     """Build (or get) a classic SparkSession for local work and tests.
 
@@ -197,6 +202,15 @@ def local_session(
         conf: extra Spark configuration, applied last.
         log_level: the JVM log level set once the context is up.
         fast_workers: start Python workers from the installed PySpark (see above).
+        jvm_stderr: when this call starts the driver JVM, append its standard error to
+            this file, for good: its log lines, Java stack traces and own warnings, and
+            the output of the Python workers it starts (which inherit it). This process's
+            own stderr is left alone. ``None``: the JVM shares this process's stderr.
+        own_process_group: when this call starts the driver JVM, start it in a process
+            group (and session) of its own, so that a signal sent to this process's group
+            (Ctrl-C in a terminal, ``kill -TERM -PGID``, an init that forwards signals to
+            the group) reaches this process only, which can then stop Spark in order.
+            The JVM still exits when this process ends.
 
     Returns:
         The session; like ``SparkSession.builder.getOrCreate()``, an existing session in
@@ -222,6 +236,13 @@ def local_session(
         "spark.pyspark.driver.python": sys.executable,
     }
     settings.update(conf or {})
+    if (jvm_stderr is not None or own_process_group) and not spark_is_running():
+        # The context is built first, on a JVM launched our way; the builder then uses it.
+        spark_conf = SparkConf().setMaster(master).setAppName(app_name)
+        spark_conf.setAll(list(settings.items()))
+        with contextlib.ExitStack() as files:
+            log = None if jvm_stderr is None else files.enter_context(jvm_stderr.open("ab"))
+            start_context(spark_conf, stderr=log, own_process_group=own_process_group)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)

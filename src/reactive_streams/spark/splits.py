@@ -216,6 +216,7 @@ def file_splits(
     encoding: str = "utf-8",
     dialect: CsvDialect | None = None,
     dead_letters: bool = False,
+    follow_symlinks: bool = False,
     options: ConversionOptions | None = None,
 ) -> FileSplits:
     """List files (and directories, recursively) and plan them as splits for ``from_splits``.
@@ -240,6 +241,9 @@ def file_splits(
         encoding: the text encoding of CSV and JSON Lines files.
         dialect: the CSV delimiter, quote and bound on quoted line breaks; by default
             each file's extension says (``.tsv``: tab-delimited).
+        follow_symlinks: read the symbolic links in a directory that point outside it
+            (left out by default: a link planted in a data directory must not make the
+            query read another file).
         dead_letters: ``False``: a record that does not fit the schema fails the query
             (``RefusedRecordError``, naming its file, line and reason); ``True``: it is a
             row of nulls with its dead letter in the column ``_dead_letter``.
@@ -258,7 +262,13 @@ def file_splits(
             to infer the schema from, or a file names a column twice.
     """
     check_positive("batch_rows", batch_rows)
-    files = list_files(paths, format=format, encoding=encoding, dialect=dialect)
+    files = list_files(
+        paths,
+        format=format,
+        encoding=encoding,
+        dialect=dialect,
+        follow_symlinks=follow_symlinks,
+    )
     options = options or ConversionOptions()
     if schema is None:
         schema = infer_files_schema(files, options)
