@@ -38,10 +38,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Final, Literal
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
+from typing import IO, Final, Literal
 
 __all__ = [
     "BLOCK_BYTES",
@@ -136,7 +133,6 @@ class TextBlock:
             line of ``data`` only).
         refused: the refused records, in order.
         multiline: whether a record of ``data`` spans lines (a quoted line break).
-        size: bytes of the file the block covers.
     """
 
     first: int
@@ -145,7 +141,6 @@ class TextBlock:
     lines: list[int] = field(default_factory=list)
     refused: list[Refused] = field(default_factory=list)
     multiline: bool = False
-    size: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +289,6 @@ class RecordScanner:
         block = TextBlock(first=self.record)
         pieces: list[bytes] = []
         limit = max_records if max_records is not None else 2**62
-        start = self.offset
         while not block.count:
             if len(self._buf) - self._pos < size and not self._eof:
                 self._fill(size)
@@ -305,7 +299,6 @@ class RecordScanner:
                 break
             self._fill(size)  # nothing decided yet: the record needs more bytes
         block.data = b"".join(pieces)
-        block.size = self.offset - start
         return block
 
     def skip(self, count: int) -> int:
@@ -317,13 +310,6 @@ class RecordScanner:
                 break
             passed += block.count
         return passed
-
-    def blocks(self) -> Iterator[TextBlock]:
-        """Every block to the end of the file."""
-        while (block := self.next_block()) is not None:
-            yield block
-
-    # -- CSV -----------------------------------------------------------------------------
 
     def _take(self, limit: int, block: TextBlock, pieces: list[bytes], budget: int) -> int:
         """Take up to ``limit`` records that the buffer decides; how many were taken.

@@ -34,7 +34,7 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
-from ..files import DEAD_LETTER_COLUMN, DeadLetter, FileSplit, InputFile
+from ..files import DEAD_LETTER_COLUMN, DeadLetter, FileSplit, InputFile, dead_letters_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -71,22 +71,20 @@ class DeadLetterSplitter:
         Raises:
             OSError: the part file cannot be written (the query fails).
         """
-        letters = batch.column(DEAD_LETTER_COLUMN)
         data = batch.select(list(self.names))
-        if letters.null_count == len(letters):
+        dead = dead_letters_of(batch)
+        if not dead:
             return data
-        dead = [text for text in pc.drop_null(letters).to_pylist() if text is not None]
-        if dead:
-            text = "".join(line + "\n" for line in dead)
-            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-            directory = Path(self.directory)
-            directory.mkdir(parents=True, exist_ok=True)
-            final = directory / f"{digest}.jsonl"
-            if not final.exists():
-                temporary = directory / f".{digest}.{os.getpid()}.tmp"
-                temporary.write_text(text, encoding="utf-8")
-                temporary.replace(final)
-        return data.filter(pc.is_null(letters))
+        text = "".join(line + "\n" for line in dead)
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+        directory = Path(self.directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        final = directory / f"{digest}.jsonl"
+        if not final.exists():
+            temporary = directory / f".{digest}.{os.getpid()}.tmp"
+            temporary.write_text(text, encoding="utf-8")
+            temporary.replace(final)
+        return data.filter(pc.is_null(batch.column(DEAD_LETTER_COLUMN)))
 
 
 def count_dead_letter_parts(directory: Path) -> int:
