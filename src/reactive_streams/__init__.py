@@ -10,27 +10,32 @@ the ``spark`` extra.
 
 from __future__ import annotations
 
-from ._demand import MAX_DEMAND, DrainLoop, EmitterElection, WorkGuard, add_demand, validate_request
-from ._exceptions import (
+from ._core import (
+    MAX_DEMAND,
     DemandTypeError,
+    DrainLoop,
+    EmitterElection,
     ExecutorRejectedError,
     MissingBackpressureError,
     NonPositiveDemandError,
     ProtocolViolationError,
     ReactiveStreamsError,
+    SerializedSubscription,
     SourceCancelledError,
     StreamInterruptedError,
-)
-from ._hooks import UndeliverableHook, report_undeliverable, set_undeliverable_hook
-from ._serialized import SerializedSubscription
-from ._signals import (
+    StreamStatistics,
+    UndeliverableHook,
+    WorkGuard,
+    add_demand,
+    report_undeliverable,
     report_violation,
+    set_undeliverable_hook,
     signal_on_complete,
     signal_on_error,
     signal_on_next,
     signal_on_subscribe,
+    validate_request,
 )
-from ._statistics import StreamStatistics
 from .api import Processor, Publisher, Subscriber, Subscription
 from .operators import Flow
 

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from reactivex.subject import Subject
 
 from reactive_streams import MAX_DEMAND, Subscriber
+from reactive_streams._core import Operator, StageStatistics
 from reactive_streams.adapters.reactivex import from_observable
 from reactive_streams.metrics import (
     SLA,
@@ -21,7 +22,6 @@ from reactive_streams.metrics import (
     metrics_stream,
 )
 from reactive_streams.operators import Flow
-from reactive_streams.operators._base import Operator, StageStatistics
 from reactive_streams.schedulers import Scheduler, ThreadTimerScheduler
 from reactive_streams.testing import RecordingSubscriber, VirtualTimeScheduler
 

@@ -7,11 +7,19 @@ import inspect
 import threading
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._demand import MAX_DEMAND, add_demand, validate_request
-from .._exceptions import ProtocolViolationError, SourceCancelledError
-from .._hooks import report_undeliverable
-from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
-from .._statistics import StreamStatistics
+from .._core import (
+    MAX_DEMAND,
+    ProtocolViolationError,
+    SourceCancelledError,
+    StreamStatistics,
+    add_demand,
+    report_undeliverable,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_next,
+    signal_on_subscribe,
+    validate_request,
+)
 from ..api import Publisher, Subscriber, Subscription
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ drops, failures) and is fully demand-driven: every buffer is bounded by ``buffer
 from __future__ import annotations
 
 from ._broadcast import BroadcastHub, SlowConsumer
-from ._core import HubStatistics
+from ._hub import HubStatistics
 from ._router import MergeHub, Router
 
 __all__ = ["BroadcastHub", "HubStatistics", "MergeHub", "Router", "SlowConsumer"]

@@ -7,19 +7,26 @@ import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from .._demand import MAX_DEMAND, check_positive
-from .._signals import signal_on_complete, signal_on_error, signal_on_subscribe
+from .._core import (
+    MAX_DEMAND,
+    DownstreamStage,
+    Operator,
+    Scheduler,
+    check_positive,
+    check_subscriber,
+    default_scheduler,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+    walk,
+)
 from ..api import Publisher, Subscriber
-from ..operators._base import Operator, check_subscriber, walk
-from ..operators._stage import DownstreamStage
-from ..schedulers import Scheduler, default_scheduler
 from ._snapshot import MetricsSnapshot, SLABreach, StageMetrics
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from ..operators._base import StageStatistics
-    from ..schedulers import PeriodicTask
+    from .._core import PeriodicTask, StageStatistics
     from ._sla import SLA
 
 __all__ = ["MetricsPublisher", "metrics_stream"]

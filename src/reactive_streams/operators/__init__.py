@@ -7,8 +7,8 @@
 
 from __future__ import annotations
 
-from ._base import NoneResultError as NoneResultError
-from ._base import StageStatistics as StageStatistics
+from .._core import NoneResultError as NoneResultError
+from .._core import StageStatistics as StageStatistics
 from ._flow import ConnectableFlow as ConnectableFlow
 from ._flow import Flow as Flow
 from ._group_by import GroupedFlow as GroupedFlow

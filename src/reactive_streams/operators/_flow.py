@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from .._demand import check_positive
+from .._core import (
+    OnBackpressureOperator,
+    Operator,
+    Overflow,
+    StageStatistics,
+    check_positive,
+    walk,
+)
 from ..adapters.asyncio import AsyncIteratorSubscriber, from_async_iterable, to_async_iterator
 from ..api import Processor, Publisher, Subscriber
-from ._backpressure import OnBackpressureOperator, Overflow
-from ._base import Operator, StageStatistics, walk
 from ._buffer import BufferOperator
 from ._distinct import DistinctUntilChangedOp
 from ._filter import FilterOp
@@ -60,7 +65,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
     from concurrent.futures import Executor
 
-    from ..schedulers import Scheduler
+    from .._core import Scheduler
     from ._group_by import GroupedFlow
 
 __all__ = ["Flow"]

@@ -6,26 +6,26 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .._demand import (
+from .._core import (
     MAX_DEMAND,
     DrainLoop,
+    ProtocolViolationError,
+    StageOperator,
+    StageStatistics,
     WorkGuard,
     add_demand,
+    cancel_quietly,
     check_positive,
     replenish_threshold,
-    validate_request,
-)
-from .._exceptions import ProtocolViolationError
-from .._hooks import report_undeliverable
-from .._signals import (
-    cancel_quietly,
+    report_undeliverable,
     report_violation,
+    signal_error_only,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
+    validate_request,
 )
 from ..api import Publisher, Subscriber, Subscription
-from ._base import StageOperator, StageStatistics, signal_error_only
 from ._flow import Flow
 
 if TYPE_CHECKING:

@@ -5,11 +5,21 @@ from __future__ import annotations
 import threading
 import time
 
-from .._demand import MAX_DEMAND, add_demand, validate_request
-from .._exceptions import MissingBackpressureError, ProtocolViolationError
-from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
+from .._core import (
+    MAX_DEMAND,
+    MissingBackpressureError,
+    Operator,
+    ProtocolViolationError,
+    StageStatistics,
+    add_demand,
+    check_subscriber,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_next,
+    signal_on_subscribe,
+    validate_request,
+)
 from ..api import Subscriber, Subscription
-from ._base import Operator, StageStatistics, check_subscriber
 
 __all__ = ["IntervalPublisher"]
 

@@ -18,19 +18,30 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
-from .._demand import MAX_DEMAND, check_positive
-from .._exceptions import MissingBackpressureError
-from .._signals import signal_on_complete, signal_on_error, signal_on_subscribe
-from ..schedulers import PeriodicTask, ScheduledTask, Scheduler, default_scheduler
-from ._base import Operator, StageOperator, check_subscriber
+from .._core import (
+    MAX_DEMAND,
+    BufferedStage,
+    DownstreamStage,
+    MissingBackpressureError,
+    Operator,
+    PeriodicTask,
+    ScheduledTask,
+    Scheduler,
+    StageOperator,
+    check_positive,
+    check_subscriber,
+    default_scheduler,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+)
 from ._pull import PullPublisher
-from ._stage import BufferedStage, DownstreamStage
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from .._core import Cancellable
     from ..api import Publisher, Subscriber, Subscription
-    from ..schedulers import Cancellable
 
 __all__ = [
     "DebounceOperator",

@@ -12,7 +12,7 @@ Hierarchy::
 
 from __future__ import annotations
 
-from .._exceptions import ReactiveStreamsError
+from .._core import ReactiveStreamsError
 
 __all__ = ["PipelineError", "PipelineFailedError", "PipelineUsageError"]
 

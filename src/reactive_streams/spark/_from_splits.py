@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .._demand import check_positive
+from .._core import check_positive
 from ._to_spark_stream import as_struct
 from .session import require_classic
 

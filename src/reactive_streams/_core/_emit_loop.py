@@ -24,10 +24,10 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._demand import DrainLoop, EmitterElection
-from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
-from .._statistics import StreamStatistics
 from ..api import Subscriber, Subscription
+from ._demand import DrainLoop, EmitterElection
+from ._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from ._statistics import StreamStatistics
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
