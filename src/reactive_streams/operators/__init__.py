@@ -11,7 +11,7 @@ from .._core import NoneResultError as NoneResultError
 from .._core import StageStatistics as StageStatistics
 from ._flow import ConnectableFlow as ConnectableFlow
 from ._flow import Flow as Flow
-from ._group_by import GroupedFlow as GroupedFlow
+from ._flow import GroupedFlow as GroupedFlow
 from ._group_by import TooManyGroupsError as TooManyGroupsError
 from ._sinks import BlockingIterator as BlockingIterator
 from ._sinks import CallbackSubscriber as CallbackSubscriber

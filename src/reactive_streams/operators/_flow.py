@@ -25,6 +25,7 @@ from ._distinct import DistinctUntilChangedOp
 from ._filter import FilterOp
 from ._flat_map import FlatMapOperator
 from ._fusion import UNSET, FusedOp
+from ._group_by import GroupByOperator
 from ._interval import IntervalPublisher
 from ._map import MapOp
 from ._multicast import MulticastOperator
@@ -66,9 +67,8 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from .._core import Scheduler
-    from ._group_by import GroupedFlow
 
-__all__ = ["Flow"]
+__all__ = ["ConnectableFlow", "Flow", "GroupedFlow"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -756,7 +756,7 @@ class Flow(Publisher[T], Generic[T]):
         Raises:
             ValueError: neither ``count`` nor ``timespan``, or a non-positive one.
         """
-        return Flow(WindowOperator(self._node, count, timespan, scheduler))
+        return Flow(WindowOperator(self._node, count, timespan, scheduler, Flow))
 
     def rebatch(self, *, max_rows: int | None = None, max_bytes: int | None = None) -> Flow[T]:
         """Re-cut ``pyarrow.RecordBatch`` or ``bytes`` elements to at most the bounds.
@@ -795,9 +795,7 @@ class Flow(Publisher[T], Generic[T]):
         once its elements fill ``prefetch`` (Reactor's caveat): consume or cancel every
         group, or put ``timeout(...)`` on the consumers to turn a stall into an error.
         """
-        from ._group_by import GroupByOperator  # noqa: PLC0415 - it subclasses Flow
-
-        return Flow(GroupByOperator(self._node, key, max_groups, prefetch))
+        return Flow(GroupByOperator(self._node, key, max_groups, prefetch, GroupedFlow))
 
 
 class ConnectableFlow(Flow[T]):
@@ -810,3 +808,20 @@ class ConnectableFlow(Flow[T]):
         node = self._node
         assert isinstance(node, MulticastOperator)
         node.connect()
+
+
+class GroupedFlow(Flow[T], Generic[K, T]):
+    """One group of ``group_by``: a ``Flow`` of the elements whose key is ``key``.
+
+    It accepts one subscriber (a second one gets ``on_error(RuntimeError)``); the elements
+    that arrived before it subscribed wait for it, within the operator's ``prefetch``.
+    """
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: K, node: Publisher[T]) -> None:
+        super().__init__(node)
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"GroupedFlow(key={self.key!r})"

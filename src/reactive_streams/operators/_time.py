@@ -38,7 +38,7 @@ from .._core import (
 from ._pull import PullPublisher
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from .._core import Cancellable
     from ..api import Publisher, Subscriber, Subscription
@@ -606,9 +606,17 @@ class WindowOperator(StageOperator[Any]):
 
     Concurrency:
         Ticks run on the scheduler; delivery is serial through the drain loop.
+
+    Args:
+        upstream: the source.
+        count: the most elements per window, or ``None``.
+        timespan: the seconds between ticks, or ``None``.
+        scheduler: where the ticks run; ``default_scheduler()`` if ``None``.
+        window: makes the element emitted for a window from a cold publisher of its
+            elements (``Flow.window`` passes ``Flow``).
     """
 
-    __slots__ = ("_count", "_scheduler", "_timespan")
+    __slots__ = ("_count", "_scheduler", "_timespan", "_window")
 
     def __init__(
         self,
@@ -616,8 +624,10 @@ class WindowOperator(StageOperator[Any]):
         count: int | None,
         timespan: float | None,
         scheduler: Scheduler | None,
+        window: Callable[[Publisher[Any]], Publisher[Any]],
     ) -> None:
         super().__init__(upstream)
+        self._window = window
         if count is None and timespan is None:
             raise ValueError("window() needs count=, timespan= or both")
         self._count = None if count is None else check_positive("window count", count)
@@ -629,18 +639,11 @@ class WindowOperator(StageOperator[Any]):
         return "window"
 
     def _new_stage(self, subscriber: Subscriber[Any]) -> Subscriber[Any]:
-        return _Window(subscriber, self._count, self._timespan, self._scheduler)
-
-
-def _window_of(elements: list[Any]) -> Any:
-    from ._flow import Flow  # noqa: PLC0415 - _flow imports this module
-
-    items = tuple(elements)
-    return Flow(PullPublisher(lambda: items, (), "window"))
+        return _Window(subscriber, self._count, self._timespan, self._scheduler, self._window)
 
 
 class _Window(_TimedStage):
-    __slots__ = ("_count", "_current")
+    __slots__ = ("_count", "_current", "_window")
     _name = "window"
 
     def __init__(
@@ -649,9 +652,11 @@ class _Window(_TimedStage):
         count: int | None,
         timespan: float | None,
         scheduler: Scheduler,
+        window: Callable[[Publisher[Any]], Publisher[Any]],
     ) -> None:
         super().__init__(downstream, 0.0 if timespan is None else timespan, scheduler)
         self._count = count
+        self._window = window
         self._current: list[Any] = []
 
     def _buffered_now(self) -> int:
@@ -679,7 +684,7 @@ class _Window(_TimedStage):
             if self._count is None or len(self._current) < self._count:
                 return
             window, self._current = self._current, []
-            self._ready.append(_window_of(window))
+            self._ready.append(self._window_of(window))
             self._high_water = max(self._high_water, len(self._ready))
             start = self._guard.acquire_locked()
         if start:
@@ -691,9 +696,9 @@ class _Window(_TimedStage):
                 return
             window, self._current = self._current, []
             if self._count is None:
-                start = self._emit_locked(_window_of(window))
+                start = self._emit_locked(self._window_of(window))
             else:  # bounded: every window holds at least one requested element
-                self._ready.append(_window_of(window))
+                self._ready.append(self._window_of(window))
                 start = self._guard.acquire_locked()
         if start:
             self._loop.start_owned()
@@ -701,7 +706,11 @@ class _Window(_TimedStage):
     def _upstream_completed(self) -> None:
         if self._current:
             window, self._current = self._current, []
-            self._ready.append(_window_of(window))
+            self._ready.append(self._window_of(window))
+
+    def _window_of(self, elements: list[Any]) -> Publisher[Any]:
+        items = tuple(elements)
+        return self._window(PullPublisher(lambda: items, (), "window"))
 
 
 # --------------------------------------------------------------------------- interval

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from .._core import ExecutorRejectedError
-    from ._client import ClientConnection
+    from ._client_connection import ClientConnection
     from ._frames import Frame
 
 __all__ = ["RemotePublisher"]
