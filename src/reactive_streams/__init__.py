@@ -29,6 +29,7 @@ from ._core import (
     add_demand,
     report_undeliverable,
     report_violation,
+    set_public_module,
     set_undeliverable_hook,
     signal_on_complete,
     signal_on_error,
@@ -87,11 +88,4 @@ def __getattr__(name: str) -> str:
     return value
 
 
-# Tracebacks and reprs show the public name, not the private module (as trio does).
-for _name in __all__:
-    if _name == "__version__":
-        continue
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith(f"{__name__}._"):
-        _obj.__module__ = __name__
-del _name, _obj
+set_public_module(__name__, globals())

@@ -22,6 +22,7 @@ import warnings
 from typing import Any
 
 from .. import schedulers as _schedulers
+from .._core import set_public_module
 from ._prometheus import PrometheusExporter
 from ._sla import SLA
 from ._snapshot import MetricsSnapshot, SLABreach, StageMetrics
@@ -37,9 +38,7 @@ __all__ = [
     "metrics_stream",
 ]
 
-for _name in __all__:
-    globals()[_name].__module__ = __name__
-del _name
+set_public_module(__name__, globals())
 
 _DEPRECATED = {
     "Cancellable": "Cancellable",

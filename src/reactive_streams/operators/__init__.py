@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .._core import NoneResultError as NoneResultError
 from .._core import StageStatistics as StageStatistics
+from .._core import set_public_module
 from ._flow import ConnectableFlow as ConnectableFlow
 from ._flow import Flow as Flow
 from ._flow import GroupedFlow as GroupedFlow
@@ -27,15 +28,4 @@ __all__ = [
     "TooManyGroupsError",
 ]
 
-for _obj in (
-    BlockingIterator,
-    CallbackSubscriber,
-    ConnectableFlow,
-    Flow,
-    GroupedFlow,
-    NoneResultError,
-    StageStatistics,
-    TooManyGroupsError,
-):
-    _obj.__module__ = __name__
-del _obj
+set_public_module(__name__, globals())

@@ -18,6 +18,7 @@ Importing this package does not import pyspark; ``Pipeline.start`` does.
 
 from __future__ import annotations
 
+from .._core import set_public_module
 from ..files import DeadLetter as DeadLetter
 from ..files import InputFile as InputFile
 from ..files import Validator as Validator
@@ -70,25 +71,4 @@ __all__ = [
     "plan_inputs",
 ]
 
-for _obj in (
-    DeadLetterLimit,
-    DeadLetterWriter,
-    FileSource,
-    InputPlan,
-    Pipeline,
-    PipelineConfig,
-    PipelineError,
-    PipelineFailedError,
-    PipelineProgress,
-    PipelineResult,
-    PipelineUsageError,
-    ResultSink,
-    ResultWriter,
-    SinkStatistics,
-    SourceStatistics,
-    TableSpec,
-    default_input,
-    plan_inputs,
-):
-    _obj.__module__ = __name__
-del _obj
+set_public_module(__name__, globals())
