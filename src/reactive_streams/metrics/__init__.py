@@ -11,17 +11,11 @@
 
 A stream runs on a ``reactive_streams.schedulers.Scheduler`` (``scheduler=``), the same
 as the time operators: ``reactive_streams.testing.VirtualTimeScheduler`` drives it in
-tests. The names ``Scheduler``, ``ThreadScheduler`` and ``Cancellable`` this package had
-for its own ``now``/``call_later`` protocol are deprecated aliases of
-``reactive_streams.schedulers.Scheduler``, ``ThreadTimerScheduler`` and ``Cancellable``.
+tests.
 """
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
-from .. import schedulers as _schedulers
 from .._core import set_public_module
 from ._prometheus import PrometheusExporter
 from ._sla import SLA
@@ -39,22 +33,3 @@ __all__ = [
 ]
 
 set_public_module(__name__, globals())
-
-_DEPRECATED = {
-    "Cancellable": "Cancellable",
-    "Scheduler": "Scheduler",
-    "ThreadScheduler": "ThreadTimerScheduler",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The deprecated scheduler names, resolved with a ``DeprecationWarning``."""
-    new = _DEPRECATED.get(name)
-    if new is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"reactive_streams.metrics.{name} is deprecated: use reactive_streams.schedulers.{new}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(_schedulers, new)
