@@ -655,7 +655,7 @@ class Flow(Publisher[T], Generic[T]):
                 result[f"{index}:{operator.name}"] = stats
         return result
 
-    # ------------------------------------------------------------------ time (issue 12)
+    # ------------------------------------------------------------------ time
     def sample(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
         """Every ``period`` seconds, the latest element if a new one arrived (see ``_time``).
 
