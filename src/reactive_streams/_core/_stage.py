@@ -159,6 +159,8 @@ class DownstreamStage(Subscription):
             self._schedule()
             return
         with self._lock:
+            if self._cancelled or self._terminated:
+                return  # Rule 3.6: a no-op once cancelled or ended
             self._demand = add_demand(self._demand, count)
             self._requested = add_demand(self._requested, count)
         self._demand_added(count)

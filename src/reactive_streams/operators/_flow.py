@@ -53,7 +53,6 @@ from ._time import (
     DebounceOperator,
     DelayOperator,
     SampleOperator,
-    ScheduledIntervalPublisher,
     ThrottleFirstOperator,
     TimeoutOperator,
     WindowOperator,
@@ -236,9 +235,7 @@ class Flow(Publisher[T], Generic[T]):
         ``scheduler`` each subscriber gets a timer thread; with one (a
         ``VirtualTimeScheduler`` in tests) the ticks run there.
         """
-        if scheduler is not None:
-            return Flow(ScheduledIntervalPublisher(period, count, scheduler))
-        return Flow(IntervalPublisher(period, count))
+        return Flow(IntervalPublisher(period, count, scheduler))
 
     @staticmethod
     def merge(*publishers: Publisher[R], concurrency: int | None = None) -> Flow[R]:
