@@ -12,7 +12,8 @@ The kit itself imports nothing of the package but ``reactive_streams.api``.
 * ``SerializedSubscription`` (``_serialized``), the undeliverable-error hook
   (``_hooks``), the exception hierarchy (``_exceptions``), ``StreamStatistics``
   (``_statistics``), the schedulers (``_schedulers``, public as
-  ``reactive_streams.schedulers``), and ``set_public_module`` (``_public``), which
+  ``reactive_streams.schedulers``), ``LoopThread`` (``_loop_thread``: a private event
+  loop on a daemon thread), and ``set_public_module`` (``_public``), which
   every public ``__init__`` calls so that reprs show public names.
 * The single-emitter skeleton (``_emit_loop``): ``EmitLoopSubscription``, one
   subscription whose signals all come from one elected emit loop.
@@ -52,6 +53,7 @@ from ._exceptions import (
     StreamInterruptedError,
 )
 from ._hooks import UndeliverableHook, report_undeliverable, set_undeliverable_hook
+from ._loop_thread import LoopThread
 from ._operator import (
     EmptySubscription,
     HasStatistics,
@@ -101,6 +103,7 @@ __all__ = [
     "ExecutorRejectedError",
     "HasStatistics",
     "InnerSubscriber",
+    "LoopThread",
     "MissingBackpressureError",
     "NonPositiveDemandError",
     "NoneResultError",

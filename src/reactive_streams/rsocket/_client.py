@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Literal, overload
 from urllib.parse import urlsplit
 
+from .._core import LoopThread
 from ._client_connection import ClientConnection
 from ._connection import ConnectionSettings, StreamHandler
 from ._errors import RSocketConnectionError
@@ -18,7 +19,6 @@ from ._frames import (
     FrameType,
     encode_fragments,
 )
-from ._loop import LoopThread
 from ._metadata import AUTHENTICATION, ROUTING, encode_bearer, encode_composite
 from ._metadata import encode_routing as _encode_routing
 from ._requester import RemotePublisher
