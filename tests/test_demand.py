@@ -24,7 +24,7 @@ from reactive_streams import (
     set_undeliverable_hook,
     validate_request,
 )
-from reactive_streams._demand import check_positive, replenish_threshold
+from reactive_streams._core import check_positive, replenish_threshold
 
 
 class _Index:

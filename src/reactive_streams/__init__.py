@@ -10,27 +10,33 @@ the ``spark`` extra.
 
 from __future__ import annotations
 
-from ._demand import MAX_DEMAND, DrainLoop, EmitterElection, WorkGuard, add_demand, validate_request
-from ._exceptions import (
+from ._core import (
+    MAX_DEMAND,
     DemandTypeError,
+    DrainLoop,
+    EmitterElection,
     ExecutorRejectedError,
     MissingBackpressureError,
     NonPositiveDemandError,
     ProtocolViolationError,
     ReactiveStreamsError,
+    SerializedSubscription,
     SourceCancelledError,
     StreamInterruptedError,
-)
-from ._hooks import UndeliverableHook, report_undeliverable, set_undeliverable_hook
-from ._serialized import SerializedSubscription
-from ._signals import (
+    StreamStatistics,
+    UndeliverableHook,
+    WorkGuard,
+    add_demand,
+    report_undeliverable,
     report_violation,
+    set_public_module,
+    set_undeliverable_hook,
     signal_on_complete,
     signal_on_error,
     signal_on_next,
     signal_on_subscribe,
+    validate_request,
 )
-from ._statistics import StreamStatistics
 from .api import Processor, Publisher, Subscriber, Subscription
 from .operators import Flow
 
@@ -82,11 +88,4 @@ def __getattr__(name: str) -> str:
     return value
 
 
-# Tracebacks and reprs show the public name, not the private module (as trio does).
-for _name in __all__:
-    if _name == "__version__":
-        continue
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith(f"{__name__}._"):
-        _obj.__module__ = __name__
-del _name, _obj
+set_public_module(__name__, globals())

@@ -1,9 +1,10 @@
 """The console-script entry point: the command line, or an install hint without its extra.
 
 ``click`` and ``rich`` serve only the command line, so they live in the ``cli`` extra (the
-``spark`` extra includes it). A base install still has the ``reactive-streams`` script; run
-without the extra, it says what to install instead of printing a ``ModuleNotFoundError``.
-It lives outside the ``cli`` package because that package imports click.
+``pipeline`` extra, for the main job, includes it). A base install still has the
+``reactive-streams`` script; run without the extra, it says what to install instead of
+printing a ``ModuleNotFoundError``. It lives outside the ``cli`` package because that
+package imports click.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ __all__ = ["INSTALL_HINT", "run"]
 
 INSTALL_HINT = (
     "the reactive-streams command needs the 'cli' extra: "
-    "pip install 'reactive-streams-py[cli]' (or '[spark]' for the pipeline)"
+    "pip install 'reactive-streams-py[cli]' (or '[pipeline]' for the main job)"
 )
 _CLI_MODULES = frozenset({"click", "rich"})
 

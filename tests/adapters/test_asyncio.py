@@ -306,7 +306,7 @@ def test_from_async_iterable_rejects_non_async_iterables() -> None:
         from_async_iterable([1, 2, 3])  # type: ignore[arg-type]
 
 
-# -- issue 14 item 3: upstream work runs off the event loop ------------------------------
+# -- upstream work runs off the event loop ----------------------------------------------
 
 
 def _slow(value: int) -> int:
@@ -450,7 +450,7 @@ def test_a_subscribe_that_raises_ends_the_stream() -> None:
     asyncio.run(main())
 
 
-# -- issue 15 item 9: leaving `async for` early cancels upstream -------------------------
+# -- leaving `async for` early cancels upstream -----------------------------------------
 
 
 @pytest.mark.parametrize("how", ["break", "raise", "cancel task"])
@@ -498,7 +498,7 @@ def test_an_executor_that_refuses_the_lane_ends_the_stream() -> None:
     asyncio.run(main())
 
 
-# -- issue 15 item 10: a loop closed under from_async_iterable ---------------------------
+# -- a loop closed under from_async_iterable ---------------------------------------------
 
 
 @pytest.mark.parametrize("then_request", [True, False])

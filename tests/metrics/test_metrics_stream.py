@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import sys
 from collections.abc import Callable
 
@@ -12,6 +10,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from reactivex.subject import Subject
 
 from reactive_streams import MAX_DEMAND, Subscriber
+from reactive_streams._core import Operator, StageStatistics
 from reactive_streams.adapters.reactivex import from_observable
 from reactive_streams.metrics import (
     SLA,
@@ -21,8 +20,6 @@ from reactive_streams.metrics import (
     metrics_stream,
 )
 from reactive_streams.operators import Flow
-from reactive_streams.operators._base import Operator, StageStatistics
-from reactive_streams.schedulers import Scheduler, ThreadTimerScheduler
 from reactive_streams.testing import RecordingSubscriber, VirtualTimeScheduler
 
 TIMEOUT = 10.0
@@ -304,73 +301,20 @@ def test_without_prometheus_client_the_error_says_what_to_install(
         PrometheusExporter(CollectorRegistry())
 
 
-class _Timer:
-    def __init__(self) -> None:
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-
-
-class FakeClock:
-    """The old metrics protocol: ``now`` and ``call_later``; time moves with ``advance``."""
-
-    def __init__(self) -> None:
-        self.time = 0.0
-        self._heap: list[tuple[float, int, _Timer, Callable[[], None]]] = []
-        self._sequence = itertools.count()
-
-    def now(self) -> float:
-        return self.time
-
-    def call_later(self, delay: float, action: Callable[[], None]) -> _Timer:
-        timer = _Timer()
-        heapq.heappush(self._heap, (self.time + delay, next(self._sequence), timer, action))
-        return timer
-
-    def advance(self, seconds: float) -> None:
-        end = self.time + seconds + 1e-9
-        while self._heap and self._heap[0][0] <= end:
-            due, _, timer, action = heapq.heappop(self._heap)
-            self.time = max(self.time, due)
-            if not timer.cancelled:
-                action()
-        self.time = end
-
-    @property
-    def pending(self) -> int:
-        return sum(1 for _, _, timer, _ in self._heap if not timer.cancelled)
-
-
-def test_an_old_now_call_later_scheduler_still_works_with_a_deprecation_warning() -> None:
-    clock = FakeClock()
-    subject, flow, _subscriber = _hot_flow()
-    snapshots: RecordingSubscriber[MetricsSnapshot] = RecordingSubscriber(initial_request=10)
-    with pytest.warns(DeprecationWarning, match=r"^a metrics scheduler with now\(\) and call_"):
-        stream = metrics_stream(flow, 1.0, scheduler=clock, until_done=False)  # type: ignore[arg-type]
-    stream.subscribe(snapshots)
-    subject.on_next(1)
-    clock.advance(2.0)
-    assert [snapshot.time for snapshot in snapshots.elements] == pytest.approx([1.0, 2.0])
-    assert snapshots.elements[0].stage("from_observable").elements_out == 1
-    assert snapshots.subscription is not None
-    snapshots.subscription.cancel()
-    assert clock.pending == 0
-
-
-def test_the_old_scheduler_names_are_deprecated_aliases() -> None:
+def test_the_old_scheduler_protocol_and_names_are_gone() -> None:
     from reactive_streams import metrics
 
-    with pytest.warns(
-        DeprecationWarning,
-        match=r"^reactive_streams\.metrics\.ThreadScheduler is deprecated: use "
-        r"reactive_streams\.schedulers\.ThreadTimerScheduler$",
-    ):
-        assert metrics.ThreadScheduler is ThreadTimerScheduler
-    with pytest.warns(DeprecationWarning, match=r"^reactive_streams\.metrics\.Scheduler is "):
-        assert metrics.Scheduler is Scheduler
-    with pytest.raises(AttributeError):
-        metrics.NoSuchName  # noqa: B018
+    class OldClock:  # now() and call_later(): not a Scheduler
+        def now(self) -> float:
+            return 0.0
+
+        def call_later(self, delay: float, action: Callable[[], None]) -> object:
+            return object()
+
+    with pytest.raises(TypeError, match=r"^metrics_stream\(scheduler=\) takes a "):
+        metrics_stream(Flow.empty(), 1.0, scheduler=OldClock())  # type: ignore[arg-type]
+    for name in ("Scheduler", "ThreadScheduler", "Cancellable"):
+        assert not hasattr(metrics, name)
 
 
 def test_a_scheduler_of_another_kind_is_a_type_error() -> None:

@@ -1,6 +1,8 @@
-"""Failures found by probing as a new user and as an adversary (issues 14 and 15).
+"""Edges a new user or an adversary reaches: odd arguments, cancels and races, interrupts.
 
-Each test here failed on the code before the fix it covers.
+Arguments out of range or of the wrong type, a hub whose only subscriber cancelled, a
+Rule 3.9 error racing a running ``on_next``, a late subscriber of ``share``, and a
+``KeyboardInterrupt`` on an executor.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def executor() -> Iterator[ThreadPoolExecutor]:
         yield pool
 
 
-# --------------------------------------------------------------------------- issue 14
+# --------------------------------------------------------------------------- arguments and hubs
 
 
 def test_interval_with_count_zero_emits_nothing() -> None:
@@ -133,12 +135,12 @@ def test_publish_stops_requesting_once_its_only_subscriber_cancelled() -> None:
     flow.subscribe(recorder)
     flow.connect()
     assert recorder.elements == [0]
-    # before the fix the hub kept refilling from the cancelled subscriber's request(1):
-    # the whole million went through count() on this thread
+    # a hub that kept refilling from the cancelled subscriber's request(1) would push the
+    # whole million through count() on this thread
     assert len(produced) <= 16
 
 
-# --------------------------------------------------------------------------- issue 15
+# --------------------------------------------------------------------------- races and interrupts
 
 
 class _HoldFirst(RecordingSubscriber[int]):

@@ -13,7 +13,7 @@ from reactive_streams import (
     Subscription,
     set_undeliverable_hook,
 )
-from reactive_streams.operators._stage import BufferedStage, DownstreamStage, PassThroughStage
+from reactive_streams._core import BufferedStage, DownstreamStage, PassThroughStage
 
 from .helpers import ManualSubscription, Recorder
 

@@ -10,6 +10,7 @@ import pytest
 
 from reactive_streams import MAX_DEMAND, MissingBackpressureError
 from reactive_streams.operators import Flow
+from reactive_streams.testing import RecordingSubscriber, VirtualTimeScheduler
 
 from .helpers import ManualPublisher, Recorder
 
@@ -232,3 +233,18 @@ def test_via_processor_factory() -> None:
         flow = Flow.range(0, 100).via(lambda: PublishOn(pool, prefetch=8))
         assert flow.to_list(timeout=10) == list(range(100))
         assert flow.metrics()["1:via"].high_water_mark <= 8
+
+
+@pytest.mark.parametrize("virtual", [False, True])
+def test_interval_request_after_cancel_adds_no_demand(virtual: bool) -> None:
+    scheduler = VirtualTimeScheduler() if virtual else None
+    flow = Flow.interval(3600.0, scheduler=scheduler)
+    recorder: RecordingSubscriber[int] = RecordingSubscriber(initial_request=1)
+    flow.subscribe(recorder)
+    assert recorder.subscription is not None
+    recorder.subscription.cancel()
+    recorder.subscription.request(5)  # Rule 3.6: a no-op
+    recorder.subscription.request(0)  # no Rule 3.9 error after cancel either
+    statistics = flow.metrics()["0:interval"]
+    assert (statistics.requested, statistics.delivered, statistics.cancelled) == (1, 0, True)
+    assert recorder.elements == [] and recorder.error is None and not recorder.completed

@@ -19,6 +19,7 @@ from reactive_streams import MAX_DEMAND, Processor, Publisher
 from reactive_streams.operators import Flow
 from reactive_streams.operators._publish_on import PublishOn
 from reactive_streams.reference import RangePublisher
+from reactive_streams.schedulers import default_scheduler
 from reactive_streams.tck import IdentityProcessorVerification, PublisherVerification
 
 
@@ -182,6 +183,26 @@ class TestOnBackpressureBuffer(_FlowVerification):
         # a source on another thread, as hot sources are; the capacity never overflows
         source = _numbers(elements).subscribe_on(self.executor())
         return source.on_backpressure_buffer(max(elements, 1))
+
+
+class TestInterval(_FlowVerification):
+    """The interval's own subscription, behind a buffer that takes every tick.
+
+    The timer is hot (a tick without demand is ``MissingBackpressureError``), so the TCK's
+    demand tests run against the buffer; the interval's subscription gets the rest:
+    ``on_subscribe`` first, ticks in order, completion after ``count``, cancel, Rule 3.13.
+    """
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        count = None if elements == MAX_DEMAND else elements
+        return Flow.interval(0.0005, count=count).on_backpressure_buffer(max(elements, 1))
+
+
+class TestScheduledInterval(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        count = None if elements == MAX_DEMAND else elements
+        flow = Flow.interval(0.0005, count=count, scheduler=default_scheduler())
+        return flow.on_backpressure_buffer(max(elements, 1))
 
 
 class TestShare(_FlowVerification):

@@ -18,7 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reactive_streams import MAX_DEMAND, MissingBackpressureError, Publisher, Subscriber
+from reactive_streams import (
+    MAX_DEMAND,
+    MissingBackpressureError,
+    NonPositiveDemandError,
+    Publisher,
+    Subscriber,
+)
 from reactive_streams.api import Subscription
 from reactive_streams.operators import Flow
 from reactive_streams.schedulers import AsyncioScheduler, ThreadTimerScheduler
@@ -524,3 +530,45 @@ class TestWindowByCount(_TimedVerification):
         if elements == MAX_DEMAND:
             return _numbers(elements).window(2, 60)
         return Flow.range(0, elements * 2).window(2, 60)
+
+
+def test_interval_signals_a_rule_3_9_error_and_stops_its_timer() -> None:
+    scheduler = VirtualTimeScheduler()
+    recorder = RecordingSubscriber[int](initial_request=2)
+    Flow.interval(1, scheduler=scheduler).subscribe(recorder)
+    scheduler.advance(1)
+    assert recorder.subscription is not None
+    recorder.subscription.request(0)
+    assert recorder.elements == [0]
+    assert isinstance(recorder.error, NonPositiveDemandError)
+    assert scheduler.pending == 0
+    scheduler.advance(10)
+    assert recorder.elements == [0]
+
+
+def test_interval_cancel_stops_its_timer_and_ticks_wait_for_no_one() -> None:
+    scheduler = VirtualTimeScheduler()
+    recorder = RecordingSubscriber[int](initial_request=10)
+    Flow.interval(1, scheduler=scheduler).subscribe(recorder)
+    scheduler.advance(3)
+    assert recorder.subscription is not None
+    recorder.subscription.cancel()
+    assert scheduler.pending == 0
+    scheduler.advance(10)
+    assert recorder.elements == [0, 1, 2]
+    assert recorder.error is None and not recorder.completed
+
+
+def test_interval_ticks_within_total_demand_then_missing_backpressure() -> None:
+    scheduler = VirtualTimeScheduler()
+    recorder = RecordingSubscriber[int](initial_request=1)
+    Flow.interval(1, scheduler=scheduler).subscribe(recorder)
+    scheduler.advance(1)
+    assert recorder.subscription is not None
+    recorder.subscription.request(2)  # three ticks asked for in total
+    scheduler.advance(2)
+    assert (recorder.elements, recorder.error) == ([0, 1, 2], None)
+    scheduler.advance(1)
+    assert isinstance(recorder.error, MissingBackpressureError)
+    assert str(recorder.error).startswith("interval: tick 3 found no demand")
+    assert scheduler.pending == 0

@@ -177,8 +177,8 @@ def test_the_base_install_gets_the_install_hint_not_a_traceback() -> None:
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
-        "Error: reactive-streams pipeline needs the spark extra (no module named 'pyarrow'): "
-        "pip install 'reactive-streams-py[spark]'"
+        "Error: reactive-streams pipeline needs the pipeline extra (no module named 'pyarrow'): "
+        "pip install 'reactive-streams-py[pipeline]'"
     ]
 
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from reactive_streams._statistics import StreamStatistics
+from reactive_streams import StreamStatistics
 from reactive_streams.cli import main
 from reactive_streams.metrics import MetricsSnapshot, StageMetrics
 from reactive_streams.pipeline import PipelineProgress

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,7 +25,10 @@ from reactive_streams.rsocket._frames import (
     FLAG_FOLLOWS,
     FLAG_METADATA,
     FLAG_NEXT,
+    FLAG_RESPOND,
     MAX_FRAME_SIZE,
+    MAX_REQUEST_N,
+    MAX_STREAM_ID,
     ErrorCode,
     FrameReader,
     FrameType,
@@ -35,6 +40,7 @@ from reactive_streams.rsocket._frames import (
     encode_request,
     encode_request_n,
     encode_setup,
+    wire_request_n,
 )
 from reactive_streams.rsocket._metadata import (
     AUTHENTICATION,
@@ -216,3 +222,213 @@ def test_any_fragmentation_read_in_any_chunks_gives_back_the_payload(
     assert b"".join(frame.data for frame in decoded) == data
     pieces = [frame.metadata for frame in decoded if frame.metadata is not None]
     assert (b"".join(pieces) if pieces else None) == metadata
+
+
+# -- every frame the encoders can write, the reader reads back with the same fields ------
+
+_STREAM_IDS = st.integers(min_value=0, max_value=MAX_STREAM_ID)
+_BYTES = st.binary(max_size=300)
+_METADATA = st.one_of(st.none(), _BYTES)
+_REQUEST_TYPES = st.sampled_from(
+    [
+        FrameType.REQUEST_RESPONSE,
+        FrameType.REQUEST_FNF,
+        FrameType.REQUEST_STREAM,
+        FrameType.REQUEST_CHANNEL,
+    ]
+)
+
+
+@st.composite
+def _encoded(draw: st.DrawFn) -> tuple[bytes, dict[str, object]]:
+    """One frame from one of the encoders, with the fields the reader must give back."""
+    kind = draw(st.sampled_from(["payload", "request", "request_n", "cancel", "error", "ka"]))
+    stream_id = draw(_STREAM_IDS)
+    if kind == "payload":
+        data, metadata = draw(_BYTES), draw(_METADATA)
+        next_, complete = draw(st.sampled_from([(True, False), (False, True), (True, True)]))
+        follows = draw(st.booleans())
+        wire = encode_payload(
+            stream_id, data, metadata, next_=next_, complete=complete, follows=follows
+        )
+        flags = (
+            (FLAG_NEXT if next_ else 0)
+            | (FLAG_COMPLETE if complete else 0)
+            | (FLAG_FOLLOWS if follows else 0)
+            | (FLAG_METADATA if metadata is not None else 0)
+        )
+        fields = {"frame_type": FrameType.PAYLOAD, "stream_id": stream_id, "flags": flags}
+        return wire, {**fields, "number": 0, "metadata": metadata, "data": data}
+    if kind == "request":
+        frame_type = draw(_REQUEST_TYPES)
+        data, metadata = draw(_BYTES), draw(_METADATA)
+        initial_n = draw(st.integers(min_value=1, max_value=2**64))
+        follows = draw(st.booleans())
+        wire = encode_request(
+            frame_type, stream_id, data, metadata, initial_n=initial_n, follows=follows
+        )
+        carries_n = frame_type in (FrameType.REQUEST_STREAM, FrameType.REQUEST_CHANNEL)
+        flags = (FLAG_FOLLOWS if follows else 0) | (FLAG_METADATA if metadata is not None else 0)
+        return wire, {
+            "frame_type": frame_type,
+            "stream_id": stream_id,
+            "flags": flags,
+            "number": min(initial_n, MAX_REQUEST_N) if carries_n else 0,
+            "metadata": metadata,
+            "data": data,
+        }
+    if kind == "request_n":
+        n = draw(st.integers(min_value=1, max_value=2**64))
+        wire = encode_request_n(stream_id, n)
+        return wire, {
+            "frame_type": FrameType.REQUEST_N,
+            "stream_id": stream_id,
+            "flags": 0,
+            "number": min(n, MAX_REQUEST_N),
+            "metadata": None,
+            "data": b"",
+        }
+    if kind == "cancel":
+        return encode_cancel(stream_id), {
+            "frame_type": FrameType.CANCEL,
+            "stream_id": stream_id,
+            "flags": 0,
+            "number": 0,
+            "metadata": None,
+            "data": b"",
+        }
+    if kind == "error":
+        code = draw(st.integers(min_value=0, max_value=2**32 - 1))
+        message = draw(st.text(max_size=100))
+        return encode_error(stream_id, code, message), {
+            "frame_type": FrameType.ERROR,
+            "stream_id": stream_id,
+            "flags": 0,
+            "number": code,
+            "metadata": None,
+            "data": message.encode("utf-8", "replace"),
+        }
+    respond, data = draw(st.booleans()), draw(_BYTES)
+    position = draw(st.integers(min_value=0, max_value=2**63 - 1))
+    return encode_keepalive(respond=respond, data=data, position=position), {
+        "frame_type": FrameType.KEEPALIVE,
+        "stream_id": 0,
+        "flags": FLAG_RESPOND if respond else 0,
+        "number": position,
+        "metadata": None,
+        "data": data,
+    }
+
+
+@settings(max_examples=300, deadline=None)
+@given(frames=st.lists(_encoded(), min_size=1, max_size=5), cut=st.integers(min_value=0))
+def test_every_frame_the_encoders_write_is_read_back_with_the_same_fields(
+    frames: list[tuple[bytes, dict[str, object]]], cut: int
+) -> None:
+    wire = b"".join(encoded for encoded, _ in frames)
+    cut %= len(wire) + 1
+    reader = FrameReader()
+    decoded = reader.feed(wire[:cut]) + reader.feed(wire[cut:])
+    assert reader.pending == 0
+    assert len(decoded) == len(frames)
+    for frame, (_, expected) in zip(decoded, frames, strict=True):
+        assert {name: getattr(frame, name) for name in expected} == expected
+
+
+_ASCII = st.text(alphabet=st.characters(max_codepoint=127), max_size=255)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    times=st.tuples(st.integers(1, 2**31 - 1), st.integers(1, 2**31 - 1)),
+    versions=st.tuples(st.integers(0, 0xFFFF), st.integers(0, 0xFFFF)),
+    mimes=st.tuples(_ASCII, _ASCII),
+    metadata=_METADATA,
+    data=_BYTES,
+)
+def test_every_setup_frame_is_read_back_with_the_same_parameters(
+    times: tuple[int, int],
+    versions: tuple[int, int],
+    mimes: tuple[str, str],
+    metadata: bytes | None,
+    data: bytes,
+) -> None:
+    wire = encode_setup(
+        keepalive_ms=times[0],
+        max_lifetime_ms=times[1],
+        metadata_mime=mimes[0],
+        data_mime=mimes[1],
+        metadata=metadata,
+        data=data,
+        major_version=versions[0],
+        minor_version=versions[1],
+    )
+    [frame] = FrameReader().feed(wire)
+    setup = frame.setup
+    assert setup is not None
+    assert (frame.frame_type, frame.stream_id, frame.metadata, frame.data) == (
+        FrameType.SETUP,
+        0,
+        metadata,
+        data,
+    )
+    assert (setup.major_version, setup.minor_version) == versions
+    assert (setup.keepalive_ms, setup.max_lifetime_ms) == times
+    assert (setup.metadata_mime, setup.data_mime) == mimes
+    assert setup.resume_token is None and not setup.lease
+
+
+def test_request_n_is_clamped_to_the_wire_maximum_and_refused_below_one() -> None:
+    assert wire_request_n(1) == 1
+    assert wire_request_n(2**31) == MAX_REQUEST_N
+    assert wire_request_n(2**63 - 1) == MAX_REQUEST_N
+    [frame] = FrameReader().feed(encode_request_n(1, 2**31))
+    assert frame.number == MAX_REQUEST_N
+    with pytest.raises(ValueError, match=r"^request-n must be at least 1, got 0$"):
+        encode_request_n(1, 0)
+    with pytest.raises(ValueError, match=r"^request-n must be at least 1, got -5$"):
+        encode_request(FrameType.REQUEST_STREAM, 1, b"", initial_n=-5)
+
+
+@pytest.mark.parametrize(
+    ("encode", "message"),
+    [
+        (
+            lambda: encode_request(FrameType.REQUEST_STREAM, 1, b""),
+            r"^a REQUEST_STREAM frame needs initial_n \(at least 1\)$",
+        ),
+        (
+            lambda: encode_request(FrameType.PAYLOAD, 1, b""),
+            r"^PAYLOAD is not a request frame type$",
+        ),
+        (lambda: encode_cancel(2**31), r"^stream ID 2147483648 is outside 0 to 2147483647$"),
+        (lambda: encode_payload(-1, b""), r"^stream ID -1 is outside 0 to 2147483647$"),
+        (
+            lambda: encode_payload(1, b"", next_=False),
+            r"^a PAYLOAD frame needs NEXT or COMPLETE: next_ or complete must be set$",
+        ),
+        (
+            lambda: encode_payload(1, bytes(MAX_FRAME_SIZE)),
+            r"^a PAYLOAD frame of 16777221 bytes is beyond the maximum of 16777215 bytes$",
+        ),
+        (
+            lambda: encode_keepalive(respond=False, position=2**63),
+            r"^keepalive position 9223372036854775808 is outside 0 to 2\*\*63 - 1$",
+        ),
+        (
+            lambda: encode_setup(
+                keepalive_ms=0, max_lifetime_ms=1, metadata_mime="a", data_mime="b"
+            ),
+            r"^keepalive_ms must be 1 to 2\*\*31 - 1, got 0$",
+        ),
+        (
+            lambda: encode_error(1, 2**32, "x"),
+            r"^error code 4294967296 is not a 32-bit unsigned value$",
+        ),
+    ],
+)
+def test_the_encoders_refuse_what_the_reader_would_refuse(
+    encode: Callable[[], bytes], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        encode()

@@ -88,7 +88,7 @@ def test_the_failure_counts_every_row_delivered_within_one_demand_round(
     spark: SparkSession,
 ) -> None:
     # One unbounded request: the 500 rows of partition 0 are all delivered in one round,
-    # which the job of partition 1 then fails (issue 15: "failed after 0 elements").
+    # which the job of partition 1 then fails: the error counts those 500, not 0.
     df = spark.range(0, 1_000, numPartitions=2).selectExpr(
         "IF(id = 700, raise_error('bad row 700'), id) AS id"
     )
@@ -134,5 +134,5 @@ def test_finished_subscriptions_are_not_kept(spark: SparkSession) -> None:
         publisher.subscribe(collector)
         assert collector.done.wait(TIMEOUT)
         assert [row["id"] for row in collector.items] == list(range(10))
-    assert len(publisher.subscriptions) == 1  # was 4: the list only grew (issue 14)
+    assert len(publisher.subscriptions) == 1  # ended streams leave the list
     assert publisher.subscriptions[0].finished

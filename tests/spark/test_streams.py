@@ -350,7 +350,7 @@ def test_finished_subscriptions_are_not_kept(spark: SparkSession) -> None:
     source = from_streaming_query(spark.readStream.format("rate").load())
     for _ in range(5):
         source.subscribe(Canceller())
-    assert len(source.subscriptions) == 1  # was 5: the list only grew (issue 14)
+    assert len(source.subscriptions) == 1  # ended streams leave the list
     assert source.subscriptions[0].cancelled
 
 
@@ -360,7 +360,7 @@ def test_a_closed_stream_gives_its_registration_back(spark: SparkSession) -> Non
     first.close()
     second = to_spark_stream_bridge(SequencePublisher(lambda: iter(())), spark, "x long")
     try:
-        # One registration serves both (issue 14: a new one per stream, never removed).
+        # One registration serves both, not a new one per stream that is never removed.
         assert second.format_name == name
         assert second.stream_id != first.stream_id
     finally:

@@ -1,4 +1,4 @@
-"""The ``rule`` marker is registered by the installed pytest plugin (issue 15 item 12)."""
+"""The ``rule`` marker is registered by the installed pytest plugin."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ test, which slows the first asynchronous signal down enough to hide races betwee
 and asynchronous delivery. Here every publisher of a class shares one executor (or one
 event loop on one thread) that is already warm, as it is in an application, so signals
 arrive at once and on another thread. A test that fails here but not with a fresh
-executor is racing against asynchronous delivery: a bug of the TCK (issue 14 item 6).
+executor is racing against asynchronous delivery: a bug of the TCK.
 """
 
 from __future__ import annotations

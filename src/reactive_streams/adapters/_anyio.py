@@ -28,18 +28,24 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .._demand import DrainLoop, EmitterElection, check_positive, replenish_threshold
-from .._exceptions import MissingBackpressureError
-from .._hooks import report_undeliverable
-from .._signals import (
+from .._core import (
+    DrainLoop,
+    EmitterElection,
+    MissingBackpressureError,
+    Operator,
+    StageStatistics,
     cancel_quietly,
+    check_positive,
+    check_subscriber,
+    replenish_threshold,
+    report_undeliverable,
+    signal_error_only,
     signal_on_complete,
     signal_on_error,
     signal_on_next,
     signal_on_subscribe,
 )
 from ..api import Publisher, Subscriber, Subscription
-from ..operators._base import Operator, StageStatistics, check_subscriber, signal_error_only
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable

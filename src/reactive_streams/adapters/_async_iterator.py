@@ -35,10 +35,16 @@ import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._demand import DrainLoop, add_demand, check_positive, replenish_threshold
-from .._exceptions import ExecutorRejectedError, ProtocolViolationError
-from .._hooks import report_undeliverable
-from .._statistics import StreamStatistics
+from .._core import (
+    DrainLoop,
+    ExecutorRejectedError,
+    ProtocolViolationError,
+    StreamStatistics,
+    add_demand,
+    check_positive,
+    replenish_threshold,
+    report_undeliverable,
+)
 from ..api import Publisher, Subscriber, Subscription
 
 if TYPE_CHECKING:

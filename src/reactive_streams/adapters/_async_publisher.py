@@ -7,11 +7,20 @@ import inspect
 import threading
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._demand import MAX_DEMAND, add_demand, validate_request
-from .._exceptions import ProtocolViolationError, SourceCancelledError
-from .._hooks import report_undeliverable
-from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
-from .._statistics import StreamStatistics
+from .._core import (
+    MAX_DEMAND,
+    LoopThread,
+    ProtocolViolationError,
+    SourceCancelledError,
+    StreamStatistics,
+    add_demand,
+    report_undeliverable,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_next,
+    signal_on_subscribe,
+    validate_request,
+)
 from ..api import Publisher, Subscriber, Subscription
 
 if TYPE_CHECKING:
@@ -53,35 +62,12 @@ class AsyncIterablePublisher(Publisher[T], Generic[T]):
             try:
                 loop = asyncio.get_running_loop()
             except RuntimeError:  # called from plain threads: give the stream its own loop
-                private = _LoopThread()
+                private = LoopThread("reactive-streams-async-iterable")
                 loop = private.loop
         _AsyncIterableSubscription(subscriber, self._aiterable, loop, private).start()
 
     def __repr__(self) -> str:
         return f"AsyncIterablePublisher({self._aiterable!r})"
-
-
-class _LoopThread:
-    """A private event loop on a daemon thread, for a stream subscribed outside any loop."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._run, name="reactive-streams-async-iterable", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_forever()
-        finally:
-            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
-            self.loop.close()
-
-    def stop(self) -> None:
-        """On the loop thread: stop the loop once the current callbacks ran."""
-        self.loop.stop()
 
 
 class _AsyncIterableSubscription(Subscription, Generic[T]):
@@ -97,7 +83,7 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
         subscriber: Subscriber[T],
         aiterable: AsyncIterable[T],
         loop: asyncio.AbstractEventLoop,
-        private: _LoopThread | None,
+        private: LoopThread | None,
     ) -> None:
         self._subscriber: Subscriber[T] | None = subscriber
         self._aiterable: AsyncIterable[T] | None = aiterable

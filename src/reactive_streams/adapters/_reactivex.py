@@ -16,18 +16,23 @@ import importlib
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import add_demand, check_positive, replenish_threshold
-from .._hooks import report_undeliverable
-from .._signals import (
+from .._core import (
+    OnBackpressureOperator,
+    Operator,
+    Overflow,
+    StageStatistics,
+    add_demand,
     cancel_quietly,
+    check_positive,
+    check_subscriber,
+    replenish_threshold,
+    report_undeliverable,
     signal_on_complete,
     signal_on_error,
     signal_on_next,
     signal_on_subscribe,
 )
 from ..api import Publisher, Subscriber, Subscription
-from ..operators._backpressure import OnBackpressureOperator, Overflow
-from ..operators._base import Operator, StageStatistics, check_subscriber
 
 if TYPE_CHECKING:
     from collections.abc import Callable

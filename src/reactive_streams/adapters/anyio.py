@@ -11,10 +11,9 @@ Neither runs upstream work on the event loop thread. Needs the ``anyio`` extra
 
 from __future__ import annotations
 
+from .._core import set_public_module
 from ._anyio import ReceiveStreamPublisher, from_receive_stream, to_receive_stream
 
 __all__ = ["ReceiveStreamPublisher", "from_receive_stream", "to_receive_stream"]
 
-for _name in __all__:
-    globals()[_name].__module__ = __name__
-del _name
+set_public_module(__name__, globals())

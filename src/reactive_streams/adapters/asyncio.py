@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from .._core import set_public_module
 from ._async_iterator import AsyncIteratorSubscriber, default_executor, to_async_iterator
 from ._async_publisher import AsyncIterablePublisher, from_async_iterable
 
@@ -22,6 +23,4 @@ __all__ = [
     "to_async_iterator",
 ]
 
-for _name in __all__:
-    globals()[_name].__module__ = __name__
-del _name
+set_public_module(__name__, globals())

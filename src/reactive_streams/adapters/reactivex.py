@@ -12,10 +12,9 @@ is imported on first use.
 
 from __future__ import annotations
 
+from .._core import set_public_module
 from ._reactivex import ObservablePublisher, from_observable, to_observable
 
 __all__ = ["ObservablePublisher", "from_observable", "to_observable"]
 
-for _name in __all__:
-    globals()[_name].__module__ = __name__
-del _name
+set_public_module(__name__, globals())

@@ -401,8 +401,8 @@ def pipeline(
         from ..pipeline._display import render_schema
     except ModuleNotFoundError as exc:  # the base install, without the spark extra
         _fail(
-            f"reactive-streams pipeline needs the spark extra (no module named {exc.name!r}): "
-            "pip install 'reactive-streams-py[spark]'",
+            f"reactive-streams pipeline needs the pipeline extra (no module named {exc.name!r}): "
+            "pip install 'reactive-streams-py[pipeline]'",
             2,
             exc,
             debug=debug,

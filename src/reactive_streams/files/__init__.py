@@ -20,6 +20,7 @@ Needs pyarrow (the ``spark`` extra); ``import reactive_streams`` does not import
 
 from __future__ import annotations
 
+from .._core import set_public_module
 from ._convert import DEAD_LETTER_COLUMN as DEAD_LETTER_COLUMN
 from ._convert import NULL_TEXT as NULL_TEXT
 from ._convert import TIMESTAMP_FORMATS as TIMESTAMP_FORMATS
@@ -121,3 +122,5 @@ __all__ = [
     "validate",
     "widen_type",
 ]
+
+set_public_module(__name__, globals())

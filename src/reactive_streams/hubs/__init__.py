@@ -12,12 +12,11 @@ drops, failures) and is fully demand-driven: every buffer is bounded by ``buffer
 
 from __future__ import annotations
 
+from .._core import set_public_module
 from ._broadcast import BroadcastHub, SlowConsumer
-from ._core import HubStatistics
+from ._hub import HubStatistics
 from ._router import MergeHub, Router
 
 __all__ = ["BroadcastHub", "HubStatistics", "MergeHub", "Router", "SlowConsumer"]
 
-for _name in ("BroadcastHub", "HubStatistics", "MergeHub", "Router"):
-    globals()[_name].__module__ = __name__
-del _name
+set_public_module(__name__, globals())

@@ -5,18 +5,19 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Generic, Literal, TypeVar
 
-from .._demand import MAX_DEMAND, check_positive
-from .._exceptions import MissingBackpressureError
-from .._hooks import report_undeliverable
-from .._signals import (
+from .._core import (
+    MAX_DEMAND,
+    MissingBackpressureError,
     cancel_quietly,
+    check_positive,
+    report_undeliverable,
     report_violation,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
 )
 from ..api import Publisher, Subscriber, Subscription
-from ._core import HubBase, HubConsumer, HubStatistics
+from ._hub import HubBase, HubConsumer, HubStatistics
 
 __all__ = ["BroadcastHub", "SlowConsumer"]
 

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .._demand import MAX_DEMAND, check_positive
-from .._hooks import report_undeliverable
-from .._signals import (
+from .._core import (
+    MAX_DEMAND,
     cancel_quietly,
+    check_positive,
+    report_undeliverable,
     report_violation,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
 )
 from ..api import Publisher, Subscriber
-from ._core import HubBase, HubConsumer, HubProducer, HubStatistics
+from ._hub import HubBase, HubConsumer, HubProducer, HubStatistics
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -350,7 +351,7 @@ class _MergeSource(Publisher[T]):
         with router._lock:
             busy = any(not c.cancelled for c in router._consumers)
         if busy:
-            from ..operators._base import signal_error_only  # noqa: PLC0415
+            from .._core import signal_error_only  # noqa: PLC0415
 
             signal_error_only(subscriber, RuntimeError("MergeHub.source already has a subscriber"))
             return

@@ -11,17 +11,12 @@
 
 A stream runs on a ``reactive_streams.schedulers.Scheduler`` (``scheduler=``), the same
 as the time operators: ``reactive_streams.testing.VirtualTimeScheduler`` drives it in
-tests. The names ``Scheduler``, ``ThreadScheduler`` and ``Cancellable`` this package had
-for its own ``now``/``call_later`` protocol are deprecated aliases of
-``reactive_streams.schedulers.Scheduler``, ``ThreadTimerScheduler`` and ``Cancellable``.
+tests.
 """
 
 from __future__ import annotations
 
-import warnings
-from typing import Any
-
-from .. import schedulers as _schedulers
+from .._core import set_public_module
 from ._prometheus import PrometheusExporter
 from ._sla import SLA
 from ._snapshot import MetricsSnapshot, SLABreach, StageMetrics
@@ -37,25 +32,4 @@ __all__ = [
     "metrics_stream",
 ]
 
-for _name in __all__:
-    globals()[_name].__module__ = __name__
-del _name
-
-_DEPRECATED = {
-    "Cancellable": "Cancellable",
-    "Scheduler": "Scheduler",
-    "ThreadScheduler": "ThreadTimerScheduler",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The deprecated scheduler names, resolved with a ``DeprecationWarning``."""
-    new = _DEPRECATED.get(name)
-    if new is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"reactive_streams.metrics.{name} is deprecated: use reactive_streams.schedulers.{new}",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(_schedulers, new)
+set_public_module(__name__, globals())

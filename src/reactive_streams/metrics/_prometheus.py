@@ -7,7 +7,7 @@ import importlib
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .._signals import cancel_quietly
+from .._core import cancel_quietly
 from ..api import Subscriber, Subscription
 from ._snapshot import MetricsSnapshot
 

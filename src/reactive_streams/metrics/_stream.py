@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from .._demand import MAX_DEMAND, check_positive
-from .._signals import signal_on_complete, signal_on_error, signal_on_subscribe
+from .._core import (
+    MAX_DEMAND,
+    DownstreamStage,
+    Operator,
+    Scheduler,
+    check_positive,
+    check_subscriber,
+    default_scheduler,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+    walk,
+)
 from ..api import Publisher, Subscriber
-from ..operators._base import Operator, check_subscriber, walk
-from ..operators._stage import DownstreamStage
-from ..schedulers import Scheduler, default_scheduler
 from ._snapshot import MetricsSnapshot, SLABreach, StageMetrics
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from ..operators._base import StageStatistics
-    from ..schedulers import PeriodicTask
+    from .._core import PeriodicTask, StageStatistics
     from ._sla import SLA
 
 __all__ = ["MetricsPublisher", "metrics_stream"]
@@ -364,8 +370,7 @@ def metrics_stream(
             at ``start + n * (period / samples_per_period)``, so periods do not drift);
             ``reactive_streams.testing.VirtualTimeScheduler`` makes tests exact. By
             default ``default_scheduler()``, the daemon timer thread the time operators
-            share. An object with only ``now()`` and ``call_later(delay, action)`` (the
-            old metrics protocol) is still accepted, with a ``DeprecationWarning``.
+            share.
         sla: rules checked on every stage at the end of each period; a broken limit is
             an ``SLABreach`` in that snapshot's ``breaches``.
         samples_per_period: how often per period each stage's state is sampled to split
@@ -381,7 +386,7 @@ def metrics_stream(
     Raises:
         TypeError, ValueError: ``period`` is not a positive finite number, or
             ``samples_per_period`` is not a positive ``int``.
-        TypeError: ``scheduler`` is not a ``Scheduler`` (nor the deprecated protocol).
+        TypeError: ``scheduler`` is not a ``Scheduler``.
 
     Backpressure:
         One snapshot per unit of demand. A snapshot due while the subscriber has no
@@ -402,9 +407,11 @@ def metrics_stream(
     if not (period > 0 and math.isfinite(period)):
         raise ValueError(f"period must be positive and finite, got {period}")
     check_positive("samples_per_period", samples_per_period)
-    given: object = scheduler  # the deprecated protocol is not a Scheduler
-    if given is not None and not isinstance(given, Scheduler):
-        scheduler = _adapt_legacy(given)
+    if scheduler is not None and not isinstance(scheduler, Scheduler):
+        raise TypeError(
+            "metrics_stream(scheduler=) takes a reactive_streams.schedulers.Scheduler, got "
+            f"{type(scheduler).__qualname__}"
+        )
     return MetricsPublisher(
         flow,
         interval=period / samples_per_period,
@@ -413,25 +420,3 @@ def metrics_stream(
         sla=tuple(sla),
         until_done=until_done,
     )
-
-
-def _adapt_legacy(scheduler: object) -> Scheduler:
-    """Wrap an old ``now``/``call_later`` metrics scheduler, with a deprecation warning."""
-    if not (
-        callable(getattr(scheduler, "now", None))
-        and callable(getattr(scheduler, "call_later", None))
-    ):
-        raise TypeError(
-            "metrics_stream(scheduler=) takes a reactive_streams.schedulers.Scheduler, got "
-            f"{type(scheduler).__qualname__}"
-        )
-    warnings.warn(
-        "a metrics scheduler with now() and call_later() is deprecated: pass a "
-        "reactive_streams.schedulers.Scheduler (reactive_streams.testing."
-        "VirtualTimeScheduler in tests)",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    from ._scheduler import CallLaterScheduler  # noqa: PLC0415 - only for the old protocol
-
-    return CallLaterScheduler(scheduler)  # type: ignore[arg-type]

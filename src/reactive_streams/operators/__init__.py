@@ -7,11 +7,12 @@
 
 from __future__ import annotations
 
-from ._base import NoneResultError as NoneResultError
-from ._base import StageStatistics as StageStatistics
+from .._core import NoneResultError as NoneResultError
+from .._core import StageStatistics as StageStatistics
+from .._core import set_public_module
 from ._flow import ConnectableFlow as ConnectableFlow
 from ._flow import Flow as Flow
-from ._group_by import GroupedFlow as GroupedFlow
+from ._flow import GroupedFlow as GroupedFlow
 from ._group_by import TooManyGroupsError as TooManyGroupsError
 from ._sinks import BlockingIterator as BlockingIterator
 from ._sinks import CallbackSubscriber as CallbackSubscriber
@@ -27,15 +28,4 @@ __all__ = [
     "TooManyGroupsError",
 ]
 
-for _obj in (
-    BlockingIterator,
-    CallbackSubscriber,
-    ConnectableFlow,
-    Flow,
-    GroupedFlow,
-    NoneResultError,
-    StageStatistics,
-    TooManyGroupsError,
-):
-    _obj.__module__ = __name__
-del _obj
+set_public_module(__name__, globals())

@@ -5,15 +5,13 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, check_positive
-from ._base import StageOperator
-from ._stage import BufferedStage
+from .._core import MAX_DEMAND, BufferedStage, StageOperator, check_positive
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from .._core import Cancellable
     from ..api import Publisher, Subscriber, Subscription
-    from ..schedulers import Cancellable
 
 __all__ = ["BufferOperator"]
 

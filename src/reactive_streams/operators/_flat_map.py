@@ -9,13 +9,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, check_positive, replenish_threshold
-from .._exceptions import ProtocolViolationError
-from .._signals import cancel_quietly, report_violation, signal_on_complete, signal_on_error
+from .._core import (
+    MAX_DEMAND,
+    InnerSubscriber,
+    ProtocolViolationError,
+    StageOperator,
+    UpstreamStage,
+    cancel_quietly,
+    check_positive,
+    replenish_threshold,
+    report_violation,
+    signal_on_complete,
+    signal_on_error,
+)
 from ..api import Publisher, Subscriber, Subscription
-from ._base import StageOperator
 from ._pull import PullPublisher
-from ._stage import InnerSubscriber, UpstreamStage
 
 if TYPE_CHECKING:
     from collections.abc import Callable

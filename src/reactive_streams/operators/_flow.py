@@ -10,16 +10,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
-from .._demand import check_positive
+from .._core import (
+    OnBackpressureOperator,
+    Operator,
+    Overflow,
+    StageStatistics,
+    check_positive,
+    walk,
+)
 from ..adapters.asyncio import AsyncIteratorSubscriber, from_async_iterable, to_async_iterator
 from ..api import Processor, Publisher, Subscriber
-from ._backpressure import OnBackpressureOperator, Overflow
-from ._base import Operator, StageStatistics, walk
 from ._buffer import BufferOperator
 from ._distinct import DistinctUntilChangedOp
 from ._filter import FilterOp
 from ._flat_map import FlatMapOperator
 from ._fusion import UNSET, FusedOp
+from ._group_by import GroupByOperator
 from ._interval import IntervalPublisher
 from ._map import MapOp
 from ._multicast import MulticastOperator
@@ -47,7 +53,6 @@ from ._time import (
     DebounceOperator,
     DelayOperator,
     SampleOperator,
-    ScheduledIntervalPublisher,
     ThrottleFirstOperator,
     TimeoutOperator,
     WindowOperator,
@@ -60,10 +65,9 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
     from concurrent.futures import Executor
 
-    from ..schedulers import Scheduler
-    from ._group_by import GroupedFlow
+    from .._core import Scheduler
 
-__all__ = ["Flow"]
+__all__ = ["ConnectableFlow", "Flow", "GroupedFlow"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -231,9 +235,7 @@ class Flow(Publisher[T], Generic[T]):
         ``scheduler`` each subscriber gets a timer thread; with one (a
         ``VirtualTimeScheduler`` in tests) the ticks run there.
         """
-        if scheduler is not None:
-            return Flow(ScheduledIntervalPublisher(period, count, scheduler))
-        return Flow(IntervalPublisher(period, count))
+        return Flow(IntervalPublisher(period, count, scheduler))
 
     @staticmethod
     def merge(*publishers: Publisher[R], concurrency: int | None = None) -> Flow[R]:
@@ -650,7 +652,7 @@ class Flow(Publisher[T], Generic[T]):
                 result[f"{index}:{operator.name}"] = stats
         return result
 
-    # ------------------------------------------------------------------ time (issue 12)
+    # ------------------------------------------------------------------ time
     def sample(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
         """Every ``period`` seconds, the latest element if a new one arrived (see ``_time``).
 
@@ -751,7 +753,7 @@ class Flow(Publisher[T], Generic[T]):
         Raises:
             ValueError: neither ``count`` nor ``timespan``, or a non-positive one.
         """
-        return Flow(WindowOperator(self._node, count, timespan, scheduler))
+        return Flow(WindowOperator(self._node, count, timespan, scheduler, Flow))
 
     def rebatch(self, *, max_rows: int | None = None, max_bytes: int | None = None) -> Flow[T]:
         """Re-cut ``pyarrow.RecordBatch`` or ``bytes`` elements to at most the bounds.
@@ -790,9 +792,7 @@ class Flow(Publisher[T], Generic[T]):
         once its elements fill ``prefetch`` (Reactor's caveat): consume or cancel every
         group, or put ``timeout(...)`` on the consumers to turn a stall into an error.
         """
-        from ._group_by import GroupByOperator  # noqa: PLC0415 - it subclasses Flow
-
-        return Flow(GroupByOperator(self._node, key, max_groups, prefetch))
+        return Flow(GroupByOperator(self._node, key, max_groups, prefetch, GroupedFlow))
 
 
 class ConnectableFlow(Flow[T]):
@@ -805,3 +805,20 @@ class ConnectableFlow(Flow[T]):
         node = self._node
         assert isinstance(node, MulticastOperator)
         node.connect()
+
+
+class GroupedFlow(Flow[T], Generic[K, T]):
+    """One group of ``group_by``: a ``Flow`` of the elements whose key is ``key``.
+
+    It accepts one subscriber (a second one gets ``on_error(RuntimeError)``); the elements
+    that arrived before it subscribed wait for it, within the operator's ``prefetch``.
+    """
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: K, node: Publisher[T]) -> None:
+        super().__init__(node)
+        self.key = key
+
+    def __repr__(self) -> str:
+        return f"GroupedFlow(key={self.key!r})"

@@ -22,7 +22,7 @@ import itertools
 import operator
 from typing import TYPE_CHECKING, Any, Final
 
-from ._base import NoneResultError
+from .._core import NoneResultError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator

@@ -1,65 +1,48 @@
-"""``group_by``: split a stream into one ``GroupedFlow`` per key, demand-bounded."""
+"""``group_by``: split a stream into one group publisher per key, demand-bounded.
+
+``Flow.group_by`` passes ``GroupedFlow`` as the ``group`` factory, so each group reaches
+the subscriber as a ``Flow`` with a ``key``; this module does not know ``Flow``.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from .._demand import (
+from .._core import (
     MAX_DEMAND,
     DrainLoop,
+    ProtocolViolationError,
+    StageOperator,
+    StageStatistics,
     WorkGuard,
     add_demand,
+    cancel_quietly,
     check_positive,
     replenish_threshold,
-    validate_request,
-)
-from .._exceptions import ProtocolViolationError
-from .._hooks import report_undeliverable
-from .._signals import (
-    cancel_quietly,
+    report_undeliverable,
     report_violation,
+    signal_error_only,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
+    validate_request,
 )
 from ..api import Publisher, Subscriber, Subscription
-from ._base import StageOperator, StageStatistics, signal_error_only
-from ._flow import Flow
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["GroupByOperator", "GroupedFlow", "TooManyGroupsError"]
-
-K = TypeVar("K")
-T = TypeVar("T")
+__all__ = ["GroupByOperator", "TooManyGroupsError"]
 
 
 class TooManyGroupsError(RuntimeError):
     """``group_by`` met a new key while ``max_groups`` groups were live."""
 
 
-class GroupedFlow(Flow[T], Generic[K, T]):
-    """One group of ``group_by``: a ``Flow`` of the elements whose key is ``key``.
-
-    It accepts one subscriber (a second one gets ``on_error(RuntimeError)``); the elements
-    that arrived before it subscribed wait for it, within the operator's ``prefetch``.
-    """
-
-    __slots__ = ("key",)
-
-    def __init__(self, key: K, node: Publisher[T]) -> None:
-        super().__init__(node)
-        self.key = key
-
-    def __repr__(self) -> str:
-        return f"GroupedFlow(key={self.key!r})"
-
-
 class GroupByOperator(StageOperator[Any]):
-    """Emit one ``GroupedFlow`` per distinct key, each with the elements of its key.
+    """Emit one group per distinct key, each with the elements of its key.
 
     Marble (``key=lambda x: x % 2``)::
 
@@ -85,9 +68,17 @@ class GroupByOperator(StageOperator[Any]):
 
     Concurrency:
         One drain loop delivers to the main subscriber and every group, serially for each.
+
+    Args:
+        upstream: the source.
+        key: the key of an element.
+        max_groups: the most groups live at once.
+        prefetch: elements requested upstream ahead of the groups' demand.
+        group: makes the element emitted for a new group from its key and its publisher
+            (``Flow.group_by`` passes ``GroupedFlow``).
     """
 
-    __slots__ = ("_key", "_max_groups", "_prefetch")
+    __slots__ = ("_group", "_key", "_max_groups", "_prefetch")
 
     def __init__(
         self,
@@ -95,9 +86,11 @@ class GroupByOperator(StageOperator[Any]):
         key: Callable[[Any], Any],
         max_groups: int,
         prefetch: int,
+        group: Callable[[Any, Publisher[Any]], Publisher[Any]],
     ) -> None:
         super().__init__(upstream)
         self._key = key
+        self._group = group
         self._max_groups = check_positive("max_groups", max_groups)
         self._prefetch = check_positive("prefetch", prefetch)
 
@@ -106,7 +99,7 @@ class GroupByOperator(StageOperator[Any]):
         return "group_by"
 
     def _new_stage(self, subscriber: Subscriber[Any]) -> Subscriber[Any]:
-        return _GroupBy(subscriber, self._key, self._max_groups, self._prefetch)
+        return _GroupBy(subscriber, self._key, self._max_groups, self._prefetch, self._group)
 
 
 class _Group(Publisher[Any], Subscription):
@@ -165,9 +158,15 @@ class _GroupBy(Subscriber[Any], Subscription):
     """The coordinator: upstream subscriber, main subscription, the groups' drain loop."""
 
     def __init__(
-        self, downstream: Subscriber[Any], key: Callable[[Any], Any], max_groups: int, prefetch: int
+        self,
+        downstream: Subscriber[Any],
+        key: Callable[[Any], Any],
+        max_groups: int,
+        prefetch: int,
+        group: Callable[[Any, Publisher[Any]], Publisher[Any]],
     ) -> None:
         self._lock = threading.Lock()
+        self._group = group
         self._guard = WorkGuard(self._lock)
         self._loop = DrainLoop(self._drain, guard=self._guard, on_failure=self._fail_now)
         self._downstream: Subscriber[Any] | None = downstream
@@ -360,7 +359,7 @@ class _GroupBy(Subscriber[Any], Subscription):
                     self._downstream = None
         for group in batch:
             try:
-                downstream.on_next(GroupedFlow(group.key, group))
+                downstream.on_next(self._group(group.key, group))
             except Exception as exc:  # Rule 2.13
                 report_violation(downstream, "on_next", exc)
                 self.cancel()

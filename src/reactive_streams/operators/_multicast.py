@@ -11,26 +11,27 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import (
+from .._core import (
     MAX_DEMAND,
     DrainLoop,
+    MissingBackpressureError,
+    ProtocolViolationError,
+    SingleUpstreamOperator,
+    StageStatistics,
     WorkGuard,
     add_demand,
-    check_positive,
-    replenish_threshold,
-    validate_request,
-)
-from .._exceptions import MissingBackpressureError, ProtocolViolationError
-from .._hooks import report_undeliverable
-from .._signals import (
     cancel_quietly,
+    check_positive,
+    check_subscriber,
+    replenish_threshold,
+    report_undeliverable,
     report_violation,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
+    validate_request,
 )
 from ..api import Publisher, Subscriber, Subscription
-from ._base import SingleUpstreamOperator, StageStatistics, check_subscriber
 
 if TYPE_CHECKING:
     from collections.abc import Callable

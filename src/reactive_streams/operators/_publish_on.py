@@ -9,34 +9,28 @@ from itertools import islice
 from operator import length_hint
 from typing import TYPE_CHECKING, TypeVar
 
-from .._demand import (
+from .._core import (
     MAX_DEMAND,
     DrainLoop,
-    WorkGuard,
-    add_demand,
-    check_positive,
-    replenish_threshold,
-    validate_request,
-)
-from .._exceptions import (
     MissingBackpressureError,
     ProtocolViolationError,
-)
-from .._hooks import report_undeliverable
-from .._signals import (
+    SingleUpstreamOperator,
+    StageStatistics,
+    WorkGuard,
+    add_demand,
     cancel_quietly,
+    check_positive,
+    check_subscriber,
+    replenish_threshold,
+    report_undeliverable,
     report_violation,
+    signal_error_only,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
+    validate_request,
 )
 from ..api import Processor, Publisher, Subscriber, Subscription
-from ._base import (
-    SingleUpstreamOperator,
-    StageStatistics,
-    check_subscriber,
-    signal_error_only,
-)
 from ._executors import as_executor
 from ._pull import PullPublisher
 from ._sinks import CallbackSubscriber

@@ -12,18 +12,28 @@ from __future__ import annotations
 import itertools
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, DrainLoop, EmitterElection
-from .._hooks import report_undeliverable
-from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from .._core import (
+    MAX_DEMAND,
+    DrainLoop,
+    EmitterElection,
+    NoneResultError,
+    Operator,
+    StageStatistics,
+    check_subscriber,
+    report_undeliverable,
+    report_violation,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+)
 from ..api import Subscriber, Subscription
-from ._base import NoneResultError, Operator, StageStatistics, check_subscriber
 from ._fusion import FusedOp, cancellable, compile_pull
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
     from concurrent.futures import Executor
 
-    from .._exceptions import ExecutorRejectedError
+    from .._core import ExecutorRejectedError
 
 __all__ = ["PullPublisher"]
 

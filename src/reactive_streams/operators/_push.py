@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, add_demand
-from .._signals import (
+from .._core import (
+    MAX_DEMAND,
+    PassThroughStage,
+    StageOperator,
+    StageStatistics,
+    add_demand,
     cancel_quietly,
     report_violation,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
 )
-from ._base import StageOperator, StageStatistics
 from ._fusion import SKIP, FusedOp, PushControl, compile_push
-from ._stage import PassThroughStage
 from ._take import TakeOp
 
 if TYPE_CHECKING:

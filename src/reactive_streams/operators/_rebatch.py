@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._demand import MAX_DEMAND, check_positive
-from ._base import StageOperator
-from ._stage import BufferedStage
+from .._core import MAX_DEMAND, BufferedStage, StageOperator, check_positive
 
 if TYPE_CHECKING:
     from ..api import Publisher, Subscriber, Subscription

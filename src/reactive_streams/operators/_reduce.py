@@ -6,11 +6,19 @@ import functools
 import threading
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .._demand import MAX_DEMAND, validate_request
-from .._exceptions import ProtocolViolationError
-from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
+from .._core import (
+    MAX_DEMAND,
+    NoneResultError,
+    ProtocolViolationError,
+    StageOperator,
+    StageStatistics,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_next,
+    signal_on_subscribe,
+    validate_request,
+)
 from ..api import Publisher, Subscriber, Subscription
-from ._base import NoneResultError, StageOperator, StageStatistics
 from ._fusion import UNSET, FusedOp
 
 if TYPE_CHECKING:

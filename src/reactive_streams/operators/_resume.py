@@ -6,18 +6,24 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._demand import MAX_DEMAND, DrainLoop, WorkGuard, add_demand, validate_request
-from .._exceptions import ProtocolViolationError
-from .._hooks import report_undeliverable
-from .._signals import (
+from .._core import (
+    MAX_DEMAND,
+    DrainLoop,
+    ProtocolViolationError,
+    SingleUpstreamOperator,
+    StageStatistics,
+    WorkGuard,
+    add_demand,
     cancel_quietly,
+    check_subscriber,
+    report_undeliverable,
     report_violation,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
+    validate_request,
 )
 from ..api import Publisher, Subscriber, Subscription
-from ._base import SingleUpstreamOperator, StageStatistics, check_subscriber
 
 if TYPE_CHECKING:
     from collections.abc import Callable

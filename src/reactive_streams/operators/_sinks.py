@@ -11,8 +11,7 @@ from collections import deque
 from operator import length_hint
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .._demand import MAX_DEMAND, check_positive, replenish_threshold
-from .._hooks import report_undeliverable
+from .._core import MAX_DEMAND, check_positive, replenish_threshold, report_undeliverable
 from ..api import Publisher, Subscriber, Subscription
 
 if TYPE_CHECKING:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .._core import Operator, StageStatistics, check_subscriber, signal_error_only
 from ..api import Publisher, Subscriber
-from ._base import Operator, StageStatistics, check_subscriber, signal_error_only
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -4,25 +4,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeVar
 
-from .._demand import DrainLoop, add_demand
-from .._exceptions import ExecutorRejectedError, StreamInterruptedError
-from .._hooks import report_undeliverable
-from .._signals import (
-    cancel_quietly,
-    report_violation,
-    signal_on_error,
-    signal_on_subscribe,
-)
-from ._base import (
+from .._core import (
+    DrainLoop,
+    ExecutorRejectedError,
+    PassThroughStage,
     SingleUpstreamOperator,
     StageStatistics,
+    StreamInterruptedError,
+    add_demand,
+    cancel_quietly,
     check_subscriber,
+    report_undeliverable,
+    report_violation,
     signal_error_only,
+    signal_on_error,
+    signal_on_subscribe,
 )
 from ._executors import as_executor
 from ._publish_on import _Delegate
 from ._pull import PullPublisher
-from ._stage import PassThroughStage
 
 if TYPE_CHECKING:
     import asyncio

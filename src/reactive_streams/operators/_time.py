@@ -15,28 +15,31 @@ left ends the stream with ``MissingBackpressureError`` (upstream cancelled). Put
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
-from .._demand import MAX_DEMAND, check_positive
-from .._exceptions import MissingBackpressureError
-from .._signals import signal_on_complete, signal_on_error, signal_on_subscribe
-from ..schedulers import PeriodicTask, ScheduledTask, Scheduler, default_scheduler
-from ._base import Operator, StageOperator, check_subscriber
+from .._core import (
+    MAX_DEMAND,
+    BufferedStage,
+    MissingBackpressureError,
+    PeriodicTask,
+    ScheduledTask,
+    Scheduler,
+    StageOperator,
+    check_positive,
+    default_scheduler,
+)
 from ._pull import PullPublisher
-from ._stage import BufferedStage, DownstreamStage
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
+    from .._core import Cancellable
     from ..api import Publisher, Subscriber, Subscription
-    from ..schedulers import Cancellable
 
 __all__ = [
     "DebounceOperator",
     "DelayOperator",
     "SampleOperator",
-    "ScheduledIntervalPublisher",
     "ThrottleFirstOperator",
     "TimeoutOperator",
     "WindowOperator",
@@ -595,9 +598,17 @@ class WindowOperator(StageOperator[Any]):
 
     Concurrency:
         Ticks run on the scheduler; delivery is serial through the drain loop.
+
+    Args:
+        upstream: the source.
+        count: the most elements per window, or ``None``.
+        timespan: the seconds between ticks, or ``None``.
+        scheduler: where the ticks run; ``default_scheduler()`` if ``None``.
+        window: makes the element emitted for a window from a cold publisher of its
+            elements (``Flow.window`` passes ``Flow``).
     """
 
-    __slots__ = ("_count", "_scheduler", "_timespan")
+    __slots__ = ("_count", "_scheduler", "_timespan", "_window")
 
     def __init__(
         self,
@@ -605,8 +616,10 @@ class WindowOperator(StageOperator[Any]):
         count: int | None,
         timespan: float | None,
         scheduler: Scheduler | None,
+        window: Callable[[Publisher[Any]], Publisher[Any]],
     ) -> None:
         super().__init__(upstream)
+        self._window = window
         if count is None and timespan is None:
             raise ValueError("window() needs count=, timespan= or both")
         self._count = None if count is None else check_positive("window count", count)
@@ -618,18 +631,11 @@ class WindowOperator(StageOperator[Any]):
         return "window"
 
     def _new_stage(self, subscriber: Subscriber[Any]) -> Subscriber[Any]:
-        return _Window(subscriber, self._count, self._timespan, self._scheduler)
-
-
-def _window_of(elements: list[Any]) -> Any:
-    from ._flow import Flow  # noqa: PLC0415 - _flow imports this module
-
-    items = tuple(elements)
-    return Flow(PullPublisher(lambda: items, (), "window"))
+        return _Window(subscriber, self._count, self._timespan, self._scheduler, self._window)
 
 
 class _Window(_TimedStage):
-    __slots__ = ("_count", "_current")
+    __slots__ = ("_count", "_current", "_window")
     _name = "window"
 
     def __init__(
@@ -638,9 +644,11 @@ class _Window(_TimedStage):
         count: int | None,
         timespan: float | None,
         scheduler: Scheduler,
+        window: Callable[[Publisher[Any]], Publisher[Any]],
     ) -> None:
         super().__init__(downstream, 0.0 if timespan is None else timespan, scheduler)
         self._count = count
+        self._window = window
         self._current: list[Any] = []
 
     def _buffered_now(self) -> int:
@@ -668,7 +676,7 @@ class _Window(_TimedStage):
             if self._count is None or len(self._current) < self._count:
                 return
             window, self._current = self._current, []
-            self._ready.append(_window_of(window))
+            self._ready.append(self._window_of(window))
             self._high_water = max(self._high_water, len(self._ready))
             start = self._guard.acquire_locked()
         if start:
@@ -680,9 +688,9 @@ class _Window(_TimedStage):
                 return
             window, self._current = self._current, []
             if self._count is None:
-                start = self._emit_locked(_window_of(window))
+                start = self._emit_locked(self._window_of(window))
             else:  # bounded: every window holds at least one requested element
-                self._ready.append(_window_of(window))
+                self._ready.append(self._window_of(window))
                 start = self._guard.acquire_locked()
         if start:
             self._loop.start_owned()
@@ -690,145 +698,8 @@ class _Window(_TimedStage):
     def _upstream_completed(self) -> None:
         if self._current:
             window, self._current = self._current, []
-            self._ready.append(_window_of(window))
+            self._ready.append(self._window_of(window))
 
-
-# --------------------------------------------------------------------------- interval
-class ScheduledIntervalPublisher(Operator[int]):
-    """``Flow.interval(period, scheduler=...)``: ``0, 1, 2, ...`` on a ``Scheduler``.
-
-    The same contract as the thread-based interval: hot, a tick without demand ends the
-    stream with ``MissingBackpressureError``, ``count`` ticks at most (``count=0``
-    completes at once). Ticks are ``period, 2 * period, ...`` after subscription.
-
-    Backpressure:
-        None by nature: follow it with an ``on_backpressure_*`` operator.
-
-    Concurrency:
-        Ticks run on the scheduler; signals go through one drain loop, so they are serial.
-    """
-
-    __slots__ = ("_count", "_period", "_scheduler")
-
-    def __init__(self, period: float, count: int | None, scheduler: Scheduler) -> None:
-        super().__init__()
-        self._period = _check_period("interval period", period)
-        self._count = count
-        self._scheduler = scheduler
-
-    @property
-    def name(self) -> str:
-        return "interval"
-
-    def subscribe(self, subscriber: Subscriber[int]) -> None:
-        """Start ticking for ``subscriber`` (Rule 1.9)."""
-        check_subscriber(subscriber)
-        ticker = _ScheduledTicker(subscriber, self._period, self._count, self._scheduler)
-        self._track(ticker)
-        if not signal_on_subscribe(subscriber, ticker):
-            ticker.cancel()
-            return
-        ticker.start()
-
-
-class _ScheduledTicker(DownstreamStage):
-    __slots__ = (
-        "__weakref__",
-        "_count",
-        "_finished",
-        "_next",
-        "_period",
-        "_ready",
-        "_scheduler",
-        "_task",
-    )
-
-    def __init__(
-        self, downstream: Subscriber[int], period: float, count: int | None, scheduler: Scheduler
-    ) -> None:
-        super().__init__(downstream)
-        self._period = period
-        self._count = count
-        self._scheduler = scheduler
-        self._next = 0
-        self._ready: deque[int] = deque()
-        self._finished = count == 0
-        self._task: PeriodicTask | None = None
-
-    def _buffered_now(self) -> int:
-        return len(self._ready)
-
-    def start(self) -> None:
-        if self._finished:
-            self._schedule()
-            return
-        task = self._scheduler.schedule_periodic(self._period, self._tick)
-        with self._lock:
-            alive = not self._terminated and not self._cancelled
-            if alive:
-                self._task = task
-        if not alive:
-            task.cancel()
-
-    def _tick(self) -> None:
-        with self._lock:
-            if self._terminated or self._cancelled or self._finished:
-                return
-            if self._demand - len(self._ready) <= 0:
-                self._keep_error_locked(
-                    MissingBackpressureError(
-                        f"interval: tick {self._next} found no demand; add an "
-                        "on_backpressure_* operator after a hot source"
-                    )
-                )
-            else:
-                self._ready.append(self._next)
-                self._next += 1
-                self._finished = self._count is not None and self._next >= self._count
-        self._schedule()
-
-    def _keep_error_locked(self, error: Exception) -> None:
-        if self._error is None:
-            self._error = error
-
-    def _abandon_locked(self) -> list[Subscription]:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-        self._ready.clear()
-        return []
-
-    def _drain(self) -> None:
-        while True:
-            with self._lock:
-                if self._terminated:
-                    return
-                downstream = self._downstream
-                if self._cancelled or downstream is None:
-                    self._terminate_locked()
-                    self._abandon_locked()
-                    return
-                error = self._error
-                if error is not None:
-                    self._terminate_locked()
-                    self._abandon_locked()
-                else:
-                    count = min(len(self._ready), self._demand)
-                    batch = [self._ready.popleft() for _ in range(count)]
-                    if count and self._demand != MAX_DEMAND:
-                        self._demand -= count
-                    finished = self._finished and not self._ready
-                    if finished:
-                        self._terminate_locked()
-                        self._abandon_locked()
-                    if not count and not finished:
-                        if self._guard.release_locked():
-                            continue  # work arrived while this pass ran
-                        return
-            if error is not None:
-                signal_on_error(downstream, error)
-                return
-            self._deliver(downstream, batch)
-            if finished:
-                signal_on_complete(downstream)
-                return
+    def _window_of(self, elements: list[Any]) -> Publisher[Any]:
+        items = tuple(elements)
+        return self._window(PullPublisher(lambda: items, (), "window"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeVar
 
+from .._core import SingleUpstreamOperator, check_subscriber, signal_error_only
 from ..api import Processor, Publisher, Subscriber
-from ._base import SingleUpstreamOperator, check_subscriber, signal_error_only
 
 if TYPE_CHECKING:
     from collections.abc import Callable

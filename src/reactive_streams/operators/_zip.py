@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._demand import MAX_DEMAND, check_positive, replenish_threshold
-from .._exceptions import ProtocolViolationError
-from .._signals import cancel_quietly, signal_on_complete, signal_on_error, signal_on_subscribe
-from ._base import Operator, check_subscriber
-from ._stage import DownstreamStage, InnerSubscriber
+from .._core import (
+    MAX_DEMAND,
+    DownstreamStage,
+    InnerSubscriber,
+    Operator,
+    ProtocolViolationError,
+    cancel_quietly,
+    check_positive,
+    check_subscriber,
+    replenish_threshold,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+)
 
 if TYPE_CHECKING:
     from ..api import Publisher, Subscriber, Subscription

@@ -18,6 +18,7 @@ Importing this package does not import pyspark; ``Pipeline.start`` does.
 
 from __future__ import annotations
 
+from .._core import set_public_module
 from ..files import DeadLetter as DeadLetter
 from ..files import InputFile as InputFile
 from ..files import Validator as Validator
@@ -78,26 +79,4 @@ __all__ = [
     "signal_name",
 ]
 
-for _obj in (
-    DeadLetterLimit,
-    DeadLetterWriter,
-    FileSource,
-    InputPlan,
-    Pipeline,
-    PipelineConfig,
-    PipelineError,
-    PipelineFailedError,
-    PipelineInterruptedError,
-    PipelineProgress,
-    PipelineResult,
-    PipelineUsageError,
-    ResultSink,
-    ResultWriter,
-    SinkStatistics,
-    SourceStatistics,
-    TableSpec,
-    default_input,
-    plan_inputs,
-):
-    _obj.__module__ = __name__
-del _obj
+set_public_module(__name__, globals())

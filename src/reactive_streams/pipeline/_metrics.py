@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from .._statistics import StreamStatistics
+from .._core import StreamStatistics
 from ..metrics import MetricsSnapshot, PrometheusExporter, StageMetrics
 from ..operators import Flow
 from ._errors import PipelineUsageError

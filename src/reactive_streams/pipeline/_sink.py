@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
-from .._statistics import StreamStatistics
+from .._core import StreamStatistics
 from ..api import Subscriber, Subscription
 from ._output import OutputFormat, ResultWriter
 

@@ -36,9 +36,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._demand import DrainLoop, EmitterElection
-from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
-from .._statistics import StreamStatistics
+from .._core import (
+    DrainLoop,
+    EmitterElection,
+    StreamStatistics,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_next,
+    signal_on_subscribe,
+)
 from ..api import Publisher, Subscriber, Subscription
 from ..files import ChunkReader, TableReader, Validator, open_reader
 from ._errors import PipelineFailedError
@@ -47,7 +53,7 @@ from ._inputs import DEFAULT_SOURCE_NAME
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-    from .._exceptions import ExecutorRejectedError
+    from .._core import ExecutorRejectedError
     from ._dead_letter import DeadLetterWriter
     from ._inputs import InputPlan
 

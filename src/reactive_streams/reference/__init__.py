@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+from .._core import set_public_module
 from ._iterable import ExecutorIterablePublisher, IterablePublisher
 from ._range import RangePublisher
 from ._subscribers import ExecutorSubscriber, SyncSubscriber
@@ -20,6 +21,4 @@ __all__ = [
     "SyncSubscriber",
 ]
 
-for _name in __all__:
-    globals()[_name].__module__ = __name__
-del _name
+set_public_module(__name__, globals())

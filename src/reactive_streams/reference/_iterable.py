@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
-from .._demand import MAX_DEMAND, check_positive
-from .._hooks import report_undeliverable
+from .._core import MAX_DEMAND, EmitLoopSubscription, check_positive, report_undeliverable
 from ..api import Publisher, Subscriber
-from ._emit_loop import EmitLoopSubscription
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from .._demand import MAX_DEMAND
+from .._core import MAX_DEMAND, EmitLoopSubscription
 from ..api import Publisher, Subscriber
-from ._emit_loop import EmitLoopSubscription
 
 __all__ = ["RangePublisher"]
 

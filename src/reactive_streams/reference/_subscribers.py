@@ -25,16 +25,20 @@ from abc import ABC, abstractmethod
 from collections import deque
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._demand import DrainLoop, check_positive, replenish_threshold
-from .._hooks import report_undeliverable
-from .._serialized import SerializedSubscription
-from .._statistics import StreamStatistics
+from .._core import (
+    DrainLoop,
+    SerializedSubscription,
+    StreamStatistics,
+    check_positive,
+    replenish_threshold,
+    report_undeliverable,
+)
 from ..api import Subscriber, Subscription
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-    from .._exceptions import ExecutorRejectedError
+    from .._core import ExecutorRejectedError
 
 __all__ = ["ExecutorSubscriber", "SyncSubscriber"]
 

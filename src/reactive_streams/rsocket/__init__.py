@@ -29,6 +29,7 @@ rsocket-py do. The frame codec is our own (see ``docs/rsocket.md`` for why).
 
 from __future__ import annotations
 
+from .._core import set_public_module
 from ._client import RSocketClient, connect
 from ._errors import FrameError, RSocketConnectionError, RSocketError, RSocketStreamError
 from ._frames import MAX_FRAME_SIZE, MAX_REQUEST_N, ErrorCode
@@ -54,8 +55,4 @@ __all__ = [
     "serve_async",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if getattr(_obj, "__module__", "").startswith(f"{__name__}._"):
-        _obj.__module__ = __name__
-del _name, _obj
+set_public_module(__name__, globals())

@@ -9,20 +9,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Literal, overload
 from urllib.parse import urlsplit
 
-from ._connection import Connection, ConnectionSettings, StreamHandler
+from .._core import LoopThread
+from ._client_connection import ClientConnection
+from ._connection import ConnectionSettings, StreamHandler
 from ._errors import RSocketConnectionError
 from ._frames import (
     MAX_FRAME_SIZE,
     MAX_REQUEST_N,
-    ErrorCode,
     FrameType,
-    encode_error,
     encode_fragments,
-    encode_keepalive,
-    encode_setup,
 )
-from ._loop import LoopThread
-from ._metadata import AUTHENTICATION, COMPOSITE, ROUTING, encode_bearer, encode_composite
+from ._metadata import AUTHENTICATION, ROUTING, encode_bearer, encode_composite
 from ._metadata import encode_routing as _encode_routing
 from ._requester import RemotePublisher
 from ._statistics import TransportStatistics
@@ -36,58 +33,7 @@ if TYPE_CHECKING:
     from ._frames import Frame
     from ._payload import Payload
 
-__all__ = ["ClientConnection", "RSocketClient", "connect"]
-
-DATA_MIME = "application/octet-stream"
-
-
-class ClientConnection(Connection):
-    """The client's connection: sends SETUP, keeps alive, refuses server-side requests."""
-
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        settings: ConnectionSettings,
-        setup_metadata: bytes | None,
-    ) -> None:
-        super().__init__(loop, settings)
-        self._setup_metadata = setup_metadata
-        self._next_stream_id = 1
-
-    def open_stream(self, handler: StreamHandler) -> int:
-        """Allocate the next odd stream ID for ``handler`` and register it; 0 if closed."""
-        with self._lock:
-            stream_id = self._next_stream_id
-            self._next_stream_id += 2
-        return stream_id if self.register(handler, stream_id) else 0
-
-    def _opened(self) -> None:
-        settings = self._settings
-        self.send(
-            encode_setup(
-                keepalive_ms=max(1, round(settings.keepalive * 1000)),
-                max_lifetime_ms=max(1, round(settings.max_lifetime * 1000)),
-                metadata_mime=COMPOSITE,
-                data_mime=DATA_MIME,
-                metadata=self._setup_metadata,
-            )
-        )
-
-    def _tick_interval(self) -> float:
-        return self._settings.keepalive
-
-    def _keepalive(self) -> None:
-        self.send(encode_keepalive(respond=True))
-
-    def _request(self, frame: Frame) -> None:
-        # This client is a requester only; a server-initiated request is refused (spec:
-        # REJECTED guarantees it was not processed). Fire-and-forget needs no answer.
-        if frame.frame_type != FrameType.REQUEST_FNF:
-            self.send(
-                encode_error(
-                    frame.stream_id, ErrorCode.REJECTED, "this client does not serve requests"
-                )
-            )
+__all__ = ["RSocketClient", "connect"]
 
 
 class RSocketClient:

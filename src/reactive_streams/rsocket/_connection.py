@@ -26,7 +26,7 @@ import threading
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Final
 
-from .._hooks import report_undeliverable
+from .._core import report_undeliverable
 from ._errors import FrameError, RSocketConnectionError, code_name
 from ._frames import (
     FLAG_COMPLETE,

@@ -17,7 +17,7 @@ Every stream on a connection that fails gets exactly one ``on_error`` with the
 
 from __future__ import annotations
 
-from .._exceptions import ReactiveStreamsError
+from .._core import ReactiveStreamsError
 
 __all__ = ["FrameError", "RSocketConnectionError", "RSocketError", "RSocketStreamError"]
 

@@ -28,6 +28,7 @@ __all__ = [
     "FLAG_RESUME",
     "MAX_FRAME_SIZE",
     "MAX_REQUEST_N",
+    "MAX_STREAM_ID",
     "ErrorCode",
     "Frame",
     "FrameReader",
@@ -41,26 +42,69 @@ __all__ = [
     "encode_request",
     "encode_request_n",
     "encode_setup",
+    "wire_request_n",
 ]
 
 MAX_FRAME_SIZE: Final[int] = 0xFFFFFF
 """The largest frame the protocol allows, header included: ``2**24 - 1`` bytes."""
 
 MAX_REQUEST_N: Final[int] = 0x7FFFFFFF
-"""The largest request-n a frame can carry (31 bits); RSocket has no "unbounded" value."""
+"""The largest request-n a frame can carry (31 bits); RSocket has no "unbounded" value.
 
+The encoders clamp a larger request-n to it (as rsocket-java does: a subscriber's
+``MAX_DEMAND`` becomes the largest grant the wire can say) and refuse one below 1, which
+the decoder would refuse (the spec: request-n is at least 1).
+"""
+
+MAX_STREAM_ID: Final[int] = 0x7FFFFFFF
+"""The largest stream ID (31 bits; the top bit of the field is reserved)."""
+
+# The flags: 10 bits after the 6-bit frame type. Bits 0x80 and 0x40 mean different things
+# for different frame types, as the spec numbers them.
 FLAG_IGNORE: Final[int] = 0x200
+"""(I) an unknown frame of this type may be dropped."""
 FLAG_METADATA: Final[int] = 0x100
+"""(M) the frame carries metadata, behind a 24-bit length (except ``METADATA_PUSH``)."""
 FLAG_FOLLOWS: Final[int] = 0x80
+"""(F) on requests and ``PAYLOAD``: more fragments of this frame follow."""
 FLAG_RESUME: Final[int] = 0x80
+"""(R) on ``SETUP``: a resume token follows the fixed fields."""
 FLAG_RESPOND: Final[int] = 0x80
+"""(R) on ``KEEPALIVE``: the peer must answer with a ``KEEPALIVE``."""
 FLAG_LEASE: Final[int] = 0x40
+"""(L) on ``SETUP``: the client will honour ``LEASE`` frames."""
 FLAG_COMPLETE: Final[int] = 0x40
+"""(C) on ``PAYLOAD`` and ``REQUEST_CHANNEL``: the stream is complete."""
 FLAG_NEXT: Final[int] = 0x20
+"""(N) on ``PAYLOAD``: the frame carries an element (data and/or metadata)."""
 
+# The layout of a frame, in bytes. On TCP every frame is preceded by its length (24 bits,
+# ``_LENGTH_SIZE``), which is not part of the frame; the offsets below are from the start
+# of the frame, after that prefix.
+_LENGTH_SIZE: Final[int] = 3
+"""A 24-bit length: the frame length prefix, and the metadata length inside a frame."""
 _HEADER_SIZE: Final[int] = 6
+"""The frame header: a 31-bit stream ID (u32), then the type and the flags (u16)."""
+_FRAME_TYPE_SHIFT: Final[int] = 10
+"""The type sits in the top 6 bits of the u16, above the 10 flag bits."""
 _FLAGS_MASK: Final[int] = 0x3FF
+_TYPE_MASK: Final[int] = 0x3F << _FRAME_TYPE_SHIFT
 _MASK_31: Final[int] = 0x7FFFFFFF
+_RESERVED_BIT: Final[int] = 0x80000000
+"""The top bit of a 32-bit field whose value has 31 bits (stream ID, request-n, times)."""
+_MASK_63: Final[int] = (1 << 63) - 1
+_REQUEST_N_SIZE: Final[int] = 4
+_ERROR_CODE_SIZE: Final[int] = 4
+_POSITION_SIZE: Final[int] = 8
+_LEASE_FIXED_SIZE: Final[int] = 8
+"""``LEASE``: time-to-live in ms and number of requests, two u32 before the metadata."""
+_REQUEST_N_END: Final[int] = _HEADER_SIZE + _REQUEST_N_SIZE
+"""Where the body of ``REQUEST_STREAM``/``REQUEST_CHANNEL`` begins; ``REQUEST_N``'s size."""
+_ERROR_DATA: Final[int] = _HEADER_SIZE + _ERROR_CODE_SIZE
+"""Where an ``ERROR`` frame's message begins, after the 32-bit error code."""
+_KEEPALIVE_DATA: Final[int] = _HEADER_SIZE + _POSITION_SIZE
+"""Where a ``KEEPALIVE`` frame's data begins, after the 63-bit last received position."""
+_LEASE_METADATA: Final[int] = _HEADER_SIZE + _LEASE_FIXED_SIZE
 
 
 class FrameType(IntEnum):
@@ -107,8 +151,11 @@ _REQUEST_TYPES: Final = frozenset(
     }
 )
 _KNOWN_TYPES: Final = frozenset(int(member) for member in FrameType)
-_PAYLOAD_BITS: Final[int] = 0x0A << 10
-_PAYLOAD_FAST_MASK: Final[int] = 0xFC00 | 0x100  # the type bits and the metadata flag
+_REQUEST_N_TYPES: Final = frozenset({FrameType.REQUEST_STREAM, FrameType.REQUEST_CHANNEL})
+_PAYLOAD: Final[int] = int(FrameType.PAYLOAD)
+_PAYLOAD_BITS: Final[int] = _PAYLOAD << _FRAME_TYPE_SHIFT
+_PAYLOAD_FAST_MASK: Final[int] = _TYPE_MASK | FLAG_METADATA
+"""A ``PAYLOAD`` without metadata, the bulk of a stream, matches ``_PAYLOAD_BITS`` here."""
 
 # length prefix split as u8 + u16 (24 bits), stream ID u32, type and flags u16
 _PREFIX_HEADER = struct.Struct(">BHIH")
@@ -117,6 +164,8 @@ _U32 = struct.Struct(">I")
 _U24_SPLIT = struct.Struct(">BH")
 _HEADER = struct.Struct(">IH")
 _SETUP_FIXED = struct.Struct(">HHII")
+"""``SETUP``: major and minor version (u16), keepalive and max lifetime in ms (31 bits)."""
+_SETUP_FIXED_END: Final[int] = _HEADER_SIZE + _SETUP_FIXED.size
 _KEEPALIVE_POSITION = struct.Struct(">Q")
 
 
@@ -263,16 +312,19 @@ class FrameReader:
         unpack_length = _U24_SPLIT.unpack_from
         unpack_header = _HEADER.unpack_from
         max_frame_size = self._max_frame_size
-        while end - position >= 3:
+        header_size = _HEADER_SIZE
+        while end - position >= _LENGTH_SIZE:
             high, low = unpack_length(buffer, position)
             length = (high << 16) | low
             if length > max_frame_size:
                 raise FrameError(
                     f"frame length {length} is beyond the maximum of {max_frame_size} bytes"
                 )
-            if length < _HEADER_SIZE:
-                raise FrameError(f"frame length {length} is shorter than the 6-byte header")
-            start = position + 3
+            if length < header_size:
+                raise FrameError(
+                    f"frame length {length} is shorter than the {_HEADER_SIZE}-byte header"
+                )
+            start = position + _LENGTH_SIZE
             stop = start + length
             if stop > end:
                 self._need = stop - position
@@ -281,16 +333,16 @@ class FrameReader:
             if (
                 type_and_flags & _PAYLOAD_FAST_MASK == _PAYLOAD_BITS
                 and type_and_flags & (FLAG_NEXT | FLAG_COMPLETE)
-                and stream_id < 0x80000000
+                and stream_id < _RESERVED_BIT
             ):
                 append(
                     Frame(
                         stream_id,
-                        0x0A,
+                        _PAYLOAD,
                         type_and_flags & _FLAGS_MASK,
                         0,
                         None,
-                        buffer[start + 6 : stop],
+                        buffer[start + header_size : stop],
                     )
                 )
             else:
@@ -299,7 +351,7 @@ class FrameReader:
                     append(frame)
             position = stop
         else:
-            self._need = 3
+            self._need = _LENGTH_SIZE
         if position < end:
             pending += buffer[position:]
         return frames
@@ -308,11 +360,11 @@ class FrameReader:
 def _split_metadata(frame: bytes, offset: int, flags: int) -> tuple[bytes | None, bytes]:
     if not flags & FLAG_METADATA:
         return None, frame[offset:]
-    if len(frame) - offset < 3:
+    if len(frame) - offset < _LENGTH_SIZE:
         raise FrameError("the metadata flag is set but the frame has no metadata length")
     high, low = _U24_SPLIT.unpack_from(frame, offset)
     length = (high << 16) | low
-    start = offset + 3
+    start = offset + _LENGTH_SIZE
     if start + length > len(frame):
         raise FrameError(
             f"metadata length {length} overruns the frame ({len(frame) - start} bytes left)"
@@ -332,9 +384,9 @@ def decode_frame(frame: bytes) -> Frame | None:
         FrameError: the frame is malformed.
     """
     stream_id, type_and_flags = _HEADER.unpack_from(frame, 0)
-    if stream_id & 0x80000000:
+    if stream_id & _RESERVED_BIT:
         raise FrameError(f"stream ID {stream_id:#x} has its reserved top bit set")
-    frame_type = type_and_flags >> 10
+    frame_type = type_and_flags >> _FRAME_TYPE_SHIFT
     flags = type_and_flags & _FLAGS_MASK
     if frame_type == FrameType.PAYLOAD:  # the hot path
         if not flags & (FLAG_NEXT | FLAG_COMPLETE):
@@ -348,13 +400,13 @@ def decode_frame(frame: bytes) -> Frame | None:
             return None
         raise FrameError(f"unknown frame type {frame_type:#x} without the ignore flag")
     if frame_type in (FrameType.REQUEST_STREAM, FrameType.REQUEST_CHANNEL, FrameType.REQUEST_N):
-        _require(frame, 10, FrameType(frame_type).name)
+        _require(frame, _REQUEST_N_END, FrameType(frame_type).name)
         number = _U32.unpack_from(frame, _HEADER_SIZE)[0] & _MASK_31
         if number == 0:
             raise FrameError(f"{FrameType(frame_type).name} frame with request-n 0")
         if frame_type == FrameType.REQUEST_N:
             return Frame(stream_id, frame_type, flags, number)
-        metadata, data = _split_metadata(frame, 10, flags)
+        metadata, data = _split_metadata(frame, _REQUEST_N_END, flags)
         return Frame(stream_id, frame_type, flags, number, metadata, data)
     if frame_type in (FrameType.REQUEST_RESPONSE, FrameType.REQUEST_FNF):
         metadata, data = _split_metadata(frame, _HEADER_SIZE, flags)
@@ -362,28 +414,28 @@ def decode_frame(frame: bytes) -> Frame | None:
     if frame_type == FrameType.CANCEL:
         return Frame(stream_id, frame_type, flags)
     if frame_type == FrameType.ERROR:
-        _require(frame, 10, "ERROR")
+        _require(frame, _ERROR_DATA, "ERROR")
         code = _U32.unpack_from(frame, _HEADER_SIZE)[0]
-        return Frame(stream_id, frame_type, flags, code, None, frame[10:])
+        return Frame(stream_id, frame_type, flags, code, None, frame[_ERROR_DATA:])
     if frame_type == FrameType.KEEPALIVE:
-        _require(frame, 14, "KEEPALIVE")
-        position = _KEEPALIVE_POSITION.unpack_from(frame, _HEADER_SIZE)[0] & ((1 << 63) - 1)
-        return Frame(stream_id, frame_type, flags, position, None, frame[14:])
+        _require(frame, _KEEPALIVE_DATA, "KEEPALIVE")
+        position = _KEEPALIVE_POSITION.unpack_from(frame, _HEADER_SIZE)[0] & _MASK_63
+        return Frame(stream_id, frame_type, flags, position, None, frame[_KEEPALIVE_DATA:])
     if frame_type == FrameType.SETUP:
         return _decode_setup(frame, stream_id, flags)
     if frame_type == FrameType.METADATA_PUSH:
         return Frame(stream_id, frame_type, flags, 0, frame[_HEADER_SIZE:], b"")
     if frame_type == FrameType.LEASE:
-        _require(frame, 14, "LEASE")
-        return Frame(stream_id, frame_type, flags, 0, frame[14:] or None, b"")
+        _require(frame, _LEASE_METADATA, "LEASE")
+        return Frame(stream_id, frame_type, flags, 0, frame[_LEASE_METADATA:] or None, b"")
     # RESUME, RESUME_OK and EXT: understood as types, not supported; the caller decides.
     return Frame(stream_id, frame_type, flags, 0, None, frame[_HEADER_SIZE:])
 
 
 def _decode_setup(frame: bytes, stream_id: int, flags: int) -> Frame:
-    _require(frame, 18, "SETUP")
+    _require(frame, _SETUP_FIXED_END, "SETUP")
     major, minor, keepalive, lifetime = _SETUP_FIXED.unpack_from(frame, _HEADER_SIZE)
-    offset = 18
+    offset = _SETUP_FIXED_END
     token: bytes | None = None
     if flags & FLAG_RESUME:
         _require(frame, offset + 2, "SETUP")
@@ -418,14 +470,57 @@ def _decode_setup(frame: bytes, stream_id: int, flags: int) -> Frame:
 
 
 # -- encoding -----------------------------------------------------------------------------
+#
+# Every encoder refuses, with ValueError, what would make a frame the decoder refuses: a
+# stream ID outside 0 to MAX_STREAM_ID, a frame longer than MAX_FRAME_SIZE, a request-n
+# below 1, a PAYLOAD with neither NEXT nor COMPLETE, a 31-bit field out of range. A
+# request-n above MAX_REQUEST_N is clamped to it. tests/rsocket/test_frames.py checks by
+# property that every frame they can write is read back with the same fields.
+
+
+def wire_request_n(n: int) -> int:
+    """The request-n a frame carries for a demand of ``n``: ``n``, at most ``MAX_REQUEST_N``.
+
+    Demand above the 31 bits of the wire (``MAX_DEMAND`` means "unbounded") is clamped, as
+    rsocket-java does; the requester grants the rest later, as elements are consumed.
+
+    Raises:
+        ValueError: ``n < 1`` (the decoder refuses a request-n of 0).
+    """
+    if n < 1:
+        raise ValueError(f"request-n must be at least 1, got {n}")
+    return n if n <= MAX_REQUEST_N else MAX_REQUEST_N
+
+
+def _name(frame_type: int) -> str:
+    try:
+        return FrameType(frame_type).name
+    except ValueError:
+        return hex(frame_type)
+
+
+def _refuse(length: int, stream_id: int, frame_type: int) -> ValueError:
+    if not 0 <= stream_id <= MAX_STREAM_ID:
+        return ValueError(f"stream ID {stream_id} is outside 0 to {MAX_STREAM_ID}")
+    return ValueError(
+        f"a {_name(frame_type)} frame of {length} bytes is beyond the maximum of "
+        f"{MAX_FRAME_SIZE} bytes"
+    )
 
 
 def _prefix_header(length: int, stream_id: int, frame_type: int, flags: int) -> bytes:
-    return _PREFIX_HEADER.pack(length >> 16, length & 0xFFFF, stream_id, (frame_type << 10) | flags)
+    """The length prefix and the header of a frame of ``length`` bytes (header included)."""
+    if length > MAX_FRAME_SIZE or not 0 <= stream_id <= MAX_STREAM_ID:
+        raise _refuse(length, stream_id, frame_type)
+    return _PREFIX_HEADER.pack(
+        length >> 16, length & 0xFFFF, stream_id, (frame_type << _FRAME_TYPE_SHIFT) | flags
+    )
 
 
 def _metadata_length(metadata: bytes) -> bytes:
     size = len(metadata)
+    if size > MAX_FRAME_SIZE:
+        raise ValueError(f"metadata of {size} bytes is beyond the maximum of {MAX_FRAME_SIZE}")
     return _U24_SPLIT.pack(size >> 16, size & 0xFFFF)
 
 
@@ -438,20 +533,29 @@ def encode_payload(
     complete: bool = False,
     follows: bool = False,
 ) -> bytes:
-    """A ``PAYLOAD`` frame with its length prefix; ``next_``/``complete`` set N and C."""
+    """A ``PAYLOAD`` frame with its length prefix; ``next_``/``complete`` set N and C.
+
+    Raises:
+        ValueError: neither ``next_`` nor ``complete`` (the spec forbids it), a stream ID
+            outside 0 to ``MAX_STREAM_ID``, or a frame longer than ``MAX_FRAME_SIZE``.
+    """
     flags = (FLAG_NEXT if next_ else 0) | (FLAG_COMPLETE if complete else 0)
+    if not flags:
+        raise ValueError("a PAYLOAD frame needs NEXT or COMPLETE: next_ or complete must be set")
     if follows:
         flags |= FLAG_FOLLOWS
     if metadata is None:
-        length = 6 + len(data)
+        length = _HEADER_SIZE + len(data)
+        if length > MAX_FRAME_SIZE or not 0 <= stream_id <= MAX_STREAM_ID:
+            raise _refuse(length, stream_id, _PAYLOAD)
         return (
             _PREFIX_HEADER.pack(length >> 16, length & 0xFFFF, stream_id, _PAYLOAD_BITS | flags)
             + data
         )
     flags |= FLAG_METADATA
-    length = 9 + len(metadata) + len(data)
+    length = _HEADER_SIZE + _LENGTH_SIZE + len(metadata) + len(data)
     return (
-        _prefix_header(length, stream_id, FrameType.PAYLOAD, flags)
+        _prefix_header(length, stream_id, _PAYLOAD, flags)
         + _metadata_length(metadata)
         + metadata
         + data
@@ -464,43 +568,92 @@ def encode_request(
     data: bytes,
     metadata: bytes | None = None,
     *,
-    initial_n: int = 0,
+    initial_n: int | None = None,
     follows: bool = False,
 ) -> bytes:
-    """A ``REQUEST_*`` frame; ``initial_n`` is used by ``REQUEST_STREAM``/``REQUEST_CHANNEL``."""
+    """A ``REQUEST_RESPONSE``, ``REQUEST_FNF``, ``REQUEST_STREAM`` or ``REQUEST_CHANNEL`` frame.
+
+    Args:
+        frame_type: one of the four request types.
+        stream_id: the new stream's ID.
+        data: the request's data.
+        metadata: its metadata, or ``None`` for none (the M flag clear).
+        initial_n: the initial request-n of ``REQUEST_STREAM`` and ``REQUEST_CHANNEL``,
+            required for them: at least 1, clamped to ``MAX_REQUEST_N``
+            (``wire_request_n``). Ignored for the other two types.
+        follows: set the FOLLOWS flag (a fragment; see ``encode_fragments``).
+
+    Raises:
+        ValueError: ``frame_type`` is not a request type; ``initial_n`` missing or below 1
+            where it is carried; a stream ID outside 0 to ``MAX_STREAM_ID``; a frame longer
+            than ``MAX_FRAME_SIZE``.
+    """
+    if frame_type not in _REQUEST_TYPES:
+        raise ValueError(f"{_name(frame_type)} is not a request frame type")
     flags = FLAG_FOLLOWS if follows else 0
     parts: list[bytes] = []
-    if frame_type in (FrameType.REQUEST_STREAM, FrameType.REQUEST_CHANNEL):
-        parts.append(_U32.pack(initial_n & _MASK_31))
+    if frame_type in _REQUEST_N_TYPES:
+        if initial_n is None:
+            raise ValueError(f"a {_name(frame_type)} frame needs initial_n (at least 1)")
+        parts.append(_U32.pack(wire_request_n(initial_n)))
     if metadata is not None:
         flags |= FLAG_METADATA
         parts += (_metadata_length(metadata), metadata)
     parts.append(data)
     body = b"".join(parts)
-    return _prefix_header(6 + len(body), stream_id, frame_type, flags) + body
+    return _prefix_header(_HEADER_SIZE + len(body), stream_id, frame_type, flags) + body
 
 
 def encode_request_n(stream_id: int, n: int) -> bytes:
-    """A ``REQUEST_N`` frame granting ``n`` more payloads (``1 <= n <= MAX_REQUEST_N``)."""
-    return _PREFIX_HEADER_N.pack(0, 10, stream_id, FrameType.REQUEST_N << 10, n)
+    """A ``REQUEST_N`` frame granting ``n`` more payloads, clamped to ``MAX_REQUEST_N``.
+
+    Raises:
+        ValueError: ``n < 1``, or a stream ID outside 0 to ``MAX_STREAM_ID``.
+    """
+    n = wire_request_n(n)
+    if not 0 <= stream_id <= MAX_STREAM_ID:
+        raise _refuse(_REQUEST_N_END, stream_id, FrameType.REQUEST_N)
+    return _PREFIX_HEADER_N.pack(
+        0, _REQUEST_N_END, stream_id, FrameType.REQUEST_N << _FRAME_TYPE_SHIFT, n
+    )
 
 
 def encode_cancel(stream_id: int) -> bytes:
-    """A ``CANCEL`` frame."""
-    return _PREFIX_HEADER.pack(0, 6, stream_id, FrameType.CANCEL << 10)
+    """A ``CANCEL`` frame.
+
+    Raises:
+        ValueError: a stream ID outside 0 to ``MAX_STREAM_ID``.
+    """
+    return _prefix_header(_HEADER_SIZE, stream_id, FrameType.CANCEL, 0)
 
 
 def encode_error(stream_id: int, code: int, message: str) -> bytes:
-    """An ``ERROR`` frame; the message travels as UTF-8, cut to fit one frame."""
-    data = message.encode("utf-8", "replace")[: MAX_FRAME_SIZE - 10]
-    return _PREFIX_HEADER_N.pack(0, 10 + len(data), stream_id, FrameType.ERROR << 10, code) + data
+    """An ``ERROR`` frame; the message travels as UTF-8, cut to fit one frame.
+
+    Raises:
+        ValueError: ``code`` is not a 32-bit unsigned value, or a stream ID outside 0 to
+            ``MAX_STREAM_ID``.
+    """
+    if not 0 <= code <= 0xFFFFFFFF:
+        raise ValueError(f"error code {code} is not a 32-bit unsigned value")
+    data = message.encode("utf-8", "replace")[: MAX_FRAME_SIZE - _ERROR_DATA]
+    return _prefix_header(_ERROR_DATA + len(data), stream_id, FrameType.ERROR, 0) + (
+        _U32.pack(code) + data
+    )
 
 
 def encode_keepalive(*, respond: bool, data: bytes = b"", position: int = 0) -> bytes:
-    """A ``KEEPALIVE`` frame on stream 0; ``respond`` asks the peer to echo it."""
+    """A ``KEEPALIVE`` frame on stream 0; ``respond`` asks the peer to echo it.
+
+    Raises:
+        ValueError: ``position`` outside 0 to ``2**63 - 1``, or a frame longer than
+            ``MAX_FRAME_SIZE``.
+    """
+    if not 0 <= position <= _MASK_63:
+        raise ValueError(f"keepalive position {position} is outside 0 to 2**63 - 1")
     flags = FLAG_RESPOND if respond else 0
     return (
-        _prefix_header(14 + len(data), 0, FrameType.KEEPALIVE, flags)
+        _prefix_header(_KEEPALIVE_DATA + len(data), 0, FrameType.KEEPALIVE, flags)
         + _KEEPALIVE_POSITION.pack(position)
         + data
     )
@@ -524,7 +677,20 @@ def encode_setup(
     major_version: int = 1,
     minor_version: int = 0,
 ) -> bytes:
-    """A ``SETUP`` frame (no resume, no lease), version 1.0 unless told otherwise."""
+    """A ``SETUP`` frame (no resume, no lease), version 1.0 unless told otherwise.
+
+    Raises:
+        ValueError: ``keepalive_ms`` or ``max_lifetime_ms`` outside 1 to ``2**31 - 1``
+            (31-bit fields, positive by the spec), a version outside 0 to 65535, a MIME
+            type that is not US-ASCII or longer than 255 bytes, or a frame longer than
+            ``MAX_FRAME_SIZE``.
+    """
+    for name, value in (("keepalive_ms", keepalive_ms), ("max_lifetime_ms", max_lifetime_ms)):
+        if not 1 <= value <= _MASK_31:
+            raise ValueError(f"{name} must be 1 to 2**31 - 1, got {value}")
+    for name, value in (("major_version", major_version), ("minor_version", minor_version)):
+        if not 0 <= value <= 0xFFFF:
+            raise ValueError(f"{name} must be 0 to 65535, got {value}")
     flags = 0
     parts = [
         _SETUP_FIXED.pack(major_version, minor_version, keepalive_ms, max_lifetime_ms),
@@ -536,7 +702,7 @@ def encode_setup(
         parts += (_metadata_length(metadata), metadata)
     parts.append(data)
     body = b"".join(parts)
-    return _prefix_header(6 + len(body), 0, FrameType.SETUP, flags) + body
+    return _prefix_header(_HEADER_SIZE + len(body), 0, FrameType.SETUP, flags) + body
 
 
 def encode_fragments(
@@ -546,7 +712,7 @@ def encode_fragments(
     metadata: bytes | None,
     *,
     max_frame_size: int,
-    initial_n: int = 0,
+    initial_n: int | None = None,
     complete: bool = False,
 ) -> list[bytes]:
     """Encode a request or a ``PAYLOAD`` (with NEXT) as one frame, or as a FOLLOWS chain.
@@ -556,13 +722,17 @@ def encode_fragments(
     ``PAYLOAD`` frames with FOLLOWS, and the last has FOLLOWS clear (and COMPLETE, for a
     completing payload). Metadata goes first, then data, as the spec requires.
     Fragmentation does not change request-n accounting: the chain counts as one payload.
+    ``initial_n`` is as for ``encode_request``.
 
     Raises:
-        ValueError: ``max_frame_size`` is too small to carry any payload byte.
+        ValueError: ``max_frame_size`` is too small to carry any payload byte, or
+            ``encode_request``'s and ``encode_payload``'s reasons.
     """
-    has_n = frame_type in (FrameType.REQUEST_STREAM, FrameType.REQUEST_CHANNEL)
-    whole = 6 + (4 if has_n else 0) + (3 + len(metadata) if metadata is not None else 0)
-    whole += len(data)
+    has_n = frame_type in _REQUEST_N_TYPES
+    request_n_size = _REQUEST_N_SIZE if has_n else 0
+    whole = _HEADER_SIZE + request_n_size + len(data)
+    if metadata is not None:
+        whole += _LENGTH_SIZE + len(metadata)
     if whole <= max_frame_size:
         if frame_type == FrameType.PAYLOAD:
             return [encode_payload(stream_id, data, metadata, complete=complete)]
@@ -573,7 +743,9 @@ def encode_fragments(
     first = True
     while True:
         kind = frame_type if first else FrameType.PAYLOAD
-        header = 6 + (4 if first and has_n else 0) + (3 if meta_left is not None else 0)
+        header = _HEADER_SIZE + (request_n_size if first else 0)
+        if meta_left is not None:
+            header += _LENGTH_SIZE
         budget = max_frame_size - header
         if budget <= 0:
             raise ValueError(f"max_frame_size {max_frame_size} cannot carry a payload")

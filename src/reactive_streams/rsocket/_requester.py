@@ -28,10 +28,16 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
-from .._demand import DrainLoop, EmitterElection
-from .._exceptions import ProtocolViolationError
-from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
-from .._statistics import StreamStatistics
+from .._core import (
+    DrainLoop,
+    EmitterElection,
+    ProtocolViolationError,
+    StreamStatistics,
+    report_violation,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+)
 from ..api import Publisher, Subscriber, Subscription
 from ._connection import StreamHandler
 from ._errors import RSocketConnectionError, RSocketStreamError, code_name
@@ -49,8 +55,8 @@ from ._payload import Payload
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
-    from .._exceptions import ExecutorRejectedError
-    from ._client import ClientConnection
+    from .._core import ExecutorRejectedError
+    from ._client_connection import ClientConnection
     from ._frames import Frame
 
 __all__ = ["RemotePublisher"]

@@ -24,7 +24,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Final
 
-from .._demand import MAX_DEMAND, DrainLoop, add_demand
+from .._core import MAX_DEMAND, DrainLoop, add_demand
 from ..api import Publisher, Subscriber, Subscription
 from ._connection import StreamHandler
 from ._frames import (
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from concurrent.futures import Executor
 
-    from .._exceptions import ExecutorRejectedError
+    from .._core import ExecutorRejectedError
     from ._connection import Connection
     from ._errors import RSocketConnectionError
     from ._frames import Frame

@@ -9,10 +9,10 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from .._core import LoopThread
 from ._connection import Connection, ConnectionSettings
 from ._errors import FrameError, RSocketConnectionError
 from ._frames import MAX_FRAME_SIZE, ErrorCode, FrameType, encode_error
-from ._loop import LoopThread
 from ._metadata import COMPOSITE, bearer_token, decode_composite, route_of
 from ._responder import ResponderStream
 from ._statistics import TransportStatistics

@@ -28,6 +28,7 @@ except ImportError as _exc:  # pragma: no cover - exercised in a subprocess test
         "reactive_streams.spark needs pyspark and pyarrow: pip install 'reactive-streams-py[spark]'"
     ) from _exc
 
+from .._core import set_public_module
 from ._errors import BridgeClosedError as BridgeClosedError
 from ._errors import JavaNotFoundError as JavaNotFoundError
 from ._errors import JavaVersionError as JavaVersionError
@@ -74,26 +75,4 @@ __all__ = [
     "to_spark_stream_bridge",
 ]
 
-for _obj in (
-    BridgeClosedError,
-    DataFramePublisher,
-    JavaNotFoundError,
-    JavaVersionError,
-    MicroBatch,
-    SparkBridgeError,
-    SparkConnectUnsupportedError,
-    SparkProcessor,
-    SparkStreamBridge,
-    SparkTransformError,
-    SplitReadError,
-    StreamingQueryFailedError,
-    StreamingQueryPublisher,
-    from_dataframe,
-    from_splits,
-    from_streaming_query,
-    spark_processor,
-    to_spark_stream,
-    to_spark_stream_bridge,
-):
-    _obj.__module__ = __name__
-del _obj
+set_public_module(__name__, globals())

@@ -18,7 +18,7 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING, Final, Protocol
 
-from .._hooks import report_undeliverable
+from .._core import report_undeliverable
 from ._pyspark_internals import source_names
 from ._stream_source import BridgeDataSource
 

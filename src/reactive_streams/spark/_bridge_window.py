@@ -18,10 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from .._demand import add_demand
-from .._exceptions import MissingBackpressureError
-from .._hooks import report_undeliverable
-from .._statistics import StreamStatistics
+from .._core import MissingBackpressureError, StreamStatistics, add_demand, report_undeliverable
 from ..api import Subscriber, Subscription
 from ._errors import BridgeClosedError
 from ._window import BatchWindow, EncodeError, RowWindow, Window

@@ -17,7 +17,7 @@ This module imports nothing from pyspark, so it is safe to import anywhere.
 
 from __future__ import annotations
 
-from .._exceptions import ReactiveStreamsError
+from .._core import ReactiveStreamsError
 
 __all__ = [
     "BridgeClosedError",

@@ -19,11 +19,18 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import ArrayType, MapType, StructType
 
-from .._demand import MAX_DEMAND, add_demand, validate_request
-from .._exceptions import ProtocolViolationError
-from .._hooks import report_undeliverable
-from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
-from .._statistics import StreamStatistics
+from .._core import (
+    MAX_DEMAND,
+    ProtocolViolationError,
+    StreamStatistics,
+    add_demand,
+    report_undeliverable,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_next,
+    signal_on_subscribe,
+    validate_request,
+)
 from ..api import Publisher, Subscriber, Subscription
 from ._dropped import DROPPED
 from ._errors import SparkBridgeError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .._demand import check_positive
+from .._core import check_positive
 from ._to_spark_stream import as_struct
 from .session import require_classic
 
@@ -104,18 +104,18 @@ def from_splits(
         warm_workers: start the executors' Python workers now, in the background, with
             one task per core that imports what the opener, counter and transform need
             (it decodes the plan) and returns no row; Spark keeps them for the first
-            micro-batch's reads, which then skip the workers' start (about 3.5 s of a
-            9 s first micro-batch on the flights x10, ``benchmarks/README.md``). Best
-            effort: a failed warm-up is logged at debug level and changes nothing else.
-            It costs one short Spark job while the query starts (``_warm_up``).
+            micro-batch's reads, which then skip the workers' start (measured in
+            ``benchmarks/README.md``). Best effort: a failed warm-up is logged at debug
+            level and changes nothing else. It costs one short Spark job while the query
+            starts (``_warm_up``).
         max_partitions: the most Spark partitions (tasks) a micro-batch is planned into,
             ``>= 1``. When more splits have a share, the shares are grouped into groups of
             about equal rows, each read by one task, share after share (the same shares
             always give the same groups, so a replayed micro-batch reads exactly the same).
             Each task has a fixed cost (scheduling, a Python worker round, opening the
             split), so with many splits and few cores, as many partitions as cores is
-            faster (``spark.sparkContext.defaultParallelism``: about a fifth less time
-            per micro-batch on the flights x10, 8 files on 2 cores, ``benchmarks/``);
+            faster (``spark.sparkContext.defaultParallelism``; ``benchmarks/SPARK.md``
+            has the measurements);
             ``None`` (the default): one partition per split, which keeps every split's
             share its own task as executors are added.
         order: how a micro-batch's budget is taken from the splits. ``"spread"`` (the

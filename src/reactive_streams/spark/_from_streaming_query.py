@@ -15,11 +15,19 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .._demand import MAX_DEMAND, DrainLoop, add_demand, validate_request
-from .._exceptions import ProtocolViolationError
-from .._hooks import report_undeliverable
-from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
-from .._statistics import StreamStatistics
+from .._core import (
+    MAX_DEMAND,
+    DrainLoop,
+    ProtocolViolationError,
+    StreamStatistics,
+    add_demand,
+    report_undeliverable,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_next,
+    signal_on_subscribe,
+    validate_request,
+)
 from ..api import Publisher, Subscriber, Subscription
 from ._dropped import DROPPED
 from ._errors import StreamingQueryFailedError

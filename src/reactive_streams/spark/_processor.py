@@ -25,11 +25,18 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from .._demand import DrainLoop, EmitterElection
-from .._exceptions import ExecutorRejectedError, MissingBackpressureError
-from .._hooks import report_undeliverable
-from .._signals import signal_on_complete, signal_on_error, signal_on_next, signal_on_subscribe
-from .._statistics import StreamStatistics
+from .._core import (
+    DrainLoop,
+    EmitterElection,
+    ExecutorRejectedError,
+    MissingBackpressureError,
+    StreamStatistics,
+    report_undeliverable,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_next,
+    signal_on_subscribe,
+)
 from ..api import Processor, Subscriber, Subscription
 from ._errors import SparkTransformError
 from ._pyspark_internals import parse_ddl

@@ -2,8 +2,8 @@
 
 A query over a Python data source meets cold Python workers at its first micro-batch: the
 executor forks them, and each imports PySpark's worker, pyarrow and the modules the
-user's opener lives in, then unpickles the plan. On the flights x10 that was about 3.5 s
-of a 9 s first micro-batch (``benchmarks/README.md``), paid while every core waited.
+user's opener lives in, then unpickles the plan, while every core waits (the cost is
+measured in ``benchmarks/README.md``).
 
 ``WorkerWarmUp`` runs one small Spark job in the background instead, while the query is
 still being analysed and started: one task per core, each a ``mapInArrow`` that decodes the

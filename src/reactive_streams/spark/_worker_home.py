@@ -3,9 +3,10 @@
 Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the ``PYTHONPATH`` of every
 Python process it starts (data source planners, the streaming source runner, UDF workers).
 In the pip package that zip holds only ``.py`` sources, and Python cannot cache bytecode
-for zip imports, so each of those processes compiles PySpark again: 0.7 s instead of
-0.2 s from the installed package on the machine of ``benchmarks/``. A streaming query with
-a Python data source starts five such processes before its first micro-batch.
+for zip imports, so each of those processes compiles PySpark again, several times the
+cost of importing it from the installed package (``benchmarks/README.md`` has the
+figures). A streaming query with a Python data source starts five such processes before
+its first micro-batch.
 
 ``fast_worker_home`` builds (once, in the user's cache directory) a ``SPARK_HOME`` made of
 symbolic links to the installed package, with ``python/lib`` holding every entry but

@@ -44,7 +44,7 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from .._arrow_literals import int64_range, string_scalar
-from .._demand import check_positive
+from .._core import check_positive
 from ..files import (
     DEAD_LETTER_COLUMN,
     ConversionOptions,

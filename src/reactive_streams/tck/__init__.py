@@ -17,6 +17,7 @@ The same tests run without pytest through ``run_verification`` and the
 
 from __future__ import annotations
 
+from .._core import set_public_module
 from ._base import VerificationBase as VerificationBase
 from ._cases import CaseResult as CaseResult
 from ._cases import Kind as Kind
@@ -73,32 +74,4 @@ __all__ = [
     "tck_test",
 ]
 
-for _obj in (
-    CaseResult,
-    HelperPublisher,
-    IdentityProcessorVerification,
-    Kind,
-    Latch,
-    ManualPublisher,
-    ManualSubscriber,
-    Outcome,
-    PublisherVerification,
-    Report,
-    SubscriberBlackboxVerification,
-    SubscriberPuppet,
-    SubscriberWhiteboxVerification,
-    TckCase,
-    TckFailure,
-    TckSkip,
-    TckTestError,
-    TestEnvironment,
-    VerificationBase,
-    WhiteboxSubscriberProbe,
-    iter_cases,
-    run_case,
-    probed,
-    run_verification,
-    tck_test,
-):
-    _obj.__module__ = __name__
-del _obj
+set_public_module(__name__, globals())

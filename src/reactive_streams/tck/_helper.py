@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._demand import MAX_DEMAND, DrainLoop, EmitterElection
-from .._signals import (
+from .._core import (
+    MAX_DEMAND,
+    DrainLoop,
+    EmitterElection,
     signal_on_complete,
     signal_on_error,
     signal_on_next,

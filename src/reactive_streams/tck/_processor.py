@@ -13,7 +13,7 @@ from abc import abstractmethod
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._demand import MAX_DEMAND
+from .._core import MAX_DEMAND
 from ..api import Subscriber, Subscription
 from ._cases import Kind, tck_test
 from ._environment import TckFailure

@@ -18,8 +18,7 @@ import weakref
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._demand import MAX_DEMAND
-from .._hooks import set_undeliverable_hook
+from .._core import MAX_DEMAND, set_undeliverable_hook
 from ._base import VerificationBase
 from ._cases import Kind, TckCase, tck_test
 from ._environment import TckFailure

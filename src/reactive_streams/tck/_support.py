@@ -17,7 +17,7 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
 
-from .._statistics import StreamStatistics
+from .._core import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
 from ._environment import TckFailure
 

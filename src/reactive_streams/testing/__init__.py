@@ -10,11 +10,10 @@
 
 from __future__ import annotations
 
+from .._core import set_public_module
 from ._recording import RecordingSubscriber, collect
 from ._virtual_time import VirtualTimeScheduler
 
 __all__ = ["RecordingSubscriber", "VirtualTimeScheduler", "collect"]
 
-for _name in __all__:
-    globals()[_name].__module__ = __name__
-del _name
+set_public_module(__name__, globals())

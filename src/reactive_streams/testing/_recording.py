@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._demand import MAX_DEMAND, add_demand
+from .._core import MAX_DEMAND, add_demand
 from ..api import Subscriber, Subscription
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from ..schedulers import ScheduledTask, Scheduler, _TaskQueue
+from .._core import ScheduledTask, Scheduler, TaskQueue
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,7 +39,7 @@ class VirtualTimeScheduler(Scheduler):
     def __init__(self, start: float = 0.0) -> None:
         self._lock = threading.Lock()
         self._clock = start
-        self._queue = _TaskQueue()
+        self._queue = TaskQueue()
 
     def now(self) -> float:
         """The virtual clock in seconds."""

@@ -243,7 +243,7 @@ def test_unbounded_recursion_is_reported_not_crashing() -> None:
 
 
 def test_an_element_before_on_subscribe_is_named_rule_1_9_by_every_failing_test() -> None:
-    """Issue 14 item 5: the report names the cause (Rule 1.9), not the symptoms after it."""
+    """The report names the cause (Rule 1.9), not the symptoms after it."""
     verification = verification_for(broken.OnNextBeforeOnSubscribePublisher, broken.FailedPublisher)
     report = run_verification(verification, env=FAST)
     failed = [result for result in report.results if result.outcome is Outcome.FAILED]

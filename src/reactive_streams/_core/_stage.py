@@ -35,23 +35,23 @@ from abc import abstractmethod
 from collections import deque
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from .._demand import MAX_DEMAND, DrainLoop, WorkGuard, add_demand, validate_request
-from .._exceptions import ProtocolViolationError
-from .._hooks import report_undeliverable
-from .._signals import (
+from ..api import Subscriber, Subscription
+from ._demand import MAX_DEMAND, DrainLoop, WorkGuard, add_demand, validate_request
+from ._exceptions import ProtocolViolationError
+from ._hooks import report_undeliverable
+from ._operator import StageStatistics
+from ._signals import (
     cancel_quietly,
     report_violation,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
 )
-from ..api import Subscriber, Subscription
-from ._base import StageStatistics
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from ..schedulers import Cancellable
+    from ._schedulers import Cancellable
 
 __all__ = [
     "BufferedStage",
@@ -159,6 +159,8 @@ class DownstreamStage(Subscription):
             self._schedule()
             return
         with self._lock:
+            if self._cancelled or self._terminated:
+                return  # Rule 3.6: a no-op once cancelled or ended
             self._demand = add_demand(self._demand, count)
             self._requested = add_demand(self._requested, count)
         self._demand_added(count)

@@ -1,4 +1,8 @@
-"""A private event loop on a daemon thread, for the blocking ``serve`` and ``connect``."""
+"""A private asyncio event loop on a daemon thread.
+
+For code that must run on an event loop while its caller has none: RSocket's blocking
+``serve`` and ``connect``, and ``from_async_iterable`` subscribed from a plain thread.
+"""
 
 from __future__ import annotations
 

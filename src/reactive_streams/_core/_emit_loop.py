@@ -1,4 +1,4 @@
-"""The emit loop shared by the reference publishers.
+"""The emit loop shared by the single-emitter sources (the reference publishers, interval).
 
 One ``EmitLoopSubscription`` links one subscriber to one source. All of its signals come
 from a single emit loop run under an ``EmitterElection``:
@@ -16,7 +16,8 @@ from a single emit loop run under an ``EmitterElection``:
   to the subscriber is dropped (Rule 3.13).
 
 Subclasses supply the source: ``_open`` (prepare, on the loop), ``_emit`` (deliver up to
-``count`` elements), ``_exhausted``, ``_failure`` and ``_close``.
+``count`` elements), ``_exhausted``, ``_failure`` and ``_close``. A source that is not
+always ready (a timer) emits what it has and calls ``wake`` when it has more.
 """
 
 from __future__ import annotations
@@ -24,10 +25,10 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._demand import DrainLoop, EmitterElection
-from .._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
-from .._statistics import StreamStatistics
 from ..api import Subscriber, Subscription
+from ._demand import DrainLoop, EmitterElection
+from ._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
+from ._statistics import StreamStatistics
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -95,6 +96,16 @@ class EmitLoopSubscription(Subscription, Generic[T]):
         if self._election.acquire():
             self._loop.start_owned()
 
+    def wake(self) -> None:
+        """The source has new elements, or ended: run a pass, or make the running one repeat.
+
+        For a source that is not always ready (a timer, a callback): ``_emit`` may deliver
+        fewer elements than asked, and the loop then gives its ownership up; whoever makes
+        more available calls ``wake``. Never blocks; safe from any thread.
+        """
+        if self._election.acquire():
+            self._loop.start_owned()
+
     def statistics(self) -> StreamStatistics:
         """A snapshot of this subscription's counters."""
         election = self._election
@@ -132,6 +143,7 @@ class EmitLoopSubscription(Subscription, Generic[T]):
             signal_on_error(subscriber, error)
             return False
         demand = election.demand
+        emitted = 0
         if demand and not self._exhausted():
             emitted = self._emit(subscriber, min(demand, self._batch_size))
             demand = election.produced(emitted)
@@ -147,7 +159,9 @@ class EmitLoopSubscription(Subscription, Generic[T]):
             else:
                 signal_on_error(subscriber, failure)
             return False
-        return bool(demand)  # demand left after a full batch: yield and come back
+        # Demand left after a full batch: yield and come back. A short batch means the
+        # source has nothing ready now: give the loop up until ``wake``.
+        return bool(demand) and emitted >= self._batch_size
 
     def _cancelled_meanwhile(self) -> bool:
         return self._election.cancelled
@@ -187,8 +201,9 @@ class EmitLoopSubscription(Subscription, Generic[T]):
     def _emit(self, subscriber: Subscriber[T], count: int) -> int:
         """Deliver up to ``count`` elements with ``on_next``; return how many were delivered.
 
-        Stop early if the source is exhausted or fails, or if ``self._election.cancelled``
-        becomes true; call ``_deliver_failed`` if ``on_next`` raises.
+        Stop early if the source is exhausted or fails, if ``self._election.cancelled``
+        becomes true, or if nothing more is ready (then call ``wake`` once it is); call
+        ``_deliver_failed`` if ``on_next`` raises.
         """
 
     @abstractmethod

@@ -14,10 +14,10 @@ from __future__ import annotations
 import threading
 from typing import Final
 
+from ..api import Subscription
 from ._demand import DrainLoop, add_demand
 from ._exceptions import ProtocolViolationError
 from ._hooks import report_undeliverable
-from .api import Subscription
 
 __all__ = ["SerializedSubscription"]
 

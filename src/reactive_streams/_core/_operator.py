@@ -12,10 +12,10 @@ from abc import abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
-from .._exceptions import ProtocolViolationError
-from .._signals import signal_on_error, signal_on_subscribe
-from .._statistics import StreamStatistics
 from ..api import Publisher, Subscriber, Subscription
+from ._exceptions import ProtocolViolationError
+from ._signals import signal_on_error, signal_on_subscribe
+from ._statistics import StreamStatistics
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

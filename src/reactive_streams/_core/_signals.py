@@ -15,7 +15,7 @@ from ._exceptions import ProtocolViolationError
 from ._hooks import report_undeliverable
 
 if TYPE_CHECKING:
-    from .api import Subscriber, Subscription
+    from ..api import Subscriber, Subscription
 
 __all__ = [
     "cancel_quietly",

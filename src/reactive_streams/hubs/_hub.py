@@ -7,10 +7,16 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._demand import DrainLoop, WorkGuard, add_demand, replenish_threshold, validate_request
-from .._exceptions import ProtocolViolationError
-from .._hooks import report_undeliverable
-from .._signals import cancel_quietly
+from .._core import (
+    DrainLoop,
+    ProtocolViolationError,
+    WorkGuard,
+    add_demand,
+    cancel_quietly,
+    replenish_threshold,
+    report_undeliverable,
+    validate_request,
+)
 from ..api import Subscriber, Subscription
 
 if TYPE_CHECKING:

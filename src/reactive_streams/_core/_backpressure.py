@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from .._demand import MAX_DEMAND
-from .._exceptions import MissingBackpressureError
-from .._hooks import report_undeliverable
-from ._base import StageOperator
+from ._demand import MAX_DEMAND
+from ._exceptions import MissingBackpressureError
+from ._hooks import report_undeliverable
+from ._operator import StageOperator
 from ._stage import BufferedStage
 
 if TYPE_CHECKING:

@@ -1,0 +1,148 @@
+"""The kit: everything needed to write a publisher, a subscription or a stage.
+
+Every other package (``operators``, ``reference``, ``adapters``, ``hubs``, ``metrics``,
+``rsocket``, ``spark``, ``pipeline``) builds on these pieces and imports them from here,
+``from .._core import EmitterElection``, never from a private module of another package.
+The kit itself imports nothing of the package but ``reactive_streams.api``.
+
+* The demand core (``_demand``): ``MAX_DEMAND``, ``add_demand``, ``validate_request``,
+  ``WorkGuard``, ``EmitterElection``, ``DrainLoop``, ``replenish_threshold``,
+  ``check_positive``.
+* Signals (``_signals``): calling a subscriber safely (Rule 2.13), ``cancel_quietly``.
+* ``SerializedSubscription`` (``_serialized``), the undeliverable-error hook
+  (``_hooks``), the exception hierarchy (``_exceptions``), ``StreamStatistics``
+  (``_statistics``), the schedulers (``_schedulers``, public as
+  ``reactive_streams.schedulers``), ``LoopThread`` (``_loop_thread``: a private event
+  loop on a daemon thread), and ``set_public_module`` (``_public``), which
+  every public ``__init__`` calls so that reprs show public names.
+* The single-emitter skeleton (``_emit_loop``): ``EmitLoopSubscription``, one
+  subscription whose signals all come from one elected emit loop.
+* The operator side (``_operator``): ``Operator``, ``StageOperator``,
+  ``StageStatistics``, ``NoneResultError``, the subscriber checks
+  (``check_subscriber``, ``signal_error_only``) and ``walk``.
+* The stage side (``_stage``): ``DownstreamStage``, ``UpstreamStage``,
+  ``BufferedStage``, ``InnerSubscriber``, ``PassThroughStage``; and the overflow stage
+  built on ``BufferedStage`` (``_backpressure``: ``OnBackpressureOperator``).
+
+``docs/architecture.md`` says which package may import which, and where a new stage,
+bridge or adapter goes.
+"""
+
+from __future__ import annotations
+
+from ._backpressure import OnBackpressureOperator, Overflow
+from ._demand import (
+    MAX_DEMAND,
+    DrainLoop,
+    EmitterElection,
+    WorkGuard,
+    add_demand,
+    check_positive,
+    replenish_threshold,
+    validate_request,
+)
+from ._emit_loop import EmitLoopSubscription
+from ._exceptions import (
+    DemandTypeError,
+    ExecutorRejectedError,
+    MissingBackpressureError,
+    NonPositiveDemandError,
+    ProtocolViolationError,
+    ReactiveStreamsError,
+    SourceCancelledError,
+    StreamInterruptedError,
+)
+from ._hooks import UndeliverableHook, report_undeliverable, set_undeliverable_hook
+from ._loop_thread import LoopThread
+from ._operator import (
+    EmptySubscription,
+    HasStatistics,
+    NoneResultError,
+    Operator,
+    SingleUpstreamOperator,
+    StageOperator,
+    StageStatistics,
+    check_subscriber,
+    signal_error_only,
+    walk,
+)
+from ._public import set_public_module
+from ._schedulers import (
+    AsyncioScheduler,
+    Cancellable,
+    PeriodicTask,
+    ScheduledTask,
+    Scheduler,
+    TaskQueue,
+    ThreadTimerScheduler,
+    default_scheduler,
+)
+from ._serialized import SerializedSubscription
+from ._signals import (
+    cancel_quietly,
+    report_violation,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_next,
+    signal_on_subscribe,
+)
+from ._stage import BufferedStage, DownstreamStage, InnerSubscriber, PassThroughStage, UpstreamStage
+from ._statistics import StreamStatistics
+
+__all__ = [
+    "MAX_DEMAND",
+    "AsyncioScheduler",
+    "BufferedStage",
+    "Cancellable",
+    "DemandTypeError",
+    "DownstreamStage",
+    "DrainLoop",
+    "EmitLoopSubscription",
+    "EmitterElection",
+    "EmptySubscription",
+    "ExecutorRejectedError",
+    "HasStatistics",
+    "InnerSubscriber",
+    "LoopThread",
+    "MissingBackpressureError",
+    "NonPositiveDemandError",
+    "NoneResultError",
+    "OnBackpressureOperator",
+    "Operator",
+    "Overflow",
+    "PassThroughStage",
+    "PeriodicTask",
+    "ProtocolViolationError",
+    "ReactiveStreamsError",
+    "ScheduledTask",
+    "Scheduler",
+    "SerializedSubscription",
+    "SingleUpstreamOperator",
+    "SourceCancelledError",
+    "StageOperator",
+    "StageStatistics",
+    "StreamInterruptedError",
+    "StreamStatistics",
+    "TaskQueue",
+    "ThreadTimerScheduler",
+    "UndeliverableHook",
+    "UpstreamStage",
+    "WorkGuard",
+    "add_demand",
+    "cancel_quietly",
+    "check_positive",
+    "check_subscriber",
+    "default_scheduler",
+    "replenish_threshold",
+    "report_undeliverable",
+    "report_violation",
+    "set_public_module",
+    "set_undeliverable_hook",
+    "signal_error_only",
+    "signal_on_complete",
+    "signal_on_error",
+    "signal_on_next",
+    "signal_on_subscribe",
+    "validate_request",
+    "walk",
+]

@@ -1,0 +1,140 @@
+"""The layering of ``docs/architecture.md``, read from the code's own imports.
+
+Each package imports only the packages below it (``MAY_IMPORT``), another package only
+through its public face (never one of its private modules), and no two files import each
+other, directly or in a circle.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "src" / "reactive_streams"
+
+KIT = {"_core", "api"}
+MAY_IMPORT: dict[str, set[str]] = {
+    "api": set(),
+    "_core": {"api"},
+    "_arrow_literals": set(),
+    "schedulers": {"_core"},
+    "reference": KIT,
+    "testing": KIT,
+    "tck": KIT,
+    "hubs": KIT,
+    "adapters": KIT,
+    "rsocket": KIT,
+    "metrics": KIT,
+    "files": KIT | {"_arrow_literals"},
+    "operators": KIT | {"adapters"},
+    "spark": KIT | {"_arrow_literals", "files", "operators"},
+    "pipeline": KIT | {"_arrow_literals", "files", "metrics", "operators", "spark"},
+    "cli": KIT | {"__init__", "pipeline", "reference", "tck"},
+    "_cli_entry": {"cli"},
+    "__main__": {"_cli_entry"},
+    "__init__": KIT | {"operators"},
+}
+"""Which top-level package or module each one may import (``__init__``: the package)."""
+
+PENDING = {
+    # pipeline/ is being rewritten; these go with it.
+    ("reactive_streams.cli._pipeline", "reactive_streams.pipeline._display"),
+    ("reactive_streams.cli._pipeline", "reactive_streams.pipeline._errors"),
+    ("reactive_streams.pipeline._columns", "reactive_streams.spark._pyspark_internals"),
+    ("reactive_streams.pipeline._spark_driver", "reactive_streams.spark._pyspark_internals"),
+}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        parts = ["reactive_streams", *path.relative_to(ROOT).with_suffix("").parts]
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (under ``TYPE_CHECKING`` too)."""
+    edges: dict[str, set[str]] = defaultdict(set)
+    for name, path in MODULES.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not node.level:
+                continue
+            base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+            target = f"{base}.{node.module}" if node.module else base
+            for alias in node.names:
+                candidate = f"{target}.{alias.name}"
+                edges[name].add(candidate if candidate in MODULES else target)
+    return edges
+
+
+IMPORTS = _imports()
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return "__init__" if len(parts) == 1 else parts[1]
+
+
+def test_every_package_imports_only_the_layers_below_it() -> None:
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in IMPORTS.items()
+        for target in targets
+        if _top(target) != _top(module) and _top(target) not in MAY_IMPORT[_top(module)]
+    )
+    assert wrong == []
+
+
+def test_no_package_imports_a_private_module_of_another() -> None:
+    private = {
+        (module, target)
+        for module, targets in IMPORTS.items()
+        for target in targets
+        if _top(target) != _top(module)
+        and any(part.startswith("_") for part in target.split(".")[2:])
+    }
+    assert private <= PENDING, sorted(private - PENDING)
+
+
+def test_no_import_cycle_between_files_outside_pipeline() -> None:
+    # Tarjan's strongly connected components over module -> module imports; a package's
+    # __init__ re-exporting its own modules is not a cycle of files, so a component
+    # counts when it holds two files that are not __init__.
+    files = {name for name, path in MODULES.items() if path.name != "__init__.py"}
+    graph = {name: {t for t in IMPORTS.get(name, ()) if t in MODULES} for name in MODULES}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(files.intersection(component)) > 1:
+                cycles.append(sorted(files.intersection(component)))
+
+    for node in sorted(MODULES):
+        if node not in index:
+            visit(node)
+    assert [c for c in cycles if not all(_top(m) == "pipeline" for m in c)] == []
