@@ -37,7 +37,6 @@ keys, say, rather than field names). Nesting deeper than ``MAX_DEPTH`` levels is
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 from collections import Counter
 from typing import TYPE_CHECKING, Final
@@ -46,11 +45,11 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ._convert import (
-    DATE_FORMATS,
     ConversionError,
     ConversionOptions,
     _Rules,
     _to_bool,
+    _to_date,
     _to_float,
     _to_int,
     _to_timestamp,
@@ -118,16 +117,9 @@ def _to_bool_strict(value: object) -> object:
 
 
 def _to_date_strict(value: object) -> object:
-    if isinstance(value, str) and len(text := value.strip()) == 10:
-        try:
-            return dt.date.fromisoformat(text)
-        except ValueError:
-            pass
-        for form in DATE_FORMATS:
-            try:
-                return dt.datetime.strptime(text, form).date()
-            except ValueError:
-                continue
+    # Inference wants a bare date (10 characters), read as conversion reads it.
+    if isinstance(value, str) and len(value.strip()) == 10:
+        return _to_date(value)
     raise ConversionError("not a date")
 
 
