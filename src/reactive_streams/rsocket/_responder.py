@@ -92,7 +92,12 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         self._cancel_pending = False
         self._started = False
         self._max_payload = connection.settings.max_frame_size - 6
-        self._pump = DrainLoop(self._pass, executor=executor, on_rejected=self._on_rejected)
+        self._pump = DrainLoop(
+            self._pass,
+            executor=executor,
+            on_rejected=self._on_rejected,
+            on_failure=self._on_failure,
+        )
 
     def start(self) -> None:
         """Call the factory and subscribe, on the executor."""
@@ -137,6 +142,27 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
             subscription.cancel()
         elif count:
             subscription.request(count)
+
+    def _on_failure(self, error: Exception) -> None:
+        """End the stream with ``ERROR[APPLICATION_ERROR]`` because a pass raised.
+
+        The factory or ``subscribe`` raised a ``BaseException`` that is not an
+        ``Exception`` (``SystemExit``, ``KeyboardInterrupt``: ``error`` is then a
+        ``StreamInterruptedError`` and ``DrainLoop`` re-raises the original after this
+        returns), or the publisher's ``request``/``cancel`` raised (against Rule 3.16).
+        The stream leaves the stream table and upstream is cancelled.
+        """
+        with self._lock:
+            subscription, self._subscription = self._subscription, None
+            ended = self._done
+            self._done = True
+        if ended:
+            self._connection.unregister(self.stream_id)
+        else:
+            logger.error("route %r failed: %s", self._route, error, exc_info=error)
+            self._end_with_error(f"route {self._route!r} failed: {type(error).__name__}: {error}")
+        if subscription is not None:
+            subscription.cancel()
 
     def _on_rejected(self, error: ExecutorRejectedError) -> None:
         # The server is shutting down: cancel upstream here, the stream is over.
@@ -276,11 +302,11 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
     def _end_with_error(self, message: str) -> None:
         with self._lock:
             self._done = True
+        self._connection.unregister(self.stream_id)  # first: the stream is over when it hears
         if self._kind != FrameType.REQUEST_FNF:
             self._connection.send(
                 encode_error(self.stream_id, ErrorCode.APPLICATION_ERROR, message)
             )
-        self._connection.unregister(self.stream_id)
 
     # -- StreamHandler (loop thread) ------------------------------------------------------
 
