@@ -12,6 +12,10 @@ connection's handler for that stream:
 * ``on_next`` becomes ``PAYLOAD`` (NEXT), ``on_complete`` becomes ``PAYLOAD`` (COMPLETE),
   ``on_error`` becomes ``ERROR[APPLICATION_ERROR]`` with the exception's text.
 * ``CANCEL`` from the peer, or the connection failing, cancels the subscription.
+* A factory, ``subscribe``, ``request`` or ``cancel`` that raises, ``SystemExit`` and
+  ``KeyboardInterrupt`` included, ends the stream with ``ERROR[APPLICATION_ERROR]`` and
+  removes it from the stream table (``DrainLoop``'s ``on_failure``); a ``BaseException``
+  is then re-raised on the worker, never swallowed.
 
 User code (the factory, ``subscribe``, ``request``, ``cancel``) runs only in the stream's
 ``DrainLoop`` on the server's executor, never on the event loop; a synchronous publisher
