@@ -13,7 +13,8 @@ The kit itself imports nothing of the package but ``reactive_streams.api``.
   (``_hooks``), the exception hierarchy (``_exceptions``), ``StreamStatistics``
   (``_statistics``), the schedulers (``_schedulers``, public as
   ``reactive_streams.schedulers``), ``LoopThread`` (``_loop_thread``: a private event
-  loop on a daemon thread), and ``set_public_module`` (``_public``), which
+  loop on a daemon thread), ``DaemonThreadPool`` (``_executors``: worker threads
+  whose shutdown has a timeout), and ``set_public_module`` (``_public``), which
   every public ``__init__`` calls so that reprs show public names.
 * The single-emitter skeleton (``_emit_loop``): ``EmitLoopSubscription``, one
   subscription whose signals all come from one elected emit loop.
@@ -52,6 +53,7 @@ from ._exceptions import (
     SourceCancelledError,
     StreamInterruptedError,
 )
+from ._executors import DaemonThreadPool
 from ._hooks import UndeliverableHook, report_undeliverable, set_undeliverable_hook
 from ._loop_thread import LoopThread
 from ._operator import (
@@ -94,6 +96,7 @@ __all__ = [
     "AsyncioScheduler",
     "BufferedStage",
     "Cancellable",
+    "DaemonThreadPool",
     "DemandTypeError",
     "DownstreamStage",
     "DrainLoop",
