@@ -30,9 +30,9 @@ from ._late import BatchRange, batch_range
 
 if TYPE_CHECKING:
     from ._checkpoint import ResumePoint
-    from ._metrics import Bottleneck
 
 __all__ = [
+    "Bottleneck",
     "PipelineProgress",
     "PipelineResult",
     "QueryProgress",
@@ -53,6 +53,32 @@ def peak_memory_bytes() -> int:
     """Peak resident memory of this (the driver's Python) process so far, in bytes."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Bottleneck:
+    """The stage that held the pipeline back in the last period.
+
+    Attributes:
+        stage: its name (``"source"``, ``"bridge"``, ``"spark"``, ``"sink"``).
+        busy_ms_per_s: how busy it was, ms per second.
+        upstream: the stage before it, backpressured meanwhile; ``None`` for a source that
+            every stage after it waits on.
+        backpressured_ms_per_s: how long that upstream was backpressured, ms per second.
+    """
+
+    stage: str
+    busy_ms_per_s: float
+    upstream: str | None = None
+    backpressured_ms_per_s: float = 0.0
+
+    def __str__(self) -> str:
+        if self.upstream is None:
+            return f"{self.stage} (busy {self.busy_ms_per_s:.0f} ms/s; the stages after it wait)"
+        return (
+            f"{self.stage} (busy {self.busy_ms_per_s:.0f} ms/s while {self.upstream} is "
+            f"backpressured {self.backpressured_ms_per_s:.0f} ms/s)"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -128,7 +128,7 @@ def late_rule(spark: SparkSession, sql: str, schema: pa.Schema, view: str) -> La
     """
     if "watermark" not in sql.lower():
         return None
-    from reactive_streams.spark._pyspark_internals import (  # noqa: PLC0415
+    from reactive_streams.spark.plans import (  # noqa: PLC0415
         query_dataframe,
         watermark_grouping,
         window_calls,

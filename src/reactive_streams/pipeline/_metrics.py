@@ -26,22 +26,23 @@ import importlib
 import logging
 import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from .._core import StreamStatistics
 from ..metrics import MetricsSnapshot, PrometheusExporter, StageMetrics
 from ..operators import Flow
+from ._diagnostics import Bottleneck
 from ._errors import PipelineUsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
     from ._diagnostics import PipelineProgress
-    from ._run import Pipeline
 
 __all__ = [
-    "Bottleneck",
+    "MeteredRun",
+    "StageStreams",
     "Figures",
     "PipelineMetrics",
     "SparkBatch",
@@ -115,32 +116,6 @@ def sink_state(sink: StreamStatistics) -> StageState:
 
 
 # -- the bottleneck ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Bottleneck:
-    """The stage that held the pipeline back in the last period.
-
-    Attributes:
-        stage: its name (``"source"``, ``"bridge"``, ``"spark"``, ``"sink"``).
-        busy_ms_per_s: how busy it was, ms per second.
-        upstream: the stage before it, backpressured meanwhile; ``None`` for a source that
-            every stage after it waits on.
-        backpressured_ms_per_s: how long that upstream was backpressured, ms per second.
-    """
-
-    stage: str
-    busy_ms_per_s: float
-    upstream: str | None = None
-    backpressured_ms_per_s: float = 0.0
-
-    def __str__(self) -> str:
-        if self.upstream is None:
-            return f"{self.stage} (busy {self.busy_ms_per_s:.0f} ms/s; the stages after it wait)"
-        return (
-            f"{self.stage} (busy {self.busy_ms_per_s:.0f} ms/s while {self.upstream} is "
-            f"backpressured {self.backpressured_ms_per_s:.0f} ms/s)"
-        )
 
 
 def bottleneck_of(snapshot: MetricsSnapshot | None) -> Bottleneck | None:
@@ -221,6 +196,49 @@ def spark_batch(progress: Mapping[str, Any] | None) -> SparkBatch | None:
         return None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageStreams:
+    """What a run's stages report at one sample (``None``: the stage does not exist yet).
+
+    Attributes:
+        source: the driver-side source's stream (``--read-on driver``).
+        bridge: the ``to_spark_stream`` bridge's stream (``--read-on driver``).
+        sink: the result sink's stream.
+        sink_rows: rows the sink received.
+        sink_done: the sink has ended (the run is over).
+        query_status: ``StreamingQuery.status`` (empty before the query runs).
+        last_progress: ``StreamingQuery.lastProgress`` when asked for, else ``None``.
+    """
+
+    source: StreamStatistics | None = None
+    bridge: StreamStatistics | None = None
+    sink: StreamStatistics | None = None
+    sink_rows: int = 0
+    sink_done: bool = False
+    query_status: Mapping[str, Any] = field(default_factory=dict)
+    last_progress: Any = None
+
+
+class MeteredRun(Protocol):
+    """What ``PipelineMetrics`` reads of a run, and nothing else."""
+
+    @property
+    def reads_on_executors(self) -> bool:
+        """The input is read on Spark's executors (no driver-side source or bridge)."""
+        ...
+
+    def stage_streams(self, *, last_progress: bool = False) -> StageStreams:
+        """The stages' statistics now (Spark's last progress too if asked).
+
+        May raise (the JVM died): the sample counts every stage as idle.
+        """
+        ...
+
+    def progress(self) -> PipelineProgress:
+        """The run's counters now; may raise: the last period is shown again."""
+        ...
+
+
 class PipelineMetrics:
     """Samples a running ``Pipeline``'s stages: the latest snapshot and its bottleneck.
 
@@ -232,7 +250,8 @@ class PipelineMetrics:
     registry on an HTTP port.
 
     Args:
-        pipeline: the run; ``start`` is called once its stages exist.
+        pipeline: the run (what it reads of it: ``MeteredRun``); ``start`` is called
+            once its stages exist.
         period: seconds per snapshot, ``> 0``.
         samples_per_period: state samples per period, ``>= 1``.
         clock: seconds, for the busy/idle/backpressured split (a fake one in tests).
@@ -246,7 +265,7 @@ class PipelineMetrics:
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        pipeline: MeteredRun,
         *,
         period: float = 1.0,
         samples_per_period: int = 10,
@@ -340,7 +359,7 @@ class PipelineMetrics:
     @property
     def stages(self) -> tuple[str, ...]:
         """The stage names of this run, sources first."""
-        if self._pipeline.splits is not None:
+        if self._pipeline.reads_on_executors:
             return ("source", "spark", "sink")
         return ("source", "bridge", "spark", "sink")
 
@@ -374,23 +393,26 @@ class PipelineMetrics:
         for name, state in states.items():
             self._times.setdefault(name, _Times()).add(state, elapsed)
         self._ticks += 1
-        sink = self._pipeline._sink
-        if sink is not None and sink.wait(0):
+        if self._sink_done():
             self._ending = True  # the last snapshot shows the final counts
         return self._ending or self._ticks % self._samples == 0
 
+    def _sink_done(self) -> bool:
+        try:
+            return self._pipeline.stage_streams().sink_done
+        except Exception:  # the JVM died: the run's own wait ends it
+            return False
+
     def _states(self) -> dict[str, StageState]:
-        pipe = self._pipeline
-        sink = pipe._sink.statistics().stream if pipe._sink is not None else _NOTHING
-        query = pipe._query()
-        status: Mapping[str, Any] = {} if query is None else query.status
-        spark = spark_state(sink, status)
+        streams = self._pipeline.stage_streams()
+        sink = streams.sink or _NOTHING
+        spark = spark_state(sink, streams.query_status)
         states: dict[str, StageState] = {}
-        if pipe.splits is not None:
+        if self._pipeline.reads_on_executors:
             states["source"] = spark  # read inside each micro-batch, on the executors
         else:
-            source = pipe._source.statistics().stream if pipe._source is not None else _NOTHING
-            bridge = pipe._bridge.statistics() if pipe._bridge is not None else _NOTHING
+            source = streams.source or _NOTHING
+            bridge = streams.bridge or _NOTHING
             moved = bridge.delivered != self._last_bridge_received
             self._last_bridge_received = bridge.delivered
             states["source"] = source_state(source)
@@ -403,25 +425,25 @@ class PipelineMetrics:
         """Close the period: every stage's figures, the Spark batch, the bottleneck."""
         now = self._last_sample
         period, self._period_start = now - self._period_start, now
-        pipe = self._pipeline
         try:
-            progress = pipe.progress()
+            progress = self._pipeline.progress()
         except Exception:  # never fail the run: keep showing the last period
             _log.debug("reading the pipeline's progress failed", exc_info=True)
             with self._lock:
                 latest = self._latest
             self._ended = self._ending
             return latest or MetricsSnapshot(sequence=0, time=now, period=period, stages=())
-        batch = None
+        batch, rows_received = None, 0
         try:
-            query = pipe._query()
-            batch = spark_batch(query.lastProgress) if query is not None else None
+            streams = self._pipeline.stage_streams(last_progress=True)
+            rows_received = streams.sink_rows
+            if streams.last_progress is not None:
+                batch = spark_batch(streams.last_progress)
         except Exception:  # the JVM died, the session stopped
             _log.debug("reading the query's last progress failed", exc_info=True)
         if batch is None and self._figures is not None:
             batch = self._figures.batch
-        sink = pipe._sink.statistics() if pipe._sink is not None else None
-        stages = self._stage_figures(progress, 0 if sink is None else sink.rows_received, period)
+        stages = self._stage_figures(progress, rows_received, period)
         snapshot = MetricsSnapshot(
             sequence=self._sequence, time=now, period=period, stages=tuple(stages)
         )
@@ -437,7 +459,7 @@ class PipelineMetrics:
     def _stage_figures(
         self, progress: PipelineProgress, rows_received: int, period: float
     ) -> list[StageMetrics]:
-        executors = self._pipeline.splits is not None
+        executors = self._pipeline.reads_on_executors
         into_spark = (
             progress.records_processed
             if executors

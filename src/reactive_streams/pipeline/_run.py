@@ -84,7 +84,7 @@ from ._inputs import (
     plan_inputs,
 )
 from ._late import LateRows, LateTally, SequenceTally, late_rule
-from ._metrics import PipelineMetrics
+from ._metrics import PipelineMetrics, StageStreams
 from ._output import check_output_dir, result_path
 from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, check_query, choose_mode
 from ._schema import UTC_TIMESTAMP, describe_schema, schema_from_ddl, spark_schema
@@ -639,7 +639,7 @@ class Pipeline:
         from pyspark.errors import AnalysisException  # noqa: PLC0415
 
         from reactive_streams.spark import from_streaming_query  # noqa: PLC0415
-        from reactive_streams.spark._pyspark_internals import query_dataframe  # noqa: PLC0415
+        from reactive_streams.spark.plans import query_dataframe  # noqa: PLC0415
 
         assert self.plan is not None
         config = self.config
@@ -1027,6 +1027,32 @@ class Pipeline:
         if now is not None:
             self._jvm_peak = max(self._jvm_peak or 0, now)
         return self._jvm_peak
+
+    @property
+    def reads_on_executors(self) -> bool:
+        """``--read-on executors``: the input is read on Spark's executors (``MeteredRun``)."""
+        return self.splits is not None
+
+    def stage_streams(self, *, last_progress: bool = False) -> StageStreams:
+        """What each stage reports now, for the metrics (``MeteredRun``).
+
+        ``last_progress``: read Spark's last progress too (a call into the JVM that
+        parses its JSON; each period's snapshot needs it, not each sample).
+
+        Raises:
+            Exception: reading Spark's status failed (the JVM died, the session stopped).
+        """
+        sink = self._sink.statistics() if self._sink is not None else None
+        query = self._query()
+        return StageStreams(
+            source=self._source.statistics().stream if self._source is not None else None,
+            bridge=self._bridge.statistics() if self._bridge is not None else None,
+            sink=None if sink is None else sink.stream,
+            sink_rows=0 if sink is None else sink.rows_received,
+            sink_done=self._sink is not None and self._sink.wait(0),
+            query_status={} if query is None else query.status,
+            last_progress=None if query is None or not last_progress else query.lastProgress,
+        )
 
     def _query(self) -> Any:
         """The running (or ended) ``StreamingQuery``, once ``from_streaming_query`` has one."""

@@ -13,7 +13,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from ._diagnostics import PipelineProgress, PipelineResult
+    from ..pipeline import PipelineProgress, PipelineResult
 
 __all__ = [
     "bottleneck_line",
