@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import socket
+import urllib.request
 from typing import TYPE_CHECKING
 
 import pytest
@@ -293,6 +294,8 @@ def test_the_registry_renders_the_pipeline_figures_by_stage() -> None:
             metrics._tick(index)
         metrics._snapshot()
         text = generate_latest(metrics.registry).decode()
+        with urllib.request.urlopen(url, timeout=30) as response:  # the served endpoint
+            assert b"reactive_streams_pipeline_bottleneck" in response.read()
     finally:
         metrics.close()
     assert 'reactive_streams_pipeline_dead_letters_total{stage="source"} 10.0' in text

@@ -8,6 +8,8 @@
   second); a broken one is an ``SLABreach`` in the snapshot of that period.
 * ``PrometheusExporter``: a subscriber of that stream that serves the latest snapshot to
   ``prometheus_client`` (the ``metrics`` extra).
+* ``serve_metrics(port, host, *, registry=None, ...)``: a ``MetricsServer``, the HTTP
+  endpoint Prometheus scrapes, on a bounded pool of threads with a read timeout.
 
 A stream runs on a ``reactive_streams.schedulers.Scheduler`` (``scheduler=``), the same
 as the time operators: ``reactive_streams.testing.VirtualTimeScheduler`` drives it in
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from .._core import set_public_module
 from ._prometheus import PrometheusExporter
+from ._server import MetricsServer, serve_metrics
 from ._sla import SLA
 from ._snapshot import MetricsSnapshot, SLABreach, StageMetrics
 from ._stream import MetricsPublisher, metrics_stream
@@ -25,11 +28,13 @@ from ._stream import MetricsPublisher, metrics_stream
 __all__ = [
     "SLA",
     "MetricsPublisher",
+    "MetricsServer",
     "MetricsSnapshot",
     "PrometheusExporter",
     "SLABreach",
     "StageMetrics",
     "metrics_stream",
+    "serve_metrics",
 ]
 
 set_public_module(__name__, globals())

@@ -30,7 +30,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from .._core import StreamStatistics
-from ..metrics import MetricsSnapshot, PrometheusExporter, StageMetrics
+from ..metrics import (
+    MetricsServer,
+    MetricsSnapshot,
+    PrometheusExporter,
+    StageMetrics,
+    serve_metrics,
+)
 from ..operators import Flow
 from ._diagnostics import Bottleneck
 from ._errors import PipelineUsageError
@@ -277,7 +283,7 @@ class PipelineMetrics:
         self._samples = samples_per_period
         self.registry: Any = None
         self._exporter: PrometheusExporter | None = None
-        self._server: Any = None
+        self._server: MetricsServer | None = None
         self.url: str | None = None
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -312,18 +318,14 @@ class PipelineMetrics:
         self._exporter = PrometheusExporter(self.registry, namespace=NAMESPACE)
         self.registry.register(_PipelineCollector(self))
         try:
-            self._server, _thread = prometheus.start_http_server(
-                port, addr=host, registry=self.registry
-            )
+            self._server = serve_metrics(port, host, registry=self.registry)
         except OSError as exc:
             self._exporter.close()
             raise PipelineUsageError(
                 f"--metrics-port {port}: cannot serve metrics on {host}:{port} "
                 f"({exc.strerror or exc}); choose another port, or 0 for a free one"
             ) from None
-        bound_host, bound_port = self._server.server_address[:2]
-        shown = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
-        self.url = f"http://{shown}:{bound_port}/metrics"
+        self.url = self._server.url
         return self.url
 
     def start(self) -> None:
@@ -351,8 +353,7 @@ class PipelineMetrics:
             self._exporter.close()
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.close()
 
     # -- what it saw --------------------------------------------------------------------
 
