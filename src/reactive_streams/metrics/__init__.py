@@ -6,6 +6,9 @@
   and backpressured per second (Flink's split).
 * ``SLA``: limits (minimum throughput, maximum buffered, maximum backpressured time per
   second); a broken one is an ``SLABreach`` in the snapshot of that period.
+* ``StageClock``, ``outstanding_demand``: the busy/idle/backpressured bookkeeping and the
+  demand arithmetic a sampler of stages that are not ``Flow`` operators reuses (the main
+  job's metrics do).
 * ``PrometheusExporter``: a subscriber of that stream that serves the latest snapshot to
   ``prometheus_client`` (the ``metrics`` extra).
 * ``serve_metrics(port, host, *, registry=None, ...)``: a ``MetricsServer``, the HTTP
@@ -23,6 +26,7 @@ from ._prometheus import PrometheusExporter
 from ._server import MetricsServer, serve_metrics
 from ._sla import SLA
 from ._snapshot import MetricsSnapshot, SLABreach, StageMetrics
+from ._stage_clock import StageClock, StageState, outstanding_demand
 from ._stream import MetricsPublisher, metrics_stream
 
 __all__ = [
@@ -32,8 +36,11 @@ __all__ = [
     "MetricsSnapshot",
     "PrometheusExporter",
     "SLABreach",
+    "StageClock",
     "StageMetrics",
+    "StageState",
     "metrics_stream",
+    "outstanding_demand",
     "serve_metrics",
 ]
 

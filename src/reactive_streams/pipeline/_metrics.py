@@ -27,14 +27,17 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._core import StreamStatistics
 from ..metrics import (
     MetricsServer,
     MetricsSnapshot,
     PrometheusExporter,
+    StageClock,
     StageMetrics,
+    StageState,
+    outstanding_demand,
     serve_metrics,
 )
 from ..operators import Flow
@@ -52,7 +55,6 @@ __all__ = [
     "Figures",
     "PipelineMetrics",
     "SparkBatch",
-    "StageState",
     "bottleneck_of",
     "bridge_state",
     "sink_state",
@@ -63,7 +65,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-StageState = Literal["busy", "idle", "backpressured"]
 
 NAMESPACE = "reactive_streams"
 """The prefix of every metric name (as ``PrometheusExporter``'s default)."""
@@ -81,7 +82,7 @@ _SOURCE_BUSY_SHARE = 500.0
 
 
 def _outstanding(stats: StreamStatistics) -> int:
-    return max(0, stats.requested - stats.delivered)
+    return outstanding_demand(stats.requested, stats.delivered)
 
 
 def source_state(stats: StreamStatistics) -> StageState:
@@ -150,21 +151,6 @@ def bottleneck_of(snapshot: MetricsSnapshot | None) -> Bottleneck | None:
 
 
 # -- sampling ------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Times:
-    busy: float = 0.0
-    idle: float = 0.0
-    backpressured: float = 0.0
-
-    def add(self, state: StageState, seconds: float) -> None:
-        if state == "busy":
-            self.busy += seconds
-        elif state == "backpressured":
-            self.backpressured += seconds
-        else:
-            self.idle += seconds
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,7 +275,7 @@ class PipelineMetrics:
         self._closed = threading.Event()
         self._latest: MetricsSnapshot | None = None
         self._figures: Figures | None = None
-        self._times: dict[str, _Times] = {}
+        self._times: dict[str, StageClock] = {}
         self._high_water: dict[str, int] = {}
         self._last_out: dict[str, int] = {}
         self._last_bridge_received = 0
@@ -392,7 +378,7 @@ class PipelineMetrics:
             _log.debug("a metrics sample failed", exc_info=True)
             states = dict.fromkeys(self.stages, "idle")
         for name, state in states.items():
-            self._times.setdefault(name, _Times()).add(state, elapsed)
+            self._times.setdefault(name, StageClock()).charge(state, elapsed)
         self._ticks += 1
         if self._sink_done():
             self._ending = True  # the last snapshot shows the final counts
@@ -483,9 +469,8 @@ class PipelineMetrics:
                      "spark"))  # fmt: skip
         figures = []
         for name, operator, elements_in, elements_out, demand, buffered, upstream in rows:
-            times = self._times.pop(name, _Times())
-            total = times.busy + times.idle + times.backpressured
-            scale = 1000.0 / total if total > 0 else 0.0
+            times = self._times.pop(name, StageClock())
+            busy, idle, backpressured = times.per_second()
             previous = self._last_out.get(name, 0)
             self._last_out[name] = elements_out
             high = self._high_water[name] = max(self._high_water.get(name, 0), buffered)
@@ -500,9 +485,9 @@ class PipelineMetrics:
                     high_water_mark=high,
                     dropped=0,
                     throughput=(elements_out - previous) / period if period > 0 else 0.0,
-                    busy_ms_per_s=times.busy * scale,
-                    idle_ms_per_s=times.idle * scale if total > 0 else 1000.0,
-                    backpressured_ms_per_s=times.backpressured * scale,
+                    busy_ms_per_s=busy,
+                    idle_ms_per_s=idle if times.total > 0 else 1000.0,
+                    backpressured_ms_per_s=backpressured,
                     terminated=self._ending or progress.phase == "done",
                     upstreams=() if upstream is None else (upstream,),
                 )
