@@ -115,12 +115,12 @@ def test_a_failed_analysis_sends_every_column_and_says_so(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from reactive_streams.spark import _pyspark_internals
+    from reactive_streams.spark import plans
 
     def broken(frame: object) -> list[list[str]]:
         raise RuntimeError("the plan moved")
 
-    monkeypatch.setattr(_pyspark_internals, "file_scan_columns", broken)
+    monkeypatch.setattr(plans, "file_scan_columns", broken)
     with caplog.at_level(logging.INFO, logger="reactive_streams.pipeline"):
         pipe, good = _run(tmp_path, spark, COUNT_SQL)
     try:

@@ -5,15 +5,17 @@ from __future__ import annotations
 import re
 import urllib.parse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pytest
 from click.testing import CliRunner
 
 from reactive_streams.cli import main
-from reactive_streams.pipeline import DEFAULT_SQL, Pipeline
+from reactive_streams.pipeline import DEFAULT_SQL
 from reactive_streams.pipeline._columns import query_columns
+from reactive_streams.pipeline._read_driver import DriverRead
+from reactive_streams.pipeline._read_executors import ExecutorsRead
 from reactive_streams.pipeline._schema import spark_schema
 
 from .reference import assert_same_result, default_query_with_pandas
@@ -60,11 +62,11 @@ def _run(tmp_path: Path, sql: str, *args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def _recording(name: str, built: list[str]) -> Callable[..., DataFrame]:
-    original: Callable[..., DataFrame] = getattr(Pipeline, name)
+def _recording(mode: type[Any], built: list[str]) -> Callable[..., DataFrame]:
+    original: Callable[..., DataFrame] = mode.events
 
-    def recorded(self: Pipeline, spark: SparkSession) -> DataFrame:
-        built.append(name)
+    def recorded(self: Any, spark: SparkSession) -> DataFrame:
+        built.append(mode.__name__)
         return original(self, spark)
 
     return recorded
@@ -72,10 +74,10 @@ def _recording(name: str, built: list[str]) -> Callable[..., DataFrame]:
 
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Records each time the pipeline builds its ``events`` stream (reads the input)."""
+    """Records each time a read mode builds the ``events`` stream (reads the input)."""
     built: list[str] = []
-    for name in ("_split_stream", "_bridge_stream"):
-        monkeypatch.setattr(Pipeline, name, _recording(name, built))
+    for mode in (ExecutorsRead, DriverRead):
+        monkeypatch.setattr(mode, "events", _recording(mode, built))
     return built
 
 

@@ -34,28 +34,27 @@ holds at most about two triggers' records and one micro-batch's output whatever 
 input size. That is ``--read-on driver`` (and ``--rate``); by default the files are read on
 the executors instead (``reactive_streams.spark.splits``: ``from_splits`` over the files'
 splits, in input order), and the driver holds no record at all.
+
+Each way of reading is its own object behind ``_read_mode.ReadMode`` (``ExecutorsRead``,
+``DriverRead``): the stream ``events``, the read figures, the dead letters and their
+limit, and what to stop and remove at the end. ``Pipeline`` holds one and never asks
+which.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
-import shutil
 import signal
-import tempfile
 import threading
 import time
 import warnings
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-from ..files import ConversionOptions, FileSplit, FormatError, SplitReader, plan_splits
-from ..operators import Flow
-from ._checkpoint import check_fingerprint, checkpoint_columns, fingerprint, resume_point
-from ._columns import stream_columns
+from ..files import ConversionOptions, FileSplit, FormatError, plan_splits
+from ._checkpoint import check_fingerprint, fingerprint
 from ._dead_letter import DeadLetterLimit, DeadLetterWriter
 from ._diagnostics import (
     PipelineProgress,
@@ -66,7 +65,6 @@ from ._diagnostics import (
     first_line,
     log4j_config,
     peak_memory_bytes,
-    resumed_note,
     summarize_error,
     top_rows,
 )
@@ -83,25 +81,24 @@ from ._inputs import (
     default_input,
     plan_inputs,
 )
-from ._late import LateRows, LateTally, SequenceTally, late_rule
 from ._metrics import PipelineMetrics, StageStreams
 from ._output import check_output_dir, result_path
 from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, check_query, choose_mode
-from ._schema import UTC_TIMESTAMP, describe_schema, schema_from_ddl, spark_schema
+from ._read_driver import DriverRead
+from ._read_executors import ExecutorsRead
+from ._read_mode import ReadCounts, ReadMode
+from ._schema import UTC_TIMESTAMP, describe_schema, schema_from_ddl
 from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
-from ._source import FileSource
 from ._spark_driver import DriverProcess, quiet_accumulator_server, quiet_query_context_logs
-from ._splits import DeadLetterSplitter, count_dead_letter_parts, merge_dead_letters
 from ._tables import ReferenceTable, check_table_names, load_tables, plan_tables
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from pathlib import Path
 
     from pyspark.sql import DataFrame, SparkSession
 
-    from ..api import Publisher
-    from ..spark import SparkStreamBridge, StreamingQueryPublisher
+    from ..spark import StreamingQueryPublisher
     from ._config import PipelineConfig
 
 __all__ = ["Pipeline"]
@@ -114,41 +111,7 @@ _DEATH_GRACE = 2.0
 
 _PROGRESS_POLL = 1.0
 
-_ROW_COLUMN = "_reactive_streams_row"
-_FILE_COLUMN = "_reactive_streams_file"
-"""``FileOpener``'s extra columns when late rows are tallied (dropped by the transform)."""
 """Seconds between reads of the query's progress while ``Pipeline.wait`` waits."""
-
-
-_SPLIT_FAILURE = re.compile(r"SplitReadError: (from_splits: [^\n]*)")
-"""The line naming the split in a failure of ``--read-on executors`` (inside Spark's)."""
-
-
-def _part_identities(directory: Path) -> dict[str, tuple[int, int]]:
-    """Each dead-letter part file of ``directory`` by name: ``(inode, mtime in ns)``."""
-    found: dict[str, tuple[int, int]] = {}
-    with contextlib.suppress(OSError):
-        for part in directory.glob("*.jsonl"):
-            with contextlib.suppress(OSError):
-                status = part.stat()
-                found[part.name] = (status.st_ino, status.st_mtime_ns)
-    return found
-
-
-def _letters_written_since(directory: Path, before: Mapping[str, tuple[int, int]]) -> int:
-    """Dead letters in the part files of ``directory`` written since ``before`` was taken.
-
-    ``DeadLetterSplitter`` names a part file by its content (one dead letter per line)
-    and writes it whole under a temporary name, then renames it: a part written again (a
-    retried task, a micro-batch replayed after a restart) keeps its name, once, and gets
-    a new inode, so it counts for the run that wrote it last.
-    """
-    total = 0
-    for name, identity in _part_identities(directory).items():
-        if before.get(name) != identity:
-            with contextlib.suppress(OSError), (directory / name).open("rb") as handle:
-                total += sum(1 for _ in handle)
-    return total
 
 
 def _forget_dead_session(spark: SparkSession) -> None:
@@ -202,7 +165,6 @@ class Pipeline:
         self.query: QueryPlan | None = None
         self.spark: SparkSession | None = None
         self._dead = DeadLetterWriter(config.dead_letter_path)
-        self._source: FileSource | None = None
         self._sink: ResultSink | None = None
         self._query_progress = QueryProgress()
         self._publisher: StreamingQueryPublisher | None = None
@@ -212,30 +174,18 @@ class Pipeline:
         self._stop_signal: int | None = None
         self._interrupt_signal: int | None = None  # written by a signal handler only
         self._own_session = False
-        self._bridge: SparkStreamBridge | None = None
         self._source_done_at: float | None = None
         self._starter: SparkSessionStarter | None = None
         self._driver = DriverProcess(None)
         self._jvm_peak: int | None = None
         self.notes: list[str] = []
-        # --read-on executors: the splits, and where executors put the dead-letter parts.
-        self.splits: tuple[FileSplit, ...] | None = None
-        self._parts: Path | None = None
-        self._parts_temporary = False
-        self._parts_before: dict[str, tuple[int, int]] = {}  # earlier runs' parts
-        # A watermark query's late rows as input rows (``_late``), when its rule is simple.
-        self._late: LateRows | None = None
-        self._late_temporary: Path | None = None
-        self._merged_dead: int | None = None
-        self._resumed = False  # from a --checkpoint that earlier runs wrote to
-        # The input columns sent to Spark (the query's; --read-on executors only).
-        self.stream_columns: tuple[str, ...] | None = None
+        # How the input is read (``_read_mode``): set by ``prepare``.
+        self._read: ReadMode | None = None
         # Per-stage metrics: the display's bottleneck, and --metrics-port (see _metrics).
         self.metrics = PipelineMetrics(self)
         # --max-dead-letters: why the run was failed for its dead letters (set once).
         self._limit_lock = threading.Lock()
         self._limit_error: str | None = None
-        self._unconfirmed_parts = -1  # executors: a part count the exact merge did not confirm
 
     # -- step 1 -------------------------------------------------------------------------
 
@@ -386,8 +336,7 @@ class Pipeline:
         # Mode and key problems that do not depend on the query's plan fail here, early.
         choose_mode(config.sql, requested=config.output_mode, keys=config.keys,
                     aggregates=None, columns=plan.schema.names)  # fmt: skip
-        if config.reads_on == "executors":
-            self.splits = self._split_plan(plan)
+        splits = self._split_plan(plan) if config.reads_on == "executors" else None
         if config.checkpoint is not None:
             try:
                 expected = fingerprint(
@@ -399,7 +348,7 @@ class Pipeline:
                     else None,
                     schema=str(plan.schema)
                     + ("" if plan.options == ConversionOptions() else f"\n{plan.options}"),
-                    splits=None if self.splits is None else [split.path for split in self.splits],
+                    splits=None if splits is None else [split.path for split in splits],
                     tables=[(table.name, table.files) for table in self.tables],
                 )
                 check_fingerprint(config.checkpoint, expected)
@@ -407,7 +356,24 @@ class Pipeline:
                 raise PipelineUsageError(
                     f"--checkpoint {config.checkpoint}: {exc.strerror or exc}"
                 ) from None
+        if splits is not None:
+            self._read = ExecutorsRead(config, plan, splits, self._query_progress, self.notes)
+        else:
+            self._read = DriverRead(config, plan, self._dead, self.notes)
         return plan
+
+    @property
+    def splits(self) -> tuple[FileSplit, ...] | None:
+        """``--read-on executors``: the planned splits, in input order (after ``prepare``)."""
+        return self._read.splits if isinstance(self._read, ExecutorsRead) else None
+
+    @property
+    def stream_columns(self) -> tuple[str, ...] | None:
+        """The input columns sent to Spark on the executors (``None`` on the driver).
+
+        Set once ``start`` planned them (the query's columns).
+        """
+        return self._read.stream_columns if isinstance(self._read, ExecutorsRead) else None
 
     def _check_output_and_java(self) -> None:
         """The checks of ``prepare`` that need no input: output, checkpoint, Java."""
@@ -477,158 +443,12 @@ class Pipeline:
         self._check_interrupted()
         # Before events: the query's column analysis (--read-on executors) resolves them.
         self._table_frames = load_tables(spark, self.tables)
-        if self.splits is not None:
-            events = self._split_stream(spark)
-        else:
-            events = self._bridge_stream(spark)
+        assert self._read is not None
+        events = self._read.events(spark)
         events.createOrReplaceTempView(EVENTS_VIEW)
         self._check_interrupted()
         self._start_query(spark)
         self.metrics.start()
-
-    def _split_stream(self, spark: SparkSession) -> DataFrame:
-        """``events`` read on the executors: ``from_splits`` over the files, validated there.
-
-        Micro-batches follow the input's order (``FileSplits.to_dataframe``): each reads
-        the next records of the input, cut at record boundaries into a task per core, so a
-        watermark query over input sorted by event time drops no row that is not late.
-        """
-        from reactive_streams.spark.splits import FileOpener, FileSplits  # noqa: PLC0415
-
-        assert self.plan is not None
-        assert self.splits is not None
-        config = self.config
-        if config.checkpoint is not None:
-            # Kept with the checkpoint: a restarted run merges the parts of both runs.
-            self._parts = config.checkpoint / "dead-letters"
-        else:
-            self._parts = Path(tempfile.mkdtemp(prefix="reactive-streams-dead-letters-"))
-            self._parts_temporary = True
-        # What earlier runs wrote: this run's dead letters are in the parts written since.
-        self._parts_before = _part_identities(self._parts)
-        if config.checkpoint is not None:
-            # Spark's offset log holds each split's offset: Spark resumes by itself.
-            commits = config.checkpoint / "query" / "commits"
-            done = list(commits.glob("[0-9]*")) if commits.is_dir() else []
-            if done:
-                self._resumed = True
-                self.notes.append(
-                    f"resumed from the checkpoint {config.checkpoint}: "
-                    f"{len(done):,} micro-batches were committed before; Spark replays the "
-                    "planned one from the same split offsets"
-                )
-        names = tuple(self.plan.schema.names)
-        # Every column that could refuse a record is validated on the executors (a Parquet
-        # column already of its type is not read unless the query uses it); only the
-        # query's columns go on to Spark.
-        kept = stream_columns(spark, config.sql, self.plan.schema)
-        if config.checkpoint is not None:
-            try:
-                kept = checkpoint_columns(config.checkpoint, kept, names)
-            except OSError as exc:
-                raise PipelineUsageError(
-                    f"--checkpoint {config.checkpoint}: {exc.strerror or exc}"
-                ) from None
-        self.stream_columns = kept
-        every = kept == names
-        reader = SplitReader(
-            self.plan.schema,
-            config.chunk_rows,
-            keep=None if every else kept,
-            options=self.plan.options,
-        )
-        tally = self._late_tally(spark, kept)
-        if tally is None:
-            opener = FileOpener(reader)
-            transform = DeadLetterSplitter(str(self._parts), kept)
-        else:
-            opener = FileOpener(reader, row_column=_ROW_COLUMN, file_column=_FILE_COLUMN)
-            transform = DeadLetterSplitter(
-                str(self._parts), kept, tally, row_column=_ROW_COLUMN, file_column=_FILE_COLUMN
-            )
-            lanes = {str(split.path): index for index, split in enumerate(self.splits)}
-            self._late = LateRows(Path(tally.directory), lanes, self._offset_log())
-        files = FileSplits(self.splits, self.plan.schema, opener)
-        return files.to_dataframe(
-            spark,
-            schema=spark_schema(reader.kept_schema),
-            transform=transform,
-            max_records_per_trigger=config.trigger_records,
-            chunk_rows=config.chunk_rows,
-            # The executors' Python workers start while the query is analysed and started.
-            warm_workers=True,
-        )
-
-    def _bridge_stream(self, spark: SparkSession) -> DataFrame:
-        """``events`` read in this process and sent to Spark through ``to_spark_stream``."""
-        from reactive_streams.spark import to_spark_stream_bridge  # noqa: PLC0415
-
-        assert self.plan is not None
-        config = self.config
-        resume = None
-        if config.checkpoint is not None:
-            resume = resume_point(config.checkpoint / "query")
-            if resume is not None:
-                self._resumed = True
-                self.notes.append(resumed_note(config.checkpoint, resume))
-        start_offset = resume.offset if resume is not None else 0
-        # Arrow record batches from the source into Spark: no Python object per record.
-        self._source = FileSource(
-            self.plan,
-            dead_letters=self._dead,
-            chunk_rows=config.chunk_rows,
-            rate=config.rate,
-            arrow=True,
-            skip=start_offset,
-        )
-        schema = spark_schema(self.plan.schema)
-        rows: Publisher[Any] = self._source
-        tally = self._late_tally(spark, tuple(self.plan.schema.names))
-        if tally is not None:
-            self._late = LateRows(Path(tally.directory), {"": 0}, self._offset_log())
-            rows = Flow.from_publisher(self._source).map(SequenceTally(tally, start_offset))
-        # The bridge itself (not just its DataFrame): statistics for the display, and close.
-        # One trigger of read-ahead: the next micro-batch's records are read while Spark runs
-        # the current one, so batches come out full (memory: two triggers of records).
-        self._bridge = to_spark_stream_bridge(
-            rows,
-            spark,
-            schema,
-            max_records_per_trigger=config.trigger_records,
-            read_ahead_triggers=1,
-            arrow=True,
-            start_offset=start_offset,
-        )
-        # The query takes seconds to start: read the first triggers meanwhile.
-        self._bridge.prefetch()
-        return self._bridge.dataframe
-
-    def _late_tally(self, spark: SparkSession, columns: tuple[str, ...]) -> LateTally | None:
-        """The tally of late keys, if the query's late rows can be counted as input rows.
-
-        Only for a ``--sql`` with a watermark whose rule ``late_rule`` follows, over an
-        event-time column that reaches Spark; the tallies go with the checkpoint (a
-        restarted run counts the replayed micro-batch from them), else to a temporary
-        directory removed at the end.
-        """
-        assert self.plan is not None
-        config = self.config
-        if config.sql is None:
-            return None
-        rule = late_rule(spark, config.sql, self.plan.schema, EVENTS_VIEW)
-        if rule is None or rule.column not in columns:
-            return None
-        if config.checkpoint is not None:
-            directory = config.checkpoint / "late-rows"
-        else:
-            directory = Path(tempfile.mkdtemp(prefix="reactive-streams-late-rows-"))
-            self._late_temporary = directory
-        return LateTally(rule, str(directory))
-
-    def _offset_log(self) -> Path | None:
-        """The query checkpoint's offset log (each micro-batch's watermark), if any."""
-        checkpoint = self.config.checkpoint
-        return None if checkpoint is None else checkpoint / "query" / "offsets"
 
     def _start_query(self, spark: SparkSession) -> None:
         """The query over ``events``, its mode, the sink and the subscription.
@@ -684,9 +504,7 @@ class Pipeline:
             checkpoint_location=None
             if config.checkpoint is None
             else str(config.checkpoint / "query"),
-            # Files are read as planned: the query ends once every split was read (the
-            # micro-batches keep their row budget, max_records_per_trigger).
-            trigger=None if self.splits is None else {"availableNow": True},
+            trigger=self._read.trigger if self._read is not None else None,
         )
         self._publisher = publisher
         self._phase = "running"
@@ -815,107 +633,52 @@ class Pipeline:
         self._stopped = True
         if self._sink is not None:
             self._sink.cancel()
-        if self._source is not None:
-            self._source.stop()
+        if self._read is not None:
+            self._read.stop()
 
     def progress(self) -> PipelineProgress:
-        """A snapshot of the counters."""
-        source = self._source.statistics() if self._source is not None else None
+        """A snapshot of the counters: the run's, and its read mode's (``ReadCounts``)."""
         sink = self._sink.statistics() if self._sink is not None else None
         query = self._query()
         if query is not None:
             self._query_progress.poll(query)
         processed, late = self._query_progress.totals()
-        if self._late is not None:
-            late = self._late.count(self._query_progress.ranges())
-        if self.splits is not None:
-            return self._split_progress(sink, processed, late)
-        emitted = source.records_emitted if source is not None else 0
-        held = bound = 0
-        if self._bridge is not None:
-            held = self._bridge.statistics().buffered
-            bound = self._bridge.row_budget + self.config.chunk_rows  # + one source batch
-        return PipelineProgress(
-            phase=self._phase,
-            elapsed=time.monotonic() - self._started if self._started else 0.0,
-            records_read=source.records_read if source is not None else 0,
-            records_emitted=emitted,
-            records_processed=processed,
-            dead_letters=self._dead.count,  # every one, found again after a resume
-            batches=sink.batches - sink.journaled if sink is not None else 0,
-            source_demand=(
-                source.stream.requested - source.stream.delivered if source is not None else 0
-            ),
-            sink_demand=(sink.stream.requested - sink.stream.delivered if sink is not None else 0),
-            groups=sink.groups if sink is not None else 0,
-            output_mode=self.query.mode if self.query is not None else "update",
-            late_rows=late,
-            total_rows=self.plan.total_rows if self.plan is not None else None,
-            bridge_held=held,
-            bridge_bound=bound,
-            reading=(
-                (self._source_done_at or time.monotonic()) - source.first_read_at
-                if source is not None and source.first_read_at is not None
-                else 0.0
-            ),
-            bottleneck=self.metrics.bottleneck(),
-            resumed=self._resumed,
-            records_skipped=source.records_skipped if source is not None else 0,
-            batches_before=sink.journaled if sink is not None else 0,
-            late_rows_of_input=self._late is not None,
+        read = self._read
+        late_counter = read.late if read is not None else None
+        if late_counter is not None:
+            late = late_counter.count(self._query_progress.ranges())
+        counts = (
+            read.counts(processed, done_at=self._source_done_at, started=self._started)
+            if read is not None
+            else ReadCounts(
+                records_read=0, records_emitted=0, dead_letters=0, source_demand=0, reading=0.0
+            )
         )
-
-    def _dead_letters(self) -> int:
-        """Dead letters so far, every run's: merged at the end, else in the part files."""
-        if self.splits is None:
-            return self._dead.count
-        if self._merged_dead is not None:
-            return self._merged_dead
-        return 0 if self._parts is None else count_dead_letter_parts(self._parts)
-
-    def _dead_letters_of_this_run(self) -> int:
-        """Dead letters this run found (on the driver, all: it reads from the start)."""
-        if self.splits is None:
-            return self._dead.count
-        return 0 if self._parts is None else _letters_written_since(self._parts, self._parts_before)
-
-    def _split_progress(self, sink: Any, processed: int, late: int) -> PipelineProgress:
-        """The counters of ``--read-on executors``: from the query's progress and the parts.
-
-        Records into Spark are the input rows of this run's finished micro-batches; the
-        records read are those plus the dead letters of the part files this run wrote
-        (its micro-batches', a replayed one's included). The dead letters earlier runs of
-        the checkpoint found are ``dead_letters_before`` (exact once the dead letters were
-        merged). The source's demand is what the last micro-batch planned, spread over the
-        splits (``split_shares``).
-        """
-        assert self.splits is not None
-        dead = self._dead_letters_of_this_run()
-        shares = self._query_progress.shares
         return PipelineProgress(
             phase=self._phase,
             elapsed=time.monotonic() - self._started if self._started else 0.0,
-            records_read=processed + dead,
-            records_emitted=processed,
+            records_read=counts.records_read,
+            records_emitted=counts.records_emitted,
             records_processed=processed,
-            dead_letters=dead,
+            dead_letters=counts.dead_letters,
             batches=sink.batches - sink.journaled if sink is not None else 0,
-            source_demand=sum(shares),
+            source_demand=counts.source_demand,
             sink_demand=(sink.stream.requested - sink.stream.delivered if sink is not None else 0),
             groups=sink.groups if sink is not None else 0,
             output_mode=self.query.mode if self.query is not None else "update",
             late_rows=late,
             total_rows=self.plan.total_rows if self.plan is not None else None,
-            reading=(
-                (self._source_done_at or time.monotonic()) - self._started if self._started else 0.0
-            ),
-            split_shares=shares,
-            splits=len(self.splits),
+            bridge_held=counts.bridge_held,
+            bridge_bound=counts.bridge_bound,
+            reading=counts.reading,
+            split_shares=counts.split_shares,
+            splits=counts.splits,
             bottleneck=self.metrics.bottleneck(),
-            resumed=self._resumed,
+            resumed=read is not None and read.resumed,
+            records_skipped=counts.records_skipped,
             batches_before=sink.journaled if sink is not None else 0,
-            late_rows_of_input=self._late is not None,
-            dead_letters_before=max(0, self._dead_letters() - dead),
+            dead_letters_before=counts.dead_letters_before,
+            late_rows_of_input=late_counter is not None,
         )
 
     def _dead_letter_limit_exceeded(self, *, final: bool) -> str | None:
@@ -950,51 +713,10 @@ class Pipeline:
             return self._limit_error
 
     def _limit_message(self, limit: DeadLetterLimit, *, final: bool) -> str | None:
-        if self.splits is None:
-            source = self._source.statistics() if self._source is not None else None
-            read = source.records_read if source is not None else 0
-            dead = self._dead.count
-            most = None if final else read + self.config.chunk_rows
-            return limit.exceeded(dead, read, read_at_most=most)
+        if self._read is None:
+            return None
         processed, _ = self._query_progress.totals()
-        dead = self._dead_letters()
-        message = limit.exceeded(
-            dead, processed + dead, read_at_most=self._most_read(processed, dead, final)
-        )
-        if message is None or final or self._merged_dead is not None:
-            return message
-        if dead == self._unconfirmed_parts:
-            return None  # the merge did not confirm this count; wait for more
-        exact = self._exact_dead_letters()
-        if exact is None:
-            return message
-        message = limit.exceeded(
-            exact, processed + exact, read_at_most=self._most_read(processed, exact, final)
-        )
-        if message is None:
-            self._unconfirmed_parts = dead
-        return message
-
-    def _most_read(self, processed: int, dead: int, final: bool) -> int | None:
-        """``--read-on executors``, while running: at most this many records were read."""
-        if final:
-            return None
-        total = self.plan.total_rows if self.plan is not None else None
-        if total is not None:
-            return total
-        return processed + dead + self.config.trigger_records
-
-    def _exact_dead_letters(self) -> int | None:
-        """The executors' dead letters so far, each once (merged into a scratch file)."""
-        if self._parts is None or self.splits is None:
-            return None
-        with tempfile.TemporaryDirectory(prefix="reactive-streams-dead-count-") as scratch:
-            try:
-                return len(
-                    merge_dead_letters(self._parts, Path(scratch) / "dead.jsonl", self.splits)
-                )
-            except (OSError, ValueError):
-                return None
+        return self._read.limit_message(limit, processed, final=final)
 
     def _check_limit_at_end(self) -> None:
         """The sink's ``before_commit``: the final figures against ``--max-dead-letters``.
@@ -1002,24 +724,14 @@ class Pipeline:
         Raises:
             PipelineFailedError: too many dead letters (the result is not written).
         """
-        self._merge_dead_letters()  # the executors' parts, each dead letter once
+        if self._read is not None:  # the executors' parts, each dead letter once
+            self.notes.extend(self._read.finish())
         query = self._query()
         if query is not None:
             self._query_progress.poll(query)
         message = self._dead_letter_limit_exceeded(final=True)
         if message is not None:
             raise PipelineFailedError(message)
-
-    def _merge_dead_letters(self) -> None:
-        """``--read-on executors``: the executors' dead letters, once each, in input order."""
-        if self.splits is None or self._parts is None or self._merged_dead is not None:
-            return
-        try:
-            letters = merge_dead_letters(self._parts, self.config.dead_letter_path, self.splits)
-        except (OSError, ValueError) as exc:
-            self.notes.append(f"the dead letters could not be merged: {exc}")
-            return
-        self._merged_dead = len(letters)
 
     def _spark_peak_memory(self) -> int | None:
         """The driver JVM's peak memory, sampled while it ran (it is gone once it died)."""
@@ -1031,7 +743,7 @@ class Pipeline:
     @property
     def reads_on_executors(self) -> bool:
         """``--read-on executors``: the input is read on Spark's executors (``MeteredRun``)."""
-        return self.splits is not None
+        return self.config.reads_on == "executors"
 
     def stage_streams(self, *, last_progress: bool = False) -> StageStreams:
         """What each stage reports now, for the metrics (``MeteredRun``).
@@ -1044,9 +756,10 @@ class Pipeline:
         """
         sink = self._sink.statistics() if self._sink is not None else None
         query = self._query()
+        source, bridge = self._read.streams() if self._read is not None else (None, None)
         return StageStreams(
-            source=self._source.statistics().stream if self._source is not None else None,
-            bridge=self._bridge.statistics() if self._bridge is not None else None,
+            source=source,
+            bridge=bridge,
             sink=None if sink is None else sink.stream,
             sink_rows=0 if sink is None else sink.rows_received,
             sink_done=self._sink is not None and self._sink.wait(0),
@@ -1065,19 +778,24 @@ class Pipeline:
         """Close everything and say how the run ended (after ``wait`` returned ``True``)."""
         sink = self._sink
         self._phase = "finishing"
-        if self._source is not None:
-            self._source.stop()
+        if self._read is not None:
+            self._read.stop()
         self._dead.close()
         if self._limit_error is not None and self._publisher is not None:
             # Stopped for its dead letters: the executors' tasks stop writing parts first.
             for subscription in self._publisher.subscriptions:
                 subscription.wait_stopped(_STOP_WAIT)
-        self._merge_dead_letters()
+        if self._read is not None:
+            self.notes.extend(self._read.finish())
         wall = time.monotonic() - self._started if self._started else 0.0
         self._source_done_at = time.monotonic()
         self._phase = "done"
         progress = self.progress()
-        dead_path = self.config.dead_letter_path if self._dead_letters() else None
+        dead_path = (
+            self.config.dead_letter_path
+            if self._read is not None and self._read.dead_letters()
+            else None
+        )
         if sink is not None and sink.completed:
             table = sink.result
             keys = self.query.keys if self.query is not None else ()
@@ -1103,13 +821,8 @@ class Pipeline:
         cause = self._limit_error  # --max-dead-letters: the figures say it all
         if cause is None and error is not None:
             cause = self._driver.death(grace=_DEATH_GRACE)
-        source_failure = self._source.statistics().failure if self._source is not None else None
-        if cause is None and error is not None and source_failure is not None:
-            cause = first_line(source_failure)
-        if cause is None and error is not None and self.splits is not None:
-            found = _SPLIT_FAILURE.search("\n".join(str(item) for item in causes(error)))
-            if found is not None:
-                cause = found.group(1).strip()
+        if cause is None and error is not None and self._read is not None:
+            cause = self._read.source_failure(error)
         # Spark refusing the query as a stream (an AnalysisException when it starts, before
         # any batch) is a problem with the query, not a failure of the run.
         rejected = (
@@ -1143,17 +856,9 @@ class Pipeline:
     def close(self) -> None:
         """Stop the source and, if ``start`` created it, the Spark session. Idempotent."""
         self.metrics.close()
-        if self._source is not None:
-            self._source.stop()
-        if self._bridge is not None:
-            self._bridge.close()
+        if self._read is not None:
+            self._read.close()
         self._dead.close()
-        if self._parts_temporary and self._parts is not None:
-            shutil.rmtree(self._parts, ignore_errors=True)
-            self._parts_temporary = False
-        if self._late_temporary is not None:
-            shutil.rmtree(self._late_temporary, ignore_errors=True)
-            self._late_temporary = None
         spark, self.spark = self.spark, None
         starter, self._starter = self._starter, None
         if starter is not None:  # prepared with start_spark, never started: stop it
