@@ -137,9 +137,7 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
             elif self._done:
                 return
             elif (
-                self._outstanding <= self._refill_at
-                and self._credits
-                and self._connection.writable
+                self._outstanding <= self._refill_at and self._credits and self._connection.writable
             ):
                 batch = self._batch()
                 count = min(self._credits, batch - self._outstanding)
@@ -247,8 +245,8 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
                 return
             data = bytes(value)
         size = len(data) + _FRAME_OVERHEAD + (0 if metadata is None else len(metadata) + 3)
-        if size > self._element_size:
-            self._element_size = size  # read by the pump: a stale value only delays a batch
+        # read by the pump without the lock: a stale value only delays one batch
+        self._element_size = max(self._element_size, size)
         complete = kind == FrameType.REQUEST_RESPONSE
         connection = self._connection
         if metadata is None and len(data) <= self._max_payload:
