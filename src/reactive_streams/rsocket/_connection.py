@@ -78,8 +78,8 @@ class ConnectionSettings:
         keepalive: seconds between the client's ``KEEPALIVE`` frames.
         max_lifetime: seconds of silence from the peer after which the connection is
             declared dead and closed with an error.
-        write_high_water: bytes queued for writing (outbox not yet flushed plus the
-            transport's buffer) at or above which ``writable`` is false.
+        write_high_water: the transport's write buffer above which ``writable`` is false
+            (and the outbox not yet flushed at four times it; see ``writable``).
         memory_budget: bytes the connection may hold for its peer (``None``: no bound).
             Reading: the frame being read plus every fragment chain being reassembled;
             beyond it the connection closes with ``ERROR[CONNECTION_ERROR]``. Writing:
@@ -179,6 +179,7 @@ class Connection(asyncio.Protocol):
         self._highest_stream_id = 0
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
+        self._outbox_high_water = 4 * settings.write_high_water
         self._stalled = False  # a writer saw the outbox full: tell the streams when it drains
         self._flush_pending = False
         self._closed = False
@@ -210,16 +211,18 @@ class Connection(asyncio.Protocol):
 
     @property
     def writable(self) -> bool:
-        """False while the frames queued for writing reach the high-water mark.
+        """False while the frames queued for writing are above their marks.
 
-        Both queues count: the outbox not yet flushed and the transport's write buffer
-        (``settings.write_high_water`` each). Once it is false, every stream's
+        Both queues count: the transport's write buffer (above ``write_high_water``) and
+        the outbox not yet flushed (at or above four times it: it is emptied on every
+        turn of the loop, so writers on other threads may fill it between two turns; a
+        lower mark only costs more wake-ups). Once it is false, every stream's
         ``on_writable`` is called when they have drained.
         """
         if self._paused:
             return False
         with self._lock:
-            if self._outbox_bytes < self._settings.write_high_water:
+            if self._outbox_bytes < self._outbox_high_water:
                 return True
             self._stalled = True
             return False

@@ -28,7 +28,8 @@ class ServerLimits:
             excluded; a longer one is refused with ``ERROR[REJECTED_SETUP]`` as soon as its
             length prefix is read, so a peer without ``SETUP`` holds at most this much.
             Default 64 KiB, Netty's ``maxFramePayloadLength`` for WebSocket frames.
-        connection_memory: the memory budget of one connection, in bytes. Reading: the
+        connection_memory: the memory budget of one connection, in bytes (at least
+            ``max_frame_size`` plus 3, or the largest frames are refused). Reading: the
             frame being read (counted at its declared length as soon as its prefix
             arrives) plus every fragment chain being reassembled; beyond the budget the
             connection is closed with ``ERROR[CONNECTION_ERROR]``. Writing: frames queued
@@ -37,9 +38,13 @@ class ServerLimits:
             never reads cannot make it hold more. Default 64 MiB: four frames of
             rsocket-java's largest (``FRAME_LENGTH_MASK``, 16 MiB), and the size of the
             largest reassembled payload (``max_payload_size``).
-        write_high_water: bytes queued for writing (outbox plus socket buffer) above which
-            route publishers are asked for nothing more until they drain below a quarter
-            of it. Default 64 KiB, the high mark of Netty's ``WriteBufferWaterMark``.
+        write_high_water: the socket's write buffer, in bytes, above which route
+            publishers are asked for nothing more until it drains below a quarter of it
+            (the outbox the loop has not flushed yet stops them at four times it). Each
+            stream also has at most this many bytes requested and not yet produced,
+            judged by its largest element so far, so a peer that never reads makes the
+            server hold about ``max_streams`` times this. Default 64 KiB, the high mark of
+            Netty's ``WriteBufferWaterMark``.
         min_keepalive: the shortest keepalive interval and max lifetime, in seconds, the
             server accepts from a client's ``SETUP``; shorter ones are raised to it (the
             server checks for a silent peer every ``keepalive`` seconds, so a client

@@ -56,7 +56,7 @@ CHUNK: Final[int] = 1024
 """The most elements requested from a route's publisher and not yet received."""
 FIRST_BATCH: Final[int] = 16
 """The most elements requested before the size of one is known."""
-_FRAME_OVERHEAD: Final[int] = 9  # length prefix and header of a PAYLOAD frame
+_FRAME_OVERHEAD: Final[int] = 10  # length prefix and header of a PAYLOAD frame, at least 1
 
 
 class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
@@ -92,7 +92,7 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         self._credits = MAX_DEMAND if kind == FrameType.REQUEST_FNF else initial_n
         self._outstanding = 0
         self._refill_at = 0  # request more when _outstanding falls to this
-        self._element_size = 0  # the largest encoded element so far (bytes)
+        self._element_size = 0  # the largest element so far (bytes of data and metadata)
         self._window = connection.settings.write_high_water
         self._subscription: Subscription | None = None
         self._subscribed = False
@@ -158,7 +158,7 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         size = self._element_size
         if size == 0:
             return FIRST_BATCH
-        return max(1, min(CHUNK, self._window // size))
+        return max(1, min(CHUNK, self._window // (size + _FRAME_OVERHEAD)))
 
     def _on_rejected(self, error: ExecutorRejectedError) -> None:
         # The server is shutting down: cancel upstream here, the stream is over.
@@ -244,9 +244,10 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
                 self._pump.schedule()
                 return
             data = bytes(value)
-        size = len(data) + _FRAME_OVERHEAD + (0 if metadata is None else len(metadata) + 3)
-        # read by the pump without the lock: a stale value only delays one batch
-        self._element_size = max(self._element_size, size)
+        size = len(data) if metadata is None else len(data) + len(metadata) + 3
+        largest = self._element_size  # read by the pump without the lock: a stale value
+        if size > largest:  # only delays one batch (and this store is rare: cheaper than max)
+            self._element_size = size
         complete = kind == FrameType.REQUEST_RESPONSE
         connection = self._connection
         if metadata is None and len(data) <= self._max_payload:
