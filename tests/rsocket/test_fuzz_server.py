@@ -264,17 +264,40 @@ def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> bool:
     return True
 
 
+_REQUESTS = frozenset(
+    {
+        FrameType.REQUEST_RESPONSE,
+        FrameType.REQUEST_FNF,
+        FrameType.REQUEST_STREAM,
+        FrameType.REQUEST_CHANNEL,
+    }
+)
+
+
+def requests_per_id(wire: bytes) -> dict[int, int]:
+    """How many requests the wire sends on each stream ID (as far as it decodes)."""
+    counts: dict[int, int] = {}
+    with contextlib.suppress(Exception):  # a mutated wire decodes up to its damage
+        for frame in FrameReader().feed(wire):
+            if frame.frame_type in _REQUESTS:
+                counts[frame.stream_id] = counts.get(frame.stream_id, 0) + 1
+    return counts
+
+
 def check(server: RSocketServer, ledger: Ledger, wire: bytes, baseline: float) -> None:
     received = exchange(server.port, wire)
-    terminal: set[int] = set()
+    # An ID may be used again once its stream ended: each request on it is one life.
+    lives = requests_per_id(wire)
+    ended: dict[int, int] = {}
     for frame in received:
         if frame.stream_id == 0:
             continue
-        assert frame.stream_id not in terminal, f"a frame after the end of {frame}"
+        used = ended.get(frame.stream_id, 0)
+        assert used < max(1, lives.get(frame.stream_id, 0)), f"a frame after the end of {frame}"
         if frame.frame_type == FrameType.ERROR or (
             frame.frame_type == FrameType.PAYLOAD and frame.flags & FLAG_COMPLETE
         ):
-            terminal.add(frame.stream_id)
+            ended[frame.stream_id] = used + 1
     assert wait_for(lambda: server.connection_count == 0), "a connection was left open"
     assert wait_for(lambda: server.statistics().open_streams == 0), "a stream leaked"
     assert wait_for(lambda: ledger.open() == 0), "a route's subscription never ended"
