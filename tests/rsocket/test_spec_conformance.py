@@ -203,7 +203,7 @@ def test_the_server_serves_lower_ids_after_higher_ones(peer: RawPeer) -> None:
     _served(peer, 5)  # the stream on 5 ended: its ID may be used again
 
 
-def test_a_request_on_an_id_in_use_is_rejected_on_that_id() -> None:
+def test_a_request_on_an_id_in_use_is_ignored_and_the_stream_there_goes_on() -> None:
     tracked = TrackedPublisher()
     with serve({"tracked": lambda data: tracked, "items": items_route}) as server:
         peer = RawPeer.connect(server.port)
@@ -211,15 +211,17 @@ def test_a_request_on_an_id_in_use_is_rejected_on_that_id() -> None:
             peer.send(setup_frame() + request_stream(7, "tracked", 1))
             [element] = peer.frames(1)
             assert (element.stream_id, element.data) == (7, b"item-0")
-            peer.send(request_stream(7, "items", 5, b"1"))
-            [error] = peer.frames(1)
-            assert (error.frame_type, error.stream_id) == (FrameType.ERROR, 7)
-            assert error.number == ErrorCode.REJECTED
-            assert error.data.decode() == "stream ID 7 is in use"
+            peer.send(request_stream(7, "items", 5, b"1"))  # 7 is in use: ignored
+            _served(peer, 9)  # nothing came on 7 meanwhile: 9's frames come first
             assert not tracked.cancelled.is_set()  # the stream already there goes on
-            _served(peer, 9)
+            assert server.statistics().open_streams == 1
         finally:
             peer.close()
+
+
+def test_an_id_is_free_once_its_last_frame_is_heard(peer: RawPeer) -> None:
+    for _ in range(20):  # the server frees the ID before it sends the last frame
+        _served(peer, 11)
 
 
 def test_a_request_on_an_even_id_is_refused_as_invalid(peer: RawPeer) -> None:

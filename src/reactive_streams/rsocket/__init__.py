@@ -17,7 +17,8 @@ our side                           on the wire
 
 * ``serve(routes, host, port, *, token=None, ssl_context=None) -> RSocketServer`` serves
   route factories ``(data: bytes) -> Publisher[bytes]`` from a background loop thread;
-  ``await serve_async(...)`` does the same on the running loop.
+  ``await serve_async(...)`` does the same on the running loop. ``limits=ServerLimits(...)``
+  bounds what one peer may make it hold (connections, streams, memory, deadlines).
 * ``connect("tcp://host:port", *, token=None, ssl_context=None) -> RSocketClient`` opens
   a connection; ``client.request_stream(route, data)`` is a ``Publisher[bytes]``.
   ``ws://`` URLs and ``serve(..., transport="ws")`` carry RSocket over WebSocket (with the
@@ -34,6 +35,7 @@ from .._core import set_public_module
 from ._client import RSocketClient, connect
 from ._errors import FrameError, RSocketConnectionError, RSocketError, RSocketStreamError
 from ._frames import MAX_FRAME_SIZE, MAX_REQUEST_N, ErrorCode
+from ._limits import ServerLimits
 from ._payload import Payload
 from ._server import AsyncRSocketServer, RSocketServer, serve, serve_async
 from ._statistics import TransportStatistics
@@ -50,6 +52,7 @@ __all__ = [
     "RSocketError",
     "RSocketServer",
     "RSocketStreamError",
+    "ServerLimits",
     "TransportStatistics",
     "connect",
     "serve",

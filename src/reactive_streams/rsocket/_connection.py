@@ -82,9 +82,22 @@ class ConnectionSettings:
         keepalive: seconds between the client's ``KEEPALIVE`` frames.
         max_lifetime: seconds of silence from the peer after which the connection is
             declared dead and closed with an error.
+        write_high_water: the transport's write buffer above which ``writable`` is false
+            (and the outbox not yet flushed at four times it; see ``writable``).
+        memory_budget: bytes the connection may hold for its peer (``None``: no bound).
+            Reading: the frame being read plus every fragment chain being reassembled;
+            beyond it the connection closes with ``ERROR[CONNECTION_ERROR]``. Writing:
+            beyond it reading pauses until the queued frames drain.
     """
 
-    __slots__ = ("keepalive", "max_frame_size", "max_lifetime", "max_payload_size")
+    __slots__ = (
+        "keepalive",
+        "max_frame_size",
+        "max_lifetime",
+        "max_payload_size",
+        "memory_budget",
+        "write_high_water",
+    )
 
     def __init__(
         self,
@@ -93,6 +106,8 @@ class ConnectionSettings:
         max_payload_size: int = 64 * 2**20,
         keepalive: float = 20.0,
         max_lifetime: float = 90.0,
+        write_high_water: int = 64 * 1024,
+        memory_budget: int | None = None,
     ) -> None:
         if not 64 <= max_frame_size <= MAX_FRAME_SIZE:
             raise ValueError(f"max_frame_size must be in [64, {MAX_FRAME_SIZE}]")
@@ -102,6 +117,19 @@ class ConnectionSettings:
         self.max_payload_size = max_payload_size
         self.keepalive = keepalive
         self.max_lifetime = max_lifetime
+        self.write_high_water = write_high_water
+        self.memory_budget = memory_budget
+
+    def with_keepalive(self, keepalive: float, max_lifetime: float) -> ConnectionSettings:
+        """A copy with the given keepalive interval and max lifetime (seconds)."""
+        return ConnectionSettings(
+            max_frame_size=self.max_frame_size,
+            max_payload_size=self.max_payload_size,
+            keepalive=keepalive,
+            max_lifetime=max_lifetime,
+            write_high_water=self.write_high_water,
+            memory_budget=self.memory_budget,
+        )
 
 
 class StreamHandler(ABC):
@@ -153,12 +181,17 @@ class Connection(asyncio.Protocol):
         self._streams: dict[int, StreamHandler] = {}
         self._watched: set[StreamHandler] = set()  # subscribed, stream not opened yet
         self._outbox: list[bytes] = []
+        self._outbox_bytes = 0
+        self._outbox_high_water = 4 * settings.write_high_water
+        self._stalled = False  # a writer saw the outbox full: tell the streams when it drains
         self._flush_pending = False
         self._closed = False
         self._error: RSocketConnectionError | None = None
         self._transport: asyncio.Transport | None = None
         self._reader = FrameReader(settings.max_frame_size)
         self._partials: dict[int, _Partial] = {}
+        self._reassembly_bytes = 0  # the sum of every chain in _partials
+        self._reading_paused = False
         self._touched: list[StreamHandler] = []
         self._paused = False
         self._loop_thread = 0
@@ -181,8 +214,21 @@ class Connection(asyncio.Protocol):
 
     @property
     def writable(self) -> bool:
-        """False while the transport's write buffer is above its high-water mark."""
-        return not self._paused
+        """False while the frames queued for writing are above their marks.
+
+        Both queues count: the transport's write buffer (above ``write_high_water``) and
+        the outbox not yet flushed (at or above four times it: it is emptied on every
+        turn of the loop, so writers on other threads may fill it between two turns; a
+        lower mark only costs more wake-ups). Once it is false, every stream's
+        ``on_writable`` is called when they have drained.
+        """
+        if self._paused:
+            return False
+        with self._lock:
+            if self._outbox_bytes < self._outbox_high_water:
+                return True
+            self._stalled = True
+            return False
 
     @property
     def open_streams(self) -> int:
@@ -206,6 +252,7 @@ class Connection(asyncio.Protocol):
             if self._closed:
                 return False
             self._outbox.append(frame)
+            self._outbox_bytes += len(frame)
             if self._flush_pending:
                 return True
             self._flush_pending = True
@@ -218,6 +265,7 @@ class Connection(asyncio.Protocol):
             if self._closed:
                 return False
             self._outbox.extend(frames)
+            self._outbox_bytes += sum(map(len, frames))
             if self._flush_pending:
                 return True
             self._flush_pending = True
@@ -281,6 +329,8 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        high_water = self._settings.write_high_water
+        transport.set_write_buffer_limits(high=high_water, low=high_water // 4)
         self._loop_thread = threading.get_ident()
         self._last_received = self._loop.time()
         self._opened()
@@ -327,6 +377,8 @@ class Connection(asyncio.Protocol):
                 handler.touched = False
                 handler.flush()
             touched.clear()
+        if not self._closed:
+            self._check_held()
 
     def eof_received(self) -> bool:
         return False  # close the transport; connection_lost does the rest
@@ -352,6 +404,12 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._paused = False
+        if self._reading_paused and self._transport is not None and not self._closed:
+            self._reading_paused = False
+            self._transport.resume_reading()
+        self._notify_writable()
+
+    def _notify_writable(self) -> None:
         with self._lock:
             handlers = list(self._streams.values())
         for handler in handlers:
@@ -363,13 +421,32 @@ class Connection(asyncio.Protocol):
         with self._lock:
             frames = self._outbox
             self._outbox = []
+            self._outbox_bytes = 0
             self._flush_pending = False
             closed = self._closed
-        if frames and not closed and self._transport is not None:
+            stalled = self._stalled
+            self._stalled = False
+        transport = self._transport
+        if closed or transport is None:
+            return
+        if frames:
             data = b"".join(frames)
             self.frames_sent += len(frames)
             self.bytes_sent += len(data)
-            self._transport.write(data)
+            transport.write(data)
+        budget = self._settings.memory_budget
+        if (
+            budget is not None
+            and self._paused
+            and not self._reading_paused
+            and transport.get_write_buffer_size() > budget
+        ):
+            # the peer does not read: hold no more for it (keepalive echoes, new requests)
+            # until the buffer drains (resume_writing)
+            self._reading_paused = True
+            transport.pause_reading()
+        if stalled and not self._paused:
+            self._notify_writable()  # paused: resume_writing will
 
     def fail(self, error: RSocketConnectionError, notify_peer: bool = False) -> None:
         """End the connection once: tell the peer (if asked), close, fail every stream."""
@@ -382,8 +459,10 @@ class Connection(asyncio.Protocol):
             self._watched.clear()
             frames = self._outbox
             self._outbox = []
+            self._outbox_bytes = 0
         self._error = error
         self._partials.clear()
+        self._reassembly_bytes = 0
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -453,7 +532,9 @@ class Connection(asyncio.Protocol):
         elif frame_type in _ABORT_TYPES:
             # spec: a sender may abandon a fragment chain with CANCEL (or ERROR); a request
             # still in reassembly has no stream yet, so the frame is then ignored below
-            self._partials.pop(stream_id, None)
+            dropped = self._partials.pop(stream_id, None)
+            if dropped is not None:
+                self._reassembly_bytes -= dropped.size
         elif frame_type not in _STREAM_TYPES:
             return  # spec: METADATA_PUSH, KEEPALIVE, SETUP... on a stream ID > 0 are ignored
         if frame_type in _REQUEST_TYPES:
@@ -474,7 +555,10 @@ class Connection(asyncio.Protocol):
                     known = stream_id in self._streams
                 if not known:
                     return frame  # let _dispatch ignore or refuse it
-            self._partials[stream_id] = _Partial(frame)
+            elif not self._admit(frame):
+                return None  # refused on its first fragment: the rest is ignored
+            partial = self._partials[stream_id] = _Partial(frame)
+            self._hold(partial.size)
             return None
         if frame.frame_type != FrameType.PAYLOAD:
             raise FrameError(
@@ -484,7 +568,9 @@ class Connection(asyncio.Protocol):
         if frame.metadata is not None:
             partial.metadata.append(frame.metadata)
         partial.data.append(frame.data)
-        partial.size += len(frame.data) + len(frame.metadata or b"")
+        added = len(frame.data) + len(frame.metadata or b"")
+        partial.size += added
+        self._hold(added)
         if partial.size > self._settings.max_payload_size:
             raise FrameError(
                 f"reassembled payload on stream {stream_id} is beyond the maximum of "
@@ -493,6 +579,7 @@ class Connection(asyncio.Protocol):
         if frame.flags & FLAG_FOLLOWS and not frame.flags & FLAG_COMPLETE:
             return None
         del self._partials[stream_id]
+        self._reassembly_bytes -= partial.size
         flags = (partial.flags & ~(FLAG_FOLLOWS | FLAG_METADATA)) | (frame.flags & FLAG_COMPLETE)
         metadata: bytes | None = None
         if partial.metadata:
@@ -506,6 +593,39 @@ class Connection(asyncio.Protocol):
             metadata,
             b"".join(partial.data),
         )
+
+    def _hold(self, size: int) -> None:
+        """Count ``size`` more bytes of reassembly; beyond the budget, refuse the chain."""
+        self._reassembly_bytes += size
+        budget = self._settings.memory_budget
+        if budget is not None and self._reassembly_bytes > budget:
+            raise FrameError(
+                f"fragment chains being reassembled hold {self._reassembly_bytes} bytes, "
+                f"beyond the connection's memory budget of {budget} bytes"
+            )
+
+    def _check_held(self) -> None:
+        """After each read: close the connection if it holds more than its budget."""
+        budget = self._settings.memory_budget
+        if budget is None:
+            return
+        held = self._reader.expected + self._reassembly_bytes
+        if held > budget:
+            self.fail(
+                RSocketConnectionError(
+                    f"the peer made the connection hold {held} bytes (the frame being read "
+                    f"and fragment chains), beyond its memory budget of {budget} bytes",
+                    code=ErrorCode.CONNECTION_ERROR,
+                ),
+                notify_peer=True,
+            )
+
+    def _admit(self, frame: Frame) -> bool:
+        """The first fragment of a request arrived; ``False`` refuses it (already answered).
+
+        Subclasses check what they can before the rest is buffered.
+        """
+        return True
 
     def _connection_frame(self, frame: Frame) -> None:
         frame_type = frame.frame_type

@@ -287,6 +287,15 @@ class FrameReader:
         """Bytes received that do not yet form a whole frame."""
         return len(self._pending)
 
+    @property
+    def expected(self) -> int:
+        """The size of the frame being read, once its length prefix is in (else 0 or 3).
+
+        That is what the reader will hold when the frame is whole, length prefix included:
+        a peer announcing a large frame can be refused before it sends the rest.
+        """
+        return self._need if self._pending else 0
+
     def feed(self, data: bytes) -> list[Frame]:
         """Add ``data``; return the frames it completes.
 

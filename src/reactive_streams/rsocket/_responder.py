@@ -4,9 +4,12 @@
 connection's handler for that stream:
 
 * The requester's credit (the initial request-n, then ``REQUEST_N`` frames) is passed
-  upstream as ``request(k)``, at most ``CHUNK`` elements outstanding at a time and only
-  while the transport accepts writes, so the server holds at most ``CHUNK`` encoded
-  payloads per stream however much credit the peer grants. It never sends more
+  upstream as ``request(k)``, and only while the connection is ``writable`` (its outbox
+  and socket buffer below the write high-water mark). At most ``CHUNK`` elements are
+  outstanding at a time, and at most one write high-water mark of bytes, judged by the
+  largest element seen so far (``FIRST_BATCH`` elements before any is seen): a peer that
+  never reads makes each stream hold about one high-water mark however much credit it
+  grants, and however large the route's elements are. It never sends more
   ``PAYLOAD`` frames than were requested: an element beyond the demand it signalled is a
   broken Rule 1.1 upstream, and ends the stream with ``ERROR[APPLICATION_ERROR]``.
 * ``on_next`` becomes ``PAYLOAD`` (NEXT), ``on_complete`` becomes ``PAYLOAD`` (COMPLETE),
@@ -49,13 +52,15 @@ if TYPE_CHECKING:
     from ._errors import RSocketConnectionError
     from ._frames import Frame
 
-__all__ = ["CHUNK", "ResponderStream"]
+__all__ = ["CHUNK", "FIRST_BATCH", "ResponderStream"]
 
 logger = logging.getLogger("reactive_streams.rsocket")
 
 CHUNK: Final[int] = 1024
 """The most elements requested from a route's publisher and not yet received."""
-_REFILL: Final[int] = CHUNK // 2
+FIRST_BATCH: Final[int] = 16
+"""The most elements requested before the size of one is known."""
+_FRAME_OVERHEAD: Final[int] = 10  # length prefix and header of a PAYLOAD frame, at least 1
 
 
 class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
@@ -90,6 +95,9 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         self._lock = threading.Lock()
         self._credits = MAX_DEMAND if kind == FrameType.REQUEST_FNF else initial_n
         self._outstanding = 0
+        self._refill_at = 0  # request more when _outstanding falls to this
+        self._element_size = 0  # the largest element so far (bytes of data and metadata)
+        self._window = connection.settings.write_high_water
         self._subscription: Subscription | None = None
         self._subscribed = False
         self._done = False
@@ -137,15 +145,29 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
                 cancel = True
             elif self._done:
                 return
-            elif self._outstanding <= _REFILL and self._credits and self._connection.writable:
-                count = min(self._credits, CHUNK - self._outstanding)
-                if self._credits != MAX_DEMAND:
-                    self._credits -= count
-                self._outstanding += count
+            elif (
+                self._outstanding <= self._refill_at and self._credits and self._connection.writable
+            ):
+                batch = self._batch()
+                count = min(self._credits, batch - self._outstanding)
+                if count > 0:
+                    if self._credits != MAX_DEMAND:
+                        self._credits -= count
+                    self._outstanding += count
+                    self._refill_at = self._outstanding // 2
+                else:  # the elements grew: come back once fewer than a batch are out
+                    self._refill_at = batch - 1
         if cancel:
             subscription.cancel()
         elif count:
             subscription.request(count)
+
+    def _batch(self) -> int:
+        """The most elements to have outstanding: ``CHUNK``, and one window of bytes."""
+        size = self._element_size
+        if size == 0:
+            return FIRST_BATCH
+        return max(1, min(CHUNK, self._window // (size + _FRAME_OVERHEAD)))
 
     def _on_failure(self, error: Exception) -> None:
         """End the stream with ``ERROR[APPLICATION_ERROR]`` because a pass raised.
@@ -220,7 +242,7 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
             else:
                 violation = False
                 self._outstanding -= 1
-                refill = self._outstanding == _REFILL and self._credits > 0
+                refill = self._outstanding == self._refill_at and self._credits > 0
                 if self._kind == FrameType.REQUEST_RESPONSE:
                     self._done = True
                     self._cancel_pending = True
@@ -252,8 +274,14 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
                 self._pump.schedule()
                 return
             data = bytes(value)
+        size = len(data) if metadata is None else len(data) + len(metadata) + 3
+        largest = self._element_size  # read by the pump without the lock: a stale value
+        if size > largest:  # only delays one batch (and this store is rare: cheaper than max)
+            self._element_size = size
         complete = kind == FrameType.REQUEST_RESPONSE
         connection = self._connection
+        if complete:  # first: the ID is free once the requester hears the stream ended
+            connection.unregister(self.stream_id)
         if metadata is None and len(data) <= self._max_payload:
             connection.send(encode_payload(self.stream_id, data, complete=complete))
         else:
@@ -267,10 +295,7 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
                     complete=complete,
                 )
             )
-        if complete:
-            connection.unregister(self.stream_id)
-            self._pump.schedule()
-        elif refill:
+        if complete or refill:
             self._pump.schedule()
 
     def on_error(self, error: Exception) -> None:
@@ -299,9 +324,10 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
                 return
             self._done = True
             self._subscription = None
+        # First: the ID is free once the requester hears the stream ended (it may reuse it).
+        self._connection.unregister(self.stream_id)
         if self._kind != FrameType.REQUEST_FNF:
             self._connection.send(encode_payload(self.stream_id, b"", next_=False, complete=True))
-        self._connection.unregister(self.stream_id)
 
     def _end_with_error(self, message: str) -> None:
         with self._lock:

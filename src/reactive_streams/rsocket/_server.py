@@ -13,6 +13,7 @@ from .._core import DaemonThreadPool, LoopThread
 from ._connection import Connection, ConnectionSettings
 from ._errors import FrameError, RSocketConnectionError
 from ._frames import MAX_FRAME_SIZE, ErrorCode, FrameType, encode_error
+from ._limits import ServerLimits
 from ._metadata import COMPOSITE, bearer_token, decode_composite, route_of
 from ._responder import ResponderStream
 from ._statistics import TransportStatistics
@@ -47,6 +48,7 @@ class _ServerCore:
         ssl_context: ssl.SSLContext | None,
         settings: ConnectionSettings,
         executor: DaemonThreadPool,
+        limits: ServerLimits,
     ) -> None:
         self.loop = loop
         self.routes = dict(routes)
@@ -54,6 +56,7 @@ class _ServerCore:
         self.ssl_context = ssl_context
         self.settings = settings
         self.executor = executor
+        self.limits = limits
         self.connections: set[ServerConnection] = set()
         self._closed_totals = (0, 0, 0, 0)  # counters of the connections already closed
         self._server: Any = None  # an asyncio.Server, or a websockets Server
@@ -77,7 +80,7 @@ class _ServerCore:
             host,
             port,
             ssl=self.ssl_context,
-            max_size=None,  # the frame limit is ours: max_frame_size
+            max_size=self.settings.max_frame_size,  # one frame per message
             compression=None,
             ping_interval=None,  # RSocket keeps itself alive
         )
@@ -148,7 +151,44 @@ class ServerConnection(Connection):
         self.on_closed = self._forget
 
     def _opened(self) -> None:
-        self._core.connections.add(self)
+        connections = self._core.connections
+        limit = self._core.limits.max_connections
+        if len(connections) >= limit:
+            logger.warning("refused a connection: %d connections open (the limit)", limit)
+            self._reject(
+                ErrorCode.REJECTED_SETUP, f"the server is at its limit of {limit} connections"
+            )
+            return
+        connections.add(self)
+
+    def _tick_interval(self) -> float:
+        if not self._established:
+            return self._core.limits.setup_timeout  # the SETUP deadline
+        return super()._tick_interval()
+
+    def _tick(self) -> None:
+        if self._established:
+            super()._tick()
+            return
+        self.fail(
+            RSocketConnectionError(
+                f"no SETUP within {self._core.limits.setup_timeout:g} s of connecting",
+                code=ErrorCode.CONNECTION_ERROR,
+            ),
+            notify_peer=True,
+        )
+
+    def _check_held(self) -> None:
+        if not self._established:
+            limit = self._core.limits.max_setup_size
+            announced = self._reader.expected - 3  # the length prefix is not the frame's
+            if announced > limit:
+                self._reject(
+                    ErrorCode.REJECTED_SETUP,
+                    f"a {announced}-byte frame before SETUP: the limit is {limit} bytes",
+                )
+                return
+        super()._check_held()
 
     def _forget(self, connection: Connection, error: RSocketConnectionError) -> None:
         self._core.forget(self)
@@ -176,6 +216,14 @@ class ServerConnection(Connection):
             return  # spec: a second SETUP is ignored
         setup = frame.setup
         assert setup is not None
+        limits = self._core.limits
+        size = len(frame.data) + len(frame.metadata or b"")
+        if size > limits.max_setup_size:
+            self._reject(
+                ErrorCode.REJECTED_SETUP,
+                f"SETUP with {size} bytes of payload: the limit is {limits.max_setup_size}",
+            )
+            return
         if setup.major_version != 1:
             self._reject(
                 ErrorCode.UNSUPPORTED_SETUP,
@@ -205,16 +253,84 @@ class ServerConnection(Connection):
                 self._authenticated = True
         self._metadata_mime = setup.metadata_mime
         self._established = True
-        settings = self._settings
-        self._settings = ConnectionSettings(
-            max_frame_size=settings.max_frame_size,
-            max_payload_size=settings.max_payload_size,
-            keepalive=setup.keepalive_ms / 1000,
-            max_lifetime=setup.max_lifetime_ms / 1000,
+        # the client's intervals, raised to the server's floor (a timer per millisecond
+        # per connection is the server's cost, not the client's)
+        self._settings = self._settings.with_keepalive(
+            max(setup.keepalive_ms / 1000, limits.min_keepalive),
+            max(setup.max_lifetime_ms / 1000, limits.min_keepalive),
         )
         if self._timer is not None:
             self._timer.cancel()
         self._schedule_tick()
+
+    def _admit(self, frame: Frame) -> bool:
+        # The first fragment of a request: the route and the token must be in it, so a
+        # peer cannot make the server buffer a chain it would refuse once whole.
+        kind = FrameType(frame.frame_type)
+        stream_id = frame.stream_id
+        if not self._stream_id_ok(kind, stream_id):
+            return False
+        try:
+            route, presented = route_of(self._metadata_mime, frame.metadata)
+        except FrameError:
+            route, presented = None, None
+        if route is None:
+            self._refuse(
+                kind,
+                stream_id,
+                ErrorCode.REJECTED,
+                "a fragmented request must carry its route (and token) in its first fragment",
+            )
+            return False
+        return self._route(kind, stream_id, route, presented) is not None
+
+    def _stream_id_ok(self, kind: FrameType, stream_id: int) -> bool:
+        """A request's stream ID is odd and not in use.
+
+        An even ID is refused with ``ERROR[INVALID]`` on it. A request on an ID still in
+        use is ignored (logged): the requester reused an ID before it heard the stream
+        end, and any answer on that ID would reach it as the end of the stream it already
+        has (it cannot tell the two apart). The server frees an ID before it sends the
+        stream's last frame, so a requester that waits to hear a stream end before reusing
+        its ID is never ignored.
+        """
+        if not stream_id & 1:
+            logger.warning("refused %s on stream %d: even stream ID", kind.name, stream_id)
+            message = f"stream ID {stream_id} is even: a client's stream IDs are odd"
+            self._refuse(kind, stream_id, ErrorCode.INVALID, message)
+            return False
+        with self._lock:
+            in_use = stream_id in self._streams
+        if in_use:
+            logger.warning("ignored %s on stream %d: stream ID in use", kind.name, stream_id)
+            return False
+        return True
+
+    def _route(
+        self, kind: FrameType, stream_id: int, route: str | None, presented: bytes | None
+    ) -> Callable[[bytes], Publisher[bytes | Payload]] | None:
+        """The factory serving a request, or ``None`` once it has been refused."""
+        if not self._authenticated and not self._core.token_ok(presented):
+            logger.warning("refused %s on stream %d: no valid bearer token", kind.name, stream_id)
+            self._refuse(kind, stream_id, ErrorCode.REJECTED, "authentication required")
+            return None
+        if kind == FrameType.REQUEST_CHANNEL:
+            self._refuse(kind, stream_id, ErrorCode.REJECTED, "request-channel is not supported")
+            return None
+        factory = self._core.routes.get(route) if route is not None else None
+        if factory is None:
+            message = "no route given" if route is None else f"no route {route!r}"
+            logger.warning("refused %s on stream %d: %s", kind.name, stream_id, message)
+            self._refuse(kind, stream_id, ErrorCode.REJECTED, message)
+            return None
+        limit = self._core.limits.max_streams
+        if self.open_streams >= limit:
+            logger.warning("refused %s on stream %d: %d streams open", kind.name, stream_id, limit)
+            self._refuse(
+                kind, stream_id, ErrorCode.REJECTED, f"too many streams open (the limit is {limit})"
+            )
+            return None
+        return factory
 
     def _request(self, frame: Frame) -> None:
         """Serve a request: check its stream ID, metadata, token and route, then start it.
@@ -222,23 +338,13 @@ class ServerConnection(Connection):
         Stream IDs (spec, "Stream Identifiers"): a client's are odd, so a request on an
         even ID gets ``ERROR[INVALID]``. IDs may come in any order, since a client may
         wrap past ``2**31 - 1`` and reuse the IDs of ended streams; a request on an ID
-        still in use gets ``ERROR[REJECTED]`` on that ID (the spec lets a responder reject
-        an ID it considers in use) and the stream already there goes on.
+        still in use is ignored (see ``_stream_id_ok``).
         Malformed routing or composite metadata gets ``ERROR[INVALID]`` on that stream;
         the connection and its other streams go on. Fire-and-forget gets no answer.
         """
         stream_id = frame.stream_id
         kind = FrameType(frame.frame_type)
-        if not stream_id & 1:
-            logger.warning("refused %s on stream %d: even stream ID", kind.name, stream_id)
-            message = f"stream ID {stream_id} is even: a client's stream IDs are odd"
-            self._refuse(kind, stream_id, ErrorCode.INVALID, message)
-            return
-        with self._lock:
-            in_use = stream_id in self._streams
-        if in_use:
-            logger.warning("refused %s on stream %d: stream ID in use", kind.name, stream_id)
-            self._refuse(kind, stream_id, ErrorCode.REJECTED, f"stream ID {stream_id} is in use")
+        if not self._stream_id_ok(kind, stream_id):
             return
         try:
             route, presented = route_of(self._metadata_mime, frame.metadata)
@@ -246,18 +352,8 @@ class ServerConnection(Connection):
             logger.warning("refused %s on stream %d: %s", kind.name, stream_id, error)
             self._refuse(kind, stream_id, ErrorCode.INVALID, str(error))
             return
-        if not self._authenticated and not self._core.token_ok(presented):
-            logger.warning("refused %s on stream %d: no valid bearer token", kind.name, stream_id)
-            self._refuse(kind, stream_id, ErrorCode.REJECTED, "authentication required")
-            return
-        if kind == FrameType.REQUEST_CHANNEL:
-            self._refuse(kind, stream_id, ErrorCode.REJECTED, "request-channel is not supported")
-            return
-        factory = self._core.routes.get(route) if route is not None else None
+        factory = self._route(kind, stream_id, route, presented)
         if factory is None:
-            message = "no route given" if route is None else f"no route {route!r}"
-            logger.warning("refused %s on stream %d: %s", kind.name, stream_id, message)
-            self._refuse(kind, stream_id, ErrorCode.REJECTED, message)
             return
         initial_n = frame.number if kind == FrameType.REQUEST_STREAM else 1
         stream = ResponderStream(
@@ -290,8 +386,14 @@ def _make_core(
     ssl_context: ssl.SSLContext | None,
     max_frame_size: int,
     workers: int,
+    limits: ServerLimits | None,
 ) -> _ServerCore:
-    settings = ConnectionSettings(max_frame_size=max_frame_size)
+    limits = ServerLimits() if limits is None else limits
+    settings = ConnectionSettings(
+        max_frame_size=max_frame_size,
+        write_high_water=limits.write_high_water,
+        memory_budget=limits.connection_memory,
+    )
     executor = DaemonThreadPool(max_workers=workers, thread_name_prefix="rsocket-server")
     return _ServerCore(
         loop,
@@ -300,6 +402,7 @@ def _make_core(
         ssl_context=ssl_context,
         settings=settings,
         executor=executor,
+        limits=limits,
     )
 
 
@@ -427,6 +530,7 @@ def serve(
     max_frame_size: int = MAX_FRAME_SIZE,
     workers: int = 8,
     transport: str = "tcp",
+    limits: ServerLimits | None = None,
 ) -> RSocketServer:
     """Serve ``routes`` over RSocket/TCP from a background event-loop thread.
 
@@ -449,6 +553,13 @@ def serve(
             Connections use no thread of their own: idle ones cost a socket only.
         transport: ``"tcp"`` (length-prefixed frames) or ``"ws"`` (RSocket over WebSocket,
             one frame per binary message, any path; needs the ``websockets`` package).
+            A WebSocket message longer than ``max_frame_size`` closes the connection
+            (close code 1009) before it is buffered whole.
+        limits: what one peer may make the server hold, and for how long: connections,
+            streams per connection, the SETUP deadline and size, the memory budget of a
+            connection, the write high-water mark, the keepalive floor. ``None``: the
+            defaults of ``ServerLimits`` (each named after the Netty, rsocket-java or
+            nginx default it follows).
 
     Returns:
         A running ``RSocketServer``; close it (or use it as a context manager).
@@ -465,6 +576,7 @@ def serve(
         ssl_context=ssl_context,
         max_frame_size=max_frame_size,
         workers=workers,
+        limits=limits,
     )
     try:
         loop_thread.call(core.start(host, port, transport), 30.0)
@@ -485,6 +597,7 @@ async def serve_async(
     max_frame_size: int = MAX_FRAME_SIZE,
     workers: int = 8,
     transport: str = "tcp",
+    limits: ServerLimits | None = None,
 ) -> AsyncRSocketServer:
     """Serve ``routes`` on the running event loop; the arguments are those of ``serve``.
 
@@ -500,6 +613,7 @@ async def serve_async(
         ssl_context=ssl_context,
         max_frame_size=max_frame_size,
         workers=workers,
+        limits=limits,
     )
     try:
         await core.start(host, port, transport)

@@ -4,10 +4,16 @@
 transport over a ``websockets`` connection: ``write`` receives whole length-prefixed
 frames (the connection only ever writes whole frames) and queues each frame, without its
 prefix, as one binary message; a writer task sends them in order with ``websockets``' own
-flow control, and pauses the connection's writers above a high-water mark. A reader task
-gives each message back to the connection with a length prefix, so framing, validation
-and the frame limit are the same as over TCP. ``websockets`` is imported lazily: only
-``ws://`` URLs and ``serve(..., transport="ws")`` need it.
+flow control, and pauses the connection's writers above a high-water mark
+(``set_write_buffer_limits``). A reader task gives each message back to the connection
+with a length prefix, so framing, validation and the frame limit are the same as over TCP;
+``pause_reading`` holds it between messages.
+
+Reading never waits behind writing: ``websockets``' ``send`` only suspends when the
+socket's buffer is full, so a writer with a long queue and a fast peer would otherwise keep
+the loop for the whole queue, and a ``CANCEL`` would wait behind every frame queued before
+it. The writer yields to the loop every ``_YIELD_EVERY`` messages. ``websockets`` is
+imported lazily: only ``ws://`` URLs and ``serve(..., transport="ws")`` need it.
 """
 
 from __future__ import annotations
@@ -17,13 +23,16 @@ import contextlib
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
 
+from ._errors import FrameError
+from ._frames import MAX_FRAME_SIZE
+
 if TYPE_CHECKING:
     from ._connection import Connection
 
 __all__ = ["WebSocketTransport", "import_websockets"]
 
-_HIGH_WATER: Final[int] = 1 << 20
-_LOW_WATER: Final[int] = 1 << 18
+_YIELD_EVERY: Final[int] = 64
+"""Messages the writer sends before it lets the loop serve reads (and everything else)."""
 
 
 def import_websockets() -> Any:
@@ -46,7 +55,11 @@ class WebSocketTransport(asyncio.Transport):
         self._protocol = protocol
         self._messages: deque[bytes] = deque()
         self._queued = 0
+        self._high_water = 64 * 1024
+        self._low_water = 16 * 1024
         self._paused = False
+        self._reading = asyncio.Event()
+        self._reading.set()
         self._closing = False
         self._wakeup = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
@@ -60,7 +73,18 @@ class WebSocketTransport(asyncio.Transport):
         try:
             async for message in self._websocket:
                 frame = message.encode("utf-8") if isinstance(message, str) else message
+                if len(frame) > MAX_FRAME_SIZE:  # websockets' max_size should stop it first
+                    self._protocol.fail(
+                        FrameError(
+                            f"a WebSocket message of {len(frame)} bytes is beyond the "
+                            f"maximum frame size of {MAX_FRAME_SIZE} bytes"
+                        ),
+                        notify_peer=True,
+                    )
+                    break
                 self._protocol.data_received(len(frame).to_bytes(3, "big") + frame)
+                if not self._reading.is_set():
+                    await self._reading.wait()
         except Exception as exc:  # the connection broke
             error = exc
         finally:
@@ -74,13 +98,17 @@ class WebSocketTransport(asyncio.Transport):
         websocket = self._websocket
         try:
             while True:
+                sent = 0
                 while self._messages:
                     message = self._messages.popleft()
                     self._queued -= len(message)
                     await websocket.send(message)
-                    if self._paused and self._queued < _LOW_WATER:
+                    if self._paused and self._queued < self._low_water:
                         self._paused = False
                         self._protocol.resume_writing()
+                    sent += 1
+                    if sent % _YIELD_EVERY == 0:
+                        await asyncio.sleep(0)  # let reads in (see the module docstring)
                 if self._closing:
                     break
                 self._wakeup.clear()
@@ -105,9 +133,26 @@ class WebSocketTransport(asyncio.Transport):
             self._queued += len(message)
             position += 3 + length
         self._wakeup.set()
-        if not self._paused and self._queued > _HIGH_WATER:
+        if not self._paused and self._queued > self._high_water:
             self._paused = True
             self._protocol.pause_writing()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        if high is not None:
+            self._high_water = high
+        self._low_water = low if low is not None else self._high_water // 4
+
+    def get_write_buffer_size(self) -> int:
+        return self._queued
+
+    def pause_reading(self) -> None:
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
+
+    def is_reading(self) -> bool:
+        return self._reading.is_set()
 
     def is_closing(self) -> bool:
         return self._closing
@@ -115,6 +160,7 @@ class WebSocketTransport(asyncio.Transport):
     def close(self) -> None:
         self._closing = True
         self._wakeup.set()
+        self._reading.set()
 
     def abort(self) -> None:
         self._messages.clear()

@@ -1,0 +1,78 @@
+"""``ServerLimits``: what one peer may make an RSocket server hold, and for how long."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["ServerLimits"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ServerLimits:
+    """The bounds an RSocket server keeps against every peer, hostile or not.
+
+    Each default is named after the server whose default it follows.
+
+    Attributes:
+        max_connections: connections served at once; one more gets
+            ``ERROR[REJECTED_SETUP]`` and is closed at once. Default 1024, the
+            ``worker_connections`` of the ``nginx.conf`` nginx ships (its built-in default
+            is 512).
+        max_streams: streams open at once on one connection; a request beyond it gets
+            ``ERROR[REJECTED]`` on its own stream (fire-and-forget: dropped) and the
+            connection goes on. Default 128, nginx's ``http2_max_concurrent_streams``.
+        setup_timeout: seconds from accept to a valid ``SETUP``; a connection without one
+            by then (idle, or trickling bytes) is closed with ``ERROR[CONNECTION_ERROR]``.
+            Default 60, nginx's ``client_header_timeout``.
+        max_setup_size: the largest ``SETUP`` frame accepted, in bytes, length prefix
+            excluded; a longer one is refused with ``ERROR[REJECTED_SETUP]`` as soon as its
+            length prefix is read, so a peer without ``SETUP`` holds at most this much.
+            Default 64 KiB, Netty's ``maxFramePayloadLength`` for WebSocket frames.
+        connection_memory: the memory budget of one connection, in bytes (at least
+            ``max_frame_size`` plus 3, or the largest frames are refused). Reading: the
+            frame being read (counted at its declared length as soon as its prefix
+            arrives) plus every fragment chain being reassembled; beyond the budget the
+            connection is closed with ``ERROR[CONNECTION_ERROR]``. Writing: frames queued
+            and not yet taken by the socket (keepalive echoes included); beyond the
+            budget the server stops reading from the peer until they drain, so a peer that
+            never reads cannot make it hold more. Default 64 MiB: four frames of
+            rsocket-java's largest (``FRAME_LENGTH_MASK``, 16 MiB), and the size of the
+            largest reassembled payload (``max_payload_size``).
+        write_high_water: the socket's write buffer, in bytes, above which route
+            publishers are asked for nothing more until it drains below a quarter of it
+            (the outbox the loop has not flushed yet stops them at four times it). Each
+            stream also has at most this many bytes requested and not yet produced,
+            judged by its largest element so far, so a peer that never reads makes the
+            server hold about ``max_streams`` times this. Default 64 KiB, the high mark of
+            Netty's ``WriteBufferWaterMark``.
+        min_keepalive: the shortest keepalive interval and max lifetime, in seconds, the
+            server accepts from a client's ``SETUP``; shorter ones are raised to it (the
+            server checks for a silent peer every ``keepalive`` seconds, so a client
+            asking for 1 ms would cost a timer per millisecond). Default 1.0, a twentieth
+            of rsocket-java's default client interval of 20 s.
+
+    Raises:
+        ValueError: a count or size below 1, or a duration not above 0.
+    """
+
+    max_connections: int = 1024
+    max_streams: int = 128
+    setup_timeout: float = 60.0
+    max_setup_size: int = 64 * 1024
+    connection_memory: int = 64 * 2**20
+    write_high_water: int = 64 * 1024
+    min_keepalive: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_connections",
+            "max_streams",
+            "max_setup_size",
+            "connection_memory",
+            "write_high_water",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("setup_timeout", "min_keepalive"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name} must be above 0 seconds, got {getattr(self, name)}")
