@@ -8,7 +8,9 @@ The kit itself imports nothing of the package but ``reactive_streams.api``.
 * The demand core (``_demand``): ``MAX_DEMAND``, ``add_demand``, ``validate_request``,
   ``WorkGuard``, ``EmitterElection``, ``DrainLoop``, ``replenish_threshold``,
   ``check_positive``.
-* Signals (``_signals``): calling a subscriber safely (Rule 2.13), ``cancel_quietly``.
+* Signals (``_signals``): calling a subscriber safely (Rule 2.13), a run of ``on_next``
+  that stops at a cancel (``signal_each``), the one terminal signal (``signal_terminal``),
+  ``cancel_quietly``.
 * ``SerializedSubscription`` (``_serialized``), the undeliverable-error hook
   (``_hooks``), the exception hierarchy (``_exceptions``), ``StreamStatistics``
   (``_statistics``), the schedulers (``_schedulers``, public as
@@ -81,10 +83,12 @@ from ._serialized import SerializedSubscription
 from ._signals import (
     cancel_quietly,
     report_violation,
+    signal_each,
     signal_on_complete,
     signal_on_error,
     signal_on_next,
     signal_on_subscribe,
+    signal_terminal,
 )
 from ._stage import BufferedStage, DownstreamStage, InnerSubscriber, PassThroughStage, UpstreamStage
 from ._statistics import StreamStatistics
@@ -138,11 +142,13 @@ __all__ = [
     "report_violation",
     "set_public_module",
     "set_undeliverable_hook",
+    "signal_each",
     "signal_error_only",
     "signal_on_complete",
     "signal_on_error",
     "signal_on_next",
     "signal_on_subscribe",
+    "signal_terminal",
     "validate_request",
     "walk",
 ]

@@ -22,17 +22,17 @@ from .._core import (
     check_positive,
     replenish_threshold,
     report_undeliverable,
-    report_violation,
+    signal_each,
     signal_error_only,
-    signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
+    signal_terminal,
     validate_request,
 )
 from ..api import Publisher, Subscriber, Subscription
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
 __all__ = ["GroupByOperator", "TooManyGroupsError"]
 
@@ -334,14 +334,7 @@ class _GroupBy(Subscriber[Any], Subscription):
                 self._downstream = None
                 error = None if self._cancelled else self._main_error
                 self._cancelled = True
-                for group in self._new:  # never emitted: nobody can consume them now
-                    self._live.remove(group)
-                    if self._groups.get(group.key) is group:
-                        del self._groups[group.key]
-                    self._dropped += len(group.queue)
-                    self._consumed += len(group.queue)
-                    group.queue.clear()
-                    group.finished = True
+                self._drop_unemitted_locked(self._new)
                 self._new.clear()
                 batch: list[_Group] = []
                 finished = False
@@ -357,20 +350,31 @@ class _GroupBy(Subscriber[Any], Subscription):
                     error = self._error
                     self._main_ended = True
                     self._downstream = None
-        for group in batch:
-            try:
-                downstream.on_next(self._group(group.key, group))
-            except Exception as exc:  # Rule 2.13
-                report_violation(downstream, "on_next", exc)
-                self.cancel()
-                return True
+        emitted = (self._group(group.key, group) for group in batch)
+        sent, ok = signal_each(downstream, emitted, lambda: self._cancelled)
+        if sent < len(batch):  # a cancel (or a raise) cut the run short
+            with self._lock:
+                self._drop_unemitted_locked(batch[sent + (not ok) :])
+                self._delivered -= len(batch) - sent
+        if not ok:  # Rule 2.13
+            self.cancel()
+            return True
         if self._main_ended and (finished or error is not None):
-            if error is not None:
-                signal_on_error(downstream, error)
-            elif finished:
-                signal_on_complete(downstream)
+            if not self._cancelled:  # not cancelled from inside on_next
+                signal_terminal(downstream, error)
             return True
         return bool(batch) or self._main_ended
+
+    def _drop_unemitted_locked(self, groups: Iterable[_Group]) -> None:
+        """Groups never emitted, now that nobody can take them: their elements are dropped."""
+        for group in groups:
+            self._live.remove(group)
+            if self._groups.get(group.key) is group:
+                del self._groups[group.key]
+            self._dropped += len(group.queue)
+            self._consumed += len(group.queue)
+            group.queue.clear()
+            group.finished = True
 
     def _serve_group(self, group: _Group) -> bool:
         with self._lock:
@@ -414,18 +418,12 @@ class _GroupBy(Subscriber[Any], Subscription):
             assert subscriber is not None
             signal_on_error(subscriber, error)
             return True
-        for element in batch:
-            try:
-                subscriber.on_next(element)
-            except Exception as exc:  # Rule 2.13
-                report_violation(subscriber, "on_next", exc)
-                group.cancel()
-                return True
-        if ended:
-            if error is not None:
-                signal_on_error(subscriber, error)
-            else:
-                signal_on_complete(subscriber)
+        _, ok = signal_each(subscriber, batch, lambda: group.cancelled)
+        if not ok:  # Rule 2.13
+            group.cancel()
+            return True
+        if ended and not group.cancelled:  # not cancelled from inside on_next
+            signal_terminal(subscriber, error)
         return True
 
     def _replenish_or_stop(self) -> bool:

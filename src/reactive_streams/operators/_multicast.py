@@ -25,10 +25,10 @@ from .._core import (
     check_subscriber,
     replenish_threshold,
     report_undeliverable,
-    report_violation,
-    signal_on_complete,
+    signal_each,
     signal_on_error,
     signal_on_subscribe,
+    signal_terminal,
     validate_request,
 )
 from ..api import Publisher, Subscriber, Subscription
@@ -143,7 +143,17 @@ class MulticastOperator(SingleUpstreamOperator[T]):
 
 
 class _Member(Subscription):
-    __slots__ = ("delivered", "demand", "done", "error", "hub", "index", "requested", "subscriber")
+    __slots__ = (
+        "cancelled",
+        "delivered",
+        "demand",
+        "done",
+        "error",
+        "hub",
+        "index",
+        "requested",
+        "subscriber",
+    )
 
     def __init__(self, hub: _Hub, subscriber: Subscriber[Any], index: int) -> None:
         self.hub = hub
@@ -153,7 +163,12 @@ class _Member(Subscription):
         self.requested = 0
         self.delivered = 0
         self.done = False
+        self.cancelled = False  # by the subscriber: its delivery stops at once (Rule 3.12)
         self.error: Exception | None = None  # a Rule 3.9 error for the drain to signal
+
+    def is_cancelled(self) -> bool:
+        """Whether the subscriber cancelled (an unlocked read of a one-way flag)."""
+        return self.cancelled
 
     def request(self, n: int) -> None:
         self.hub.member_request(self, n)
@@ -350,7 +365,7 @@ class _Hub(Subscriber[Any]):
 
     def member_cancel(self, member: _Member) -> None:
         with self._lock:
-            member.done = True
+            member.done = member.cancelled = True
             member.subscriber = None
             if member in self._members:
                 self._members.remove(member)
@@ -456,24 +471,13 @@ class _Hub(Subscriber[Any]):
             for subscriber, failure in failures:
                 signal_on_error(subscriber, failure)
             for member, subscriber, batch, last in deliveries:
-                ending = last
-                sent = 0
-                for element in batch:
-                    try:
-                        subscriber.on_next(element)
-                    except Exception as exc:  # Rule 2.13
-                        report_violation(subscriber, "on_next", exc)
-                        member.cancel()
-                        ending = False
-                        break
-                    sent += 1
+                sent, ok = signal_each(subscriber, batch, member.is_cancelled)
                 with self._lock:
                     self._delivered += sent
-                if ending:
-                    if error is not None:
-                        signal_on_error(subscriber, error)
-                    else:
-                        signal_on_complete(subscriber)
+                if not ok:  # Rule 2.13
+                    member.cancel()
+                elif last and not member.cancelled:
+                    signal_terminal(subscriber, error)
             if disconnect and upstream is not None:
                 cancel_quietly(upstream)
             elif refill and upstream is not None:
