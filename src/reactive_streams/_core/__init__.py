@@ -18,7 +18,9 @@ The kit itself imports nothing of the package but ``reactive_streams.api``.
   loop on a daemon thread), and ``set_public_module`` (``_public``), which
   every public ``__init__`` calls so that reprs show public names.
 * The single-emitter skeleton (``_emit_loop``): ``EmitLoopSubscription``, one
-  subscription whose signals all come from one elected emit loop.
+  subscription whose signals all come from one elected emit loop; and its sibling for
+  a stage that serves several subscribers from one drain loop (``_member``):
+  ``MemberSubscription`` (a group, a multicast subscriber, a hub's consumer).
 * The operator side (``_operator``): ``Operator``, ``StageOperator``,
   ``StageStatistics``, ``NoneResultError``, the subscriber checks
   (``check_subscriber``, ``signal_error_only``) and ``walk``.
@@ -56,6 +58,7 @@ from ._exceptions import (
 )
 from ._hooks import UndeliverableHook, report_undeliverable, set_undeliverable_hook
 from ._loop_thread import LoopThread
+from ._member import MemberSubscription, SharedDrainOwner
 from ._operator import (
     EmptySubscription,
     HasStatistics,
@@ -108,6 +111,7 @@ __all__ = [
     "HasStatistics",
     "InnerSubscriber",
     "LoopThread",
+    "MemberSubscription",
     "MissingBackpressureError",
     "NonPositiveDemandError",
     "NoneResultError",
@@ -121,6 +125,7 @@ __all__ = [
     "ScheduledTask",
     "Scheduler",
     "SerializedSubscription",
+    "SharedDrainOwner",
     "SingleUpstreamOperator",
     "SourceCancelledError",
     "StageOperator",

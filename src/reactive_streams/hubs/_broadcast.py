@@ -6,7 +6,6 @@ from collections import deque
 from typing import Any, Generic, Literal, TypeVar
 
 from .._core import (
-    MAX_DEMAND,
     MissingBackpressureError,
     cancel_quietly,
     check_positive,
@@ -245,18 +244,16 @@ class BroadcastHub(HubBase, Publisher[T], Generic[T]):
         with self._lock:
             offset = reader.cursor - self._start
             available = len(self._buffer) - offset
-            count = min(available, reader.demand)
+            count = reader.take_locked(available)
             batch = [self._buffer[offset + i] for i in range(count)] if count > 0 else []
             reader.cursor += count
             self._front = max(self._front, reader.cursor)
-            if count and reader.demand != MAX_DEMAND:
-                reader.demand -= count
             finished = self._done and reader.cursor >= self._start + len(self._buffer)
             error = self._error
         subscriber = reader.subscriber
         if subscriber is None:
             return bool(count)
-        sent, ok = signal_each(subscriber, batch, lambda: reader.cancelled)
+        sent, ok = signal_each(subscriber, batch, reader.is_cancelled)
         with self._lock:
             self._delivered += sent
         if not ok:  # Rule 2.13

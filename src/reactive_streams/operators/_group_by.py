@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .._core import (
     MAX_DEMAND,
     DrainLoop,
+    MemberSubscription,
     ProtocolViolationError,
     StageOperator,
     StageStatistics,
@@ -102,24 +103,24 @@ class GroupByOperator(StageOperator[Any]):
         return _GroupBy(subscriber, self._key, self._max_groups, self._prefetch, self._group)
 
 
-class _Group(Publisher[Any], Subscription):
-    """A group's state (guarded by the owner's lock), its publisher and its subscription."""
+class _Group(Publisher[Any], MemberSubscription):
+    """A group's publisher and its subscription (the kit's ``MemberSubscription``).
+
+    Its state is guarded by the owner's lock; the owner's drain loop delivers to it.
+    """
 
     def __init__(self, owner: _GroupBy, key: Any) -> None:
-        self.owner = owner
+        super().__init__(owner, None)
+        self.group_by = owner
         self.key = key
         self.queue: deque[Any] = deque()
-        self.subscriber: Subscriber[Any] | None = None
         self.subscribed = False
-        self.demand = 0
-        self.cancelled = False
         self.finished = False
-        self.error: Exception | None = None
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
         if subscriber is None:
             raise TypeError("Rule 1.9: subscribe() requires a Subscriber, got None")
-        with self.owner._lock:
+        with self.group_by._lock:
             taken = self.subscribed
             self.subscribed = True
         if taken:
@@ -131,27 +132,7 @@ class _Group(Publisher[Any], Subscription):
         if not signal_on_subscribe(subscriber, self):
             self.cancel()
             return
-        self.owner._schedule()
-
-    def request(self, n: int) -> None:
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            with self.owner._lock:
-                if self.error is None:
-                    self.error = error
-            self.owner._schedule()
-            return
-        with self.owner._lock:
-            self.demand = add_demand(self.demand, count)
-        self.owner._schedule()
-
-    def cancel(self) -> None:
-        with self.owner._lock:
-            if self.cancelled:
-                return
-            self.cancelled = True
-        self.owner._schedule()
+        self.group_by._schedule()
 
 
 class _GroupBy(Subscriber[Any], Subscription):
@@ -398,10 +379,8 @@ class _GroupBy(Subscriber[Any], Subscription):
                 if subscriber is None:
                     return False  # not subscribed yet: its elements wait
                 urgent_error = self._error  # an error overtakes queued elements (Reactor)
-                count = 0 if urgent_error is not None else min(len(group.queue), group.demand)
+                count = 0 if urgent_error is not None else group.take_locked(len(group.queue))
                 batch = [group.queue.popleft() for _ in range(count)]
-                if count and group.demand != MAX_DEMAND:
-                    group.demand -= count
                 self._consumed += count
                 ended = urgent_error is not None or (self._done and not group.queue)
                 error = self._error if ended else None
@@ -418,7 +397,7 @@ class _GroupBy(Subscriber[Any], Subscription):
             assert subscriber is not None
             signal_on_error(subscriber, error)
             return True
-        _, ok = signal_each(subscriber, batch, lambda: group.cancelled)
+        _, ok = signal_each(subscriber, batch, group.is_cancelled)
         if not ok:  # Rule 2.13
             group.cancel()
             return True

@@ -14,12 +14,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._core import (
     MAX_DEMAND,
     DrainLoop,
+    MemberSubscription,
     MissingBackpressureError,
-    ProtocolViolationError,
     SingleUpstreamOperator,
     StageStatistics,
     WorkGuard,
-    add_demand,
     cancel_quietly,
     check_positive,
     check_subscriber,
@@ -29,7 +28,6 @@ from .._core import (
     signal_on_error,
     signal_on_subscribe,
     signal_terminal,
-    validate_request,
 )
 from ..api import Publisher, Subscriber, Subscription
 
@@ -142,39 +140,24 @@ class MulticastOperator(SingleUpstreamOperator[T]):
             self._connect(hub)
 
 
-class _Member(Subscription):
-    __slots__ = (
-        "cancelled",
-        "delivered",
-        "demand",
-        "done",
-        "error",
-        "hub",
-        "index",
-        "requested",
-        "subscriber",
-    )
+class _Member(MemberSubscription):
+    """One subscriber of the hub (the kit's ``MemberSubscription``) and its position."""
+
+    __slots__ = ("delivered", "done", "hub", "index")
 
     def __init__(self, hub: _Hub, subscriber: Subscriber[Any], index: int) -> None:
+        super().__init__(hub, subscriber)
         self.hub = hub
-        self.subscriber: Subscriber[Any] | None = subscriber
-        self.index = index
-        self.demand = 0
-        self.requested = 0
+        self.index = index  # absolute index of the next element to deliver
         self.delivered = 0
-        self.done = False
-        self.cancelled = False  # by the subscriber: its delivery stops at once (Rule 3.12)
-        self.error: Exception | None = None  # a Rule 3.9 error for the drain to signal
+        self.done = False  # no longer served: cancelled, failed or ended
 
-    def is_cancelled(self) -> bool:
-        """Whether the subscriber cancelled (an unlocked read of a one-way flag)."""
-        return self.cancelled
-
-    def request(self, n: int) -> None:
-        self.hub.member_request(self, n)
-
-    def cancel(self) -> None:
-        self.hub.member_cancel(self)
+    def _cancelled_locked(self) -> None:
+        self.done = True
+        self.subscriber = None  # Rule 3.13
+        members = self.hub._members
+        if self in members:
+            members.remove(self)
 
 
 class _Hub(Subscriber[Any]):
@@ -349,28 +332,6 @@ class _Hub(Subscriber[Any]):
         self._schedule()
 
     # -------------------------------------------------------------- member side
-    def member_request(self, member: _Member, n: int) -> None:
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            with self._lock:
-                if member.error is None:
-                    member.error = error  # the drain signals it, serially (Rule 1.3)
-            self._schedule()
-            return
-        with self._lock:
-            member.demand = add_demand(member.demand, count)
-            member.requested = add_demand(member.requested, count)
-        self._schedule()
-
-    def member_cancel(self, member: _Member) -> None:
-        with self._lock:
-            member.done = member.cancelled = True
-            member.subscriber = None
-            if member in self._members:
-                self._members.remove(member)
-        self._schedule()
-
     # -------------------------------------------------------------- the drain
     def _schedule(self) -> None:
         if self._guard.acquire():
@@ -415,11 +376,9 @@ class _Hub(Subscriber[Any]):
                         self._members.remove(member)
                         failures.append((subscriber, member.error))
                         continue
-                    count = 0 if self._urgent else min(member.demand, tail - member.index)
+                    count = 0 if self._urgent else member.take_locked(tail - member.index)
                     batch = buffer[member.index - base : member.index - base + count]
                     member.index += count
-                    if count and member.demand != MAX_DEMAND:
-                        member.demand -= count
                     member.delivered += count
                     ending = self.done and (member.index == tail or self._urgent)
                     if ending:
