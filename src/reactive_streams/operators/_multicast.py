@@ -331,7 +331,6 @@ class _Hub(Subscriber[Any]):
             self.done = True
         self._schedule()
 
-    # -------------------------------------------------------------- member side
     # -------------------------------------------------------------- the drain
     def _schedule(self) -> None:
         if self._guard.acquire():
