@@ -382,3 +382,15 @@ def test_serialized_subscription_reports_an_upstream_that_raises(
     assert isinstance(violation, ProtocolViolationError)
     assert violation.rule == "3.16"
     assert str(violation).startswith("Rule 3.16: ")
+
+
+def test_claim_locked_takes_a_free_guard_and_leaves_no_missed_mark() -> None:
+    lock = threading.Lock()
+    guard = WorkGuard(lock)
+    with lock:
+        assert guard.claim_locked()  # free: the caller owns it now
+        assert not guard.claim_locked()  # owned: no mark, so the owner passes no more
+        assert not guard.release_locked()  # no missed work: ownership given up
+        assert not guard.owned
+        guard.retire_locked()
+        assert not guard.claim_locked()  # retired: nobody owns it again

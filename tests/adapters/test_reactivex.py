@@ -117,6 +117,21 @@ def test_to_observable_passes_errors_on() -> None:
     assert [str(e) for e in errors] == ["boom"]
 
 
+@pytest.mark.parametrize(
+    "source", [Flow.range(0, 3), Flow.error(ValueError("boom"))], ids=["complete", "error"]
+)
+def test_to_observable_does_not_cancel_from_a_terminal_signal(source: Flow[int]) -> None:
+    # reactivex's AutoDetachObserver disposes as it passes on_completed/on_error on; that
+    # dispose must not become a cancel from inside on_complete/on_error (Rule 2.3).
+    spy = _Spy(source)
+    ended = threading.Event()
+    to_observable(spy, prefetch=4).subscribe(
+        on_error=lambda _e: ended.set(), on_completed=ended.set
+    )
+    assert ended.wait(TIMEOUT)
+    assert not spy.cancelled.is_set()
+
+
 def test_from_observable_passes_errors_on() -> None:
     subscriber: RecordingSubscriber[int] = RecordingSubscriber(initial_request=10)
     from_observable(

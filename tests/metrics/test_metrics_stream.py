@@ -324,3 +324,25 @@ def test_a_scheduler_of_another_kind_is_a_type_error() -> None:
         r"got object$",
     ):
         metrics_stream(Flow.empty(), 1.0, scheduler=object())  # type: ignore[arg-type]
+
+
+def test_stage_clock_splits_a_period_in_ms_per_second() -> None:
+    from reactive_streams.metrics import StageClock
+
+    clock = StageClock()
+    assert clock.per_second() == (0.0, 0.0, 0.0)
+    clock.charge("busy", 0.25)
+    clock.charge("backpressured", 0.5)
+    clock.charge("idle", 0.25)
+    assert clock.per_second() == (250.0, 250.0, 500.0)
+    clock.reset()
+    assert clock.total == 0.0
+
+
+def test_outstanding_demand_stays_unbounded_once_asked_for() -> None:
+    from reactive_streams._core import MAX_DEMAND
+    from reactive_streams.metrics import outstanding_demand
+
+    assert outstanding_demand(10, 4) == 6
+    assert outstanding_demand(4, 10) == 0
+    assert outstanding_demand(MAX_DEMAND, 1_000) == MAX_DEMAND

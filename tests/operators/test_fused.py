@@ -14,6 +14,8 @@ import pytest
 
 from reactive_streams import MAX_DEMAND, ProtocolViolationError
 from reactive_streams.operators import Flow, NoneResultError
+from reactive_streams.operators._fusion import FusedOp, none_check
+from reactive_streams.operators._pull import PullPublisher
 
 from .helpers import ManualPublisher, Recorder
 
@@ -338,3 +340,28 @@ def test_unicast_runs_independently() -> None:
     flow = Flow.range(0, 3).map(lambda x: x * 2)
     assert flow.to_list(timeout=10) == [0, 2, 4]
     assert flow.to_list(timeout=10) == [0, 2, 4]
+
+
+class _Numbered(FusedOp):
+    """A fused operator of its own whose template has ``_pos)`` in another sense."""
+
+    name = "numbered"
+
+    def env(self, index: int) -> dict[str, Any]:
+        return {f"f{index}": lambda x, n: (x, n)}
+
+    def state(self, index: int) -> dict[str, str]:
+        return {"seen_pos": "0"}
+
+    def code(self, index: int, skip: str, position: str) -> list[str]:
+        return ["seen_pos += 1", f"x = f{index}(x, seen_pos)", *none_check(index, position)]
+
+
+@pytest.mark.parametrize(
+    "source", [lambda: range(3), lambda: iter([0, 1, 2])], ids=["sized", "iterator"]
+)
+def test_templates_are_filled_in_not_patched(source: Any) -> None:
+    # Pull mode with a sized source reads the position through a call; a template whose
+    # own text contains "_pos)" must compile as written.
+    flow: Flow[Any] = Flow(PullPublisher(source, (_Numbered(),), "source"))
+    assert flow.to_list() == [(0, 1), (1, 2), (2, 3)]

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from reactive_streams.pipeline import PipelineProgress, PipelineResult
-from reactive_streams.pipeline._checkpoint import ResumePoint
-from reactive_streams.pipeline._diagnostics import resumed_note
-from reactive_streams.pipeline._display import (
+from reactive_streams.cli._display import (
     render_progress,
     render_summary,
     render_top,
     spark_output_line,
 )
+from reactive_streams.pipeline import PipelineProgress, PipelineResult
+from reactive_streams.pipeline._checkpoint import ResumePoint
+from reactive_streams.pipeline._diagnostics import resumed_note
 
 
 def _progress(mode: str = "update", groups: int = 40) -> PipelineProgress:

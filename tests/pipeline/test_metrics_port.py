@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 import socket
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+import urllib.request
+from typing import TYPE_CHECKING
 
 import pytest
 from click.testing import CliRunner
@@ -13,12 +13,13 @@ from rich.console import Console
 
 from reactive_streams import StreamStatistics
 from reactive_streams.cli import main
+from reactive_streams.cli._display import render_progress
 from reactive_streams.metrics import MetricsSnapshot, StageMetrics
 from reactive_streams.pipeline import PipelineProgress
-from reactive_streams.pipeline._display import render_progress
+from reactive_streams.pipeline._diagnostics import Bottleneck
 from reactive_streams.pipeline._metrics import (
-    Bottleneck,
     PipelineMetrics,
+    StageStreams,
     bottleneck_of,
     bridge_state,
     sink_state,
@@ -202,27 +203,26 @@ class _FakeClock:
 
 
 class _FakePipeline:
-    """The parts of ``Pipeline`` that ``PipelineMetrics`` reads, in a held-sink state."""
+    """A ``MeteredRun``: what ``PipelineMetrics`` reads, in a held-sink state."""
 
-    splits = None
+    reads_on_executors = False
 
     def __init__(self) -> None:
         self.sink_stream = _stats(3, 3)  # folding a micro-batch: no demand
         self.done = False
-        self._source = SimpleNamespace(statistics=lambda: SimpleNamespace(stream=_stats(9, 9)))
-        self._bridge = SimpleNamespace(statistics=lambda: _stats(9, 9, buffered=4_000))
-        self._sink = SimpleNamespace(
-            statistics=lambda: SimpleNamespace(stream=self.sink_stream, rows_received=120),
-            wait=lambda _timeout: self.done,
-        )
-        self.query = SimpleNamespace(
-            status={"isTriggerActive": True, "message": "Processing new data"},
-            lastProgress={"batchId": 2, "numInputRows": 300, "inputRowsPerSecond": 10.0,
-                          "processedRowsPerSecond": 20.0, "durationMs": {"triggerExecution": 1500}},
-        )  # fmt: skip
 
-    def _query(self) -> Any:
-        return self.query
+    def stage_streams(self, *, last_progress: bool = False) -> StageStreams:
+        return StageStreams(
+            source=_stats(9, 9),
+            bridge=_stats(9, 9, buffered=4_000),
+            sink=self.sink_stream,
+            sink_rows=120,
+            sink_done=self.done,
+            query_status={"isTriggerActive": True, "message": "Processing new data"},
+            last_progress={"batchId": 2, "numInputRows": 300, "inputRowsPerSecond": 10.0,
+                           "processedRowsPerSecond": 20.0,
+                           "durationMs": {"triggerExecution": 1500}} if last_progress else None,
+        )  # fmt: skip
 
     def progress(self) -> PipelineProgress:
         return PipelineProgress(
@@ -234,7 +234,7 @@ class _FakePipeline:
 
 def _sampled(pipe: _FakePipeline) -> PipelineMetrics:
     clock = _FakeClock()
-    metrics = PipelineMetrics(pipe, samples_per_period=4, clock=clock.monotonic)  # type: ignore[arg-type]
+    metrics = PipelineMetrics(pipe, samples_per_period=4, clock=clock.monotonic)
     metrics._last_sample = metrics._period_start = clock.now
     return metrics
 
@@ -294,6 +294,8 @@ def test_the_registry_renders_the_pipeline_figures_by_stage() -> None:
             metrics._tick(index)
         metrics._snapshot()
         text = generate_latest(metrics.registry).decode()
+        with urllib.request.urlopen(url, timeout=30) as response:  # the served endpoint
+            assert b"reactive_streams_pipeline_bottleneck" in response.read()
     finally:
         metrics.close()
     assert 'reactive_streams_pipeline_dead_letters_total{stage="source"} 10.0' in text

@@ -25,8 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
 from reactive_streams.cli import main
+from reactive_streams.cli._display import render_progress
 from reactive_streams.pipeline import Pipeline, PipelineConfig
-from reactive_streams.pipeline._display import render_progress
 from reactive_streams.pipeline._sink import ResultSink
 
 from .conftest import SPARK_MARKS

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 import weakref
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -15,6 +16,7 @@ from reactive_streams import (
     ExecutorRejectedError,
     NonPositiveDemandError,
     ProtocolViolationError,
+    Publisher,
     Subscriber,
     Subscription,
 )
@@ -371,3 +373,32 @@ def test_constructor_errors(executor: ThreadPoolExecutor) -> None:
         ExecutorIterablePublisher(range(3), executor, batch_size="8")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"executor must be a concurrent\.futures\.Executor"):
         ExecutorIterablePublisher(range(3), object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("on_executor", [False, True], ids=["iterable", "executor"])
+def test_an_element_goes_out_before_the_next_one_is_read(on_executor: bool) -> None:
+    # A sporadic feed: the iterator cannot produce e2 until e1 has reached the subscriber.
+    # Reading one ahead before delivering would hold e1 back until e2 exists.
+    delivered = threading.Event()
+    waits: list[bool] = []
+
+    def feed() -> Iterator[str]:
+        yield "e1"
+        waits.append(delivered.wait(5.0))
+        yield "e2"
+
+    class Signalling(RecordingSubscriber[str]):
+        def on_next(self, element: str) -> None:
+            super().on_next(element)
+            delivered.set()
+
+    subscriber = Signalling(initial_request=5)
+    with ThreadPoolExecutor(1) as pool:
+        publisher: Publisher[str] = (
+            ExecutorIterablePublisher(feed(), pool) if on_executor else IterablePublisher(feed())
+        )
+        publisher.subscribe(subscriber)
+        assert subscriber.wait_terminated(TIMEOUT)
+    assert waits == [True]
+    assert subscriber.elements == ["e1", "e2"]
+    assert subscriber.completed

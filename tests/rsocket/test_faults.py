@@ -23,13 +23,11 @@ from .conftest import TIMEOUT, TrackedPublisher, items_route, numbered
 from .rawpeer import RawPeer, RawServer, request_stream, setup_frame
 
 MALFORMED = b"\x00\x00\x06\x00\x00\x00\x01\x28\x00"  # PAYLOAD with neither NEXT nor COMPLETE
-UNKNOWN_STREAM = encode_payload(99, b"stray")
 TOO_LONG = (5000).to_bytes(3, "big") + b"\x00" * 10
 MID_FRAME = b"\x00\x00\x20\x00\x00\x00"  # a 32-byte frame announced, 3 bytes sent, then EOF
 
 FAULTS = {
     "malformed": (MALFORMED, "neither the NEXT nor the COMPLETE"),
-    "unknown-stream": (UNKNOWN_STREAM, "frame for unknown stream 99"),
     "too-long": (TOO_LONG, "beyond the maximum of 1024"),
     "mid-frame": (MID_FRAME, "in the middle of a frame"),
 }
@@ -92,9 +90,6 @@ def test_server_closes_a_faulty_connection_and_goes_on(fault: str) -> None:
             peer.send(setup_frame() + request_stream(1, "tracked", 1))
             [payload] = peer.frames(1)
             assert (payload.frame_type, payload.data) == (FrameType.PAYLOAD, b"item-0")
-            if fault == "unknown-stream":
-                wire = b"\x00\x00\x0a\x00\x00\x00\x63\x20\x00\x00\x00\x00\x01"  # REQUEST_N, 99
-                message = "REQUEST_N frame for unknown stream 99"
             peer.send(wire)
             if fault == "mid-frame":
                 peer.close()

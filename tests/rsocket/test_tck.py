@@ -30,16 +30,14 @@ class _Numbered:
 
 class TestRemoteStream(PublisherVerification):
     client: ClassVar[RSocketClient]
-    closed_client: ClassVar[RSocketClient]
 
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return self.client.request_stream("range", str(elements).encode())
 
     def create_failed_publisher(self) -> Publisher[Any] | None:
-        # A remote stream can fail before any demand only when its connection is gone:
-        # RSocket has no request without demand (initial request-n > 0), so a route that
-        # fails on the server is found out at the first request (test_interop covers it).
-        return self.closed_client.request_stream("range", b"10")
+        # The stream opens at subscribe, demand or not, so a route the server refuses
+        # ends it with on_error without any request (Rules 1.4, 1.9).
+        return self.client.request_stream("missing")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -49,7 +47,4 @@ def _remote() -> Iterator[None]:
         connect(f"tcp://127.0.0.1:{server.port}") as client,
     ):
         TestRemoteStream.client = client
-        with connect(f"tcp://127.0.0.1:{server.port}") as closed:
-            closed.close()
-            TestRemoteStream.closed_client = closed
-            yield
+        yield

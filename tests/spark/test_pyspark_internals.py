@@ -282,3 +282,59 @@ def test_query_dataframe_is_spark_sql_for_a_query(spark: SparkSession) -> None:
         )
     finally:
         spark.catalog.dropTempView("parsed_view")
+
+
+def _streaming_events(spark: SparkSession, directory: Path) -> None:
+    frame = spark.readStream.schema("sensor string, event_time timestamp, value double")
+    frame.parquet(str(directory)).createOrReplaceTempView("late_events")
+
+
+@pytest.mark.parametrize(
+    ("group_by", "expected"),
+    [
+        ("sensor, window(event_time, '5 minutes')", ("event_time", "window")),
+        ("window(event_time, '10 minutes', '5 minutes'), sensor", ("event_time", "window")),
+        ("event_time", ("event_time", "time")),
+        ("sensor, session_window(event_time, '5 minutes')", None),  # not followed
+        ("sensor", None),  # no group by the event time: Spark drops nothing as late
+    ],
+)
+def test_watermark_grouping_reads_the_watermark_and_the_aggregations_event_time(
+    spark: SparkSession, tmp_path: Path, group_by: str, expected: tuple[str, str] | None
+) -> None:
+    _streaming_events(spark, tmp_path)
+    sql = (
+        "SELECT count(*) AS n FROM late_events WATERMARK event_time DELAY OF INTERVAL "
+        f"10 MINUTES GROUP BY {group_by}"
+    )
+    try:
+        frame = internals.query_dataframe(spark, sql)
+        assert internals.watermark_grouping(frame, "late_events") == expected
+        joined = internals.query_dataframe(
+            spark,
+            "SELECT count(*) FROM late_events WATERMARK event_time DELAY OF INTERVAL 10 MINUTES "
+            "JOIN late_events AS other USING (sensor) GROUP BY window(late_events.event_time, "
+            "'5 minutes')",
+        )
+        assert internals.watermark_grouping(joined, "late_events") is None  # a join
+    finally:
+        spark.catalog.dropTempView("late_events")
+
+
+def test_window_calls_read_windows_literal_arguments_as_microseconds(
+    spark: SparkSession,
+) -> None:
+    minute = 60_000_000
+    sql = (
+        "SELECT 1 FROM a GROUP BY window(t, '1 hour') UNION ALL "
+        "SELECT 1 FROM b GROUP BY window(b.t, '10 minutes', '5 minutes', 60000000) UNION ALL "
+        "SELECT 1 FROM c GROUP BY window(t, concat('1', ' hour'))"
+    )
+    calls = internals.window_calls(spark, sql)
+    assert sorted(calls, key=str) == sorted(
+        [("t", 60 * minute, 60 * minute, 0), ("t", 10 * minute, 5 * minute, minute), None],
+        key=str,
+    )
+    assert internals.window_calls(spark, "SELECT 1 FROM a GROUP BY window(t, '1 day')") == [
+        ("t", 1_440 * minute, 1_440 * minute, 0)
+    ]

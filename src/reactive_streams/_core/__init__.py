@@ -15,8 +15,12 @@ The kit itself imports nothing of the package but ``reactive_streams.api``.
   (``_hooks``), the exception hierarchy (``_exceptions``), ``StreamStatistics``
   (``_statistics``), the schedulers (``_schedulers``, public as
   ``reactive_streams.schedulers``), ``LoopThread`` (``_loop_thread``: a private event
-  loop on a daemon thread), and ``set_public_module`` (``_public``), which
+  loop on a daemon thread), ``DaemonThreadPool`` (``_executors``: worker threads
+  whose shutdown has a timeout), and ``set_public_module`` (``_public``), which
   every public ``__init__`` calls so that reprs show public names.
+* Fusion capabilities (``_capabilities``): ``ExecutorSubscribable`` (a source that
+  emits on a given executor) and ``RunSubscriber``/``run_receiver`` (a subscriber that
+  takes a run of elements in one call): what a stage tests for instead of a class.
 * The single-emitter skeleton (``_emit_loop``): ``EmitLoopSubscription``, one
   subscription whose signals all come from one elected emit loop; and its sibling for
   a stage that serves several subscribers from one drain loop (``_member``):
@@ -35,6 +39,7 @@ bridge or adapter goes.
 from __future__ import annotations
 
 from ._backpressure import OnBackpressureOperator, Overflow
+from ._capabilities import ExecutorSubscribable, RunSubscriber, run_receiver
 from ._demand import (
     MAX_DEMAND,
     DrainLoop,
@@ -56,6 +61,7 @@ from ._exceptions import (
     SourceCancelledError,
     StreamInterruptedError,
 )
+from ._executors import DaemonThreadPool
 from ._hooks import UndeliverableHook, report_undeliverable, set_undeliverable_hook
 from ._loop_thread import LoopThread
 from ._member import MemberSubscription, SharedDrainOwner
@@ -101,6 +107,7 @@ __all__ = [
     "AsyncioScheduler",
     "BufferedStage",
     "Cancellable",
+    "DaemonThreadPool",
     "DemandTypeError",
     "DownstreamStage",
     "DrainLoop",
@@ -108,6 +115,7 @@ __all__ = [
     "EmitterElection",
     "EmptySubscription",
     "ExecutorRejectedError",
+    "ExecutorSubscribable",
     "HasStatistics",
     "InnerSubscriber",
     "LoopThread",
@@ -122,6 +130,7 @@ __all__ = [
     "PeriodicTask",
     "ProtocolViolationError",
     "ReactiveStreamsError",
+    "RunSubscriber",
     "ScheduledTask",
     "Scheduler",
     "SerializedSubscription",
@@ -145,6 +154,7 @@ __all__ = [
     "replenish_threshold",
     "report_undeliverable",
     "report_violation",
+    "run_receiver",
     "set_public_module",
     "set_undeliverable_hook",
     "signal_each",

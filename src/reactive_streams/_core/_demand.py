@@ -133,6 +133,19 @@ class WorkGuard:
 
     _acquire_locked = acquire_locked
 
+    def claim_locked(self) -> bool:
+        """``acquire_locked`` without the "missed" mark, for a per-element hot path.
+
+        Valid only where the owner gives ownership up (``release_locked``) in a critical
+        section of this same lock in which it found no work: then whatever the caller
+        recorded under the lock before this call is seen by the owner's next look, and
+        the mark (one more pass) would be wasted. ``True``: the caller is now the owner.
+        """
+        if self._owned:
+            return False
+        self._owned = True
+        return True
+
     def release(self) -> bool:
         """Called by the owner after a pass: ``True`` means work was missed, pass again.
 

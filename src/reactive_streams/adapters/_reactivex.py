@@ -340,12 +340,30 @@ class _ObserverSubscriber(Subscriber[Any]):
     def on_error(self, error: Exception) -> None:
         if error is None:
             raise TypeError("Rule 2.13: on_error(None)")
-        if not self._disposed:
+        if self._terminate():
             self._observer.on_error(error)
 
     def on_complete(self) -> None:
-        if not self._disposed:
+        if self._terminate():
             self._observer.on_completed()
+
+    def _terminate(self) -> bool:
+        """Mark the subscription over before a terminal signal reaches the observer.
+
+        Rule 2.3 forbids calling the subscription from ``on_complete``/``on_error``, yet an
+        observer may dispose while it handles the signal (reactivex's
+        ``AutoDetachObserver`` always does). Marking ``_disposed`` first makes that
+        ``dispose`` a no-op instead of a ``cancel`` from inside the terminal signal.
+
+        Returns:
+            ``True`` if the observer should get the signal, ``False`` if it was disposed.
+        """
+        with self._lock:
+            if self._disposed:
+                return False
+            self._disposed = True
+            self._subscription = None
+            return True
 
     def dispose(self) -> None:
         """Cancel the subscription (now, or as soon as it arrives); idempotent."""

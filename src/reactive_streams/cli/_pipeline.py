@@ -88,7 +88,7 @@ def _log_to(path: Path) -> None:
 
 
 def _report(console: Console, result: PipelineResult, *, quiet: bool) -> None:
-    from ..pipeline._display import render_summary, render_top, spark_output_line
+    from ._display import render_summary, render_top, spark_output_line
 
     if quiet and result.status == "completed":
         return
@@ -143,7 +143,7 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     """Wait for the end, showing progress; a stop signal (see above) stops it in order."""
     from rich.live import Live
 
-    from ..pipeline._display import render_progress
+    from ._display import render_progress
 
     with (
         Live(
@@ -398,7 +398,7 @@ def pipeline(
             signal_exit_code,
             signal_name,
         )
-        from ..pipeline._display import render_schema
+        from ._display import render_schema
     except ModuleNotFoundError as exc:  # the base install, without the spark extra
         _fail(
             f"reactive-streams pipeline needs the pipeline extra (no module named {exc.name!r}): "

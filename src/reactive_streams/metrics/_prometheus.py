@@ -49,7 +49,7 @@ class PrometheusExporter(Subscriber[MetricsSnapshot]):
     It registers a collector in ``registry`` (the default registry by default) that
     renders the last snapshot received, one sample per stage labelled ``stage`` (the
     ``Flow.metrics()`` key) and ``operator``, plus ``<namespace>_sla_breaches_total`` per
-    stage and rule. Serve it with ``prometheus_client.start_http_server`` or read it with
+    stage and rule. Serve it with ``serve_metrics`` (a bounded endpoint) or read it with
     ``generate_latest``; ``close()`` cancels the stream and unregisters.
 
     Args:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .._core import (
@@ -21,6 +21,7 @@ from .._core import (
 )
 from ..api import Publisher, Subscriber
 from ._snapshot import MetricsSnapshot, SLABreach, StageMetrics
+from ._stage_clock import StageClock, StageState, outstanding_demand
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -37,9 +38,7 @@ class _Accumulator:
 
     last_delivered: int = 0
     period_start_delivered: int = 0
-    busy: float = 0.0
-    idle: float = 0.0
-    backpressured: float = 0.0
+    clock: StageClock = field(default_factory=StageClock)
 
 
 class _Sampler:
@@ -80,14 +79,16 @@ class _Sampler:
             if accumulator is None:
                 accumulator = self._accumulators[key] = _Accumulator()
             delivered = stats.delivered
+            state: StageState
             if stats.terminated:
-                accumulator.idle += elapsed
+                state = "idle"
             elif _outstanding(stats) == 0:
-                accumulator.backpressured += elapsed
+                state = "backpressured"
             elif delivered != accumulator.last_delivered:
-                accumulator.busy += elapsed
+                state = "busy"
             else:
-                accumulator.idle += elapsed
+                state = "idle"
+            accumulator.clock.charge(state, elapsed)
             accumulator.last_delivered = delivered
 
     def snapshot(self) -> MetricsSnapshot:
@@ -108,8 +109,7 @@ class _Sampler:
             elements_in = (
                 sum(delivered_by.get(up, 0) for up in upstreams) if upstreams else stats.delivered
             )
-            total = accumulator.busy + accumulator.idle + accumulator.backpressured
-            scale = 1000.0 / total if total > 0 else 0.0
+            busy, idle, backpressured = accumulator.clock.per_second()
             throughput = (
                 (stats.delivered - accumulator.period_start_delivered) / period
                 if period > 0
@@ -126,14 +126,14 @@ class _Sampler:
                     high_water_mark=stats.high_water_mark,
                     dropped=stats.dropped,
                     throughput=throughput,
-                    busy_ms_per_s=accumulator.busy * scale,
-                    idle_ms_per_s=accumulator.idle * scale,
-                    backpressured_ms_per_s=accumulator.backpressured * scale,
+                    busy_ms_per_s=busy,
+                    idle_ms_per_s=idle,
+                    backpressured_ms_per_s=backpressured,
                     terminated=stats.terminated,
                     upstreams=tuple(key_of[up] for up in upstreams if up in key_of),
                 )
             )
-            accumulator.busy = accumulator.idle = accumulator.backpressured = 0.0
+            accumulator.clock.reset()
             accumulator.period_start_delivered = stats.delivered
         breaches: list[SLABreach] = []
         for stage in figures:
@@ -151,9 +151,7 @@ class _Sampler:
 
 
 def _outstanding(stats: StageStatistics) -> int:
-    if stats.requested >= MAX_DEMAND:
-        return MAX_DEMAND
-    return max(0, stats.requested - stats.delivered)
+    return outstanding_demand(stats.requested, stats.delivered)
 
 
 class _MetricsSubscription(DownstreamStage):

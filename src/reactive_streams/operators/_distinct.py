@@ -33,7 +33,7 @@ class DistinctUntilChangedOp(FusedOp):
     def state(self, index: int) -> dict[str, str]:
         return {f"last{index}": "UNSET"}
 
-    def code(self, index: int, skip: str) -> list[str]:
+    def code(self, index: int, skip: str, position: str) -> list[str]:
         last = f"last{index}"
         key = "x" if self.key is None else f"f{index}(x)"
         return [

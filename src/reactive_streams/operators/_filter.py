@@ -33,5 +33,5 @@ class FilterOp(FusedOp):
     def env(self, index: int) -> dict[str, Any]:
         return {f"f{index}": self.predicate}
 
-    def code(self, index: int, skip: str) -> list[str]:
+    def code(self, index: int, skip: str, position: str) -> list[str]:
         return [f"if not f{index}(x):", f"    {skip}"]

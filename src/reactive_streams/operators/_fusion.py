@@ -66,10 +66,13 @@ class PushControl:
 class FusedOp:
     """One synchronous operator that can be fused with its neighbours.
 
-    Subclasses provide code templates. ``{i}`` in a template is the operator's index in the
-    chain; ``{skip}`` is the statement that drops the current element (``continue`` in pull
-    mode, ``return SKIP`` in push mode). The element is the local ``x``, its position in the
-    fused stage's input is ``_pos``.
+    Subclasses provide code templates, filled in by the compiler through ``code``'s
+    arguments, never by editing the text afterwards: ``index`` is the operator's index in
+    the chain (suffix it to every name, ``f{index}``); ``skip`` is the statement that drops
+    the current element (``continue`` in pull mode, ``return SKIP`` in push mode);
+    ``position`` is the expression for the element's position in the fused stage's input
+    (a counter, or a call that computes it only when an error needs it). The element is
+    the local ``x``.
     """
 
     __slots__ = ()
@@ -87,7 +90,7 @@ class FusedOp:
         """Per-subscription local variables and their initial value expressions."""
         return {}
 
-    def code(self, index: int, skip: str) -> list[str]:
+    def code(self, index: int, skip: str, position: str) -> list[str]:
         """The statements applied to ``x``, one per line, indented by the caller."""
         raise NotImplementedError
 
@@ -116,9 +119,12 @@ class CountedOp(FusedOp):
         return {f"c{index}": "0"}
 
 
-def none_check(index: int, var: str = "x") -> list[str]:
-    """Template lines raising ``NoneResultError`` when ``var`` is ``None`` (Rule 2.13)."""
-    return [f"if {var} is None:", f"    raise _NoneResultError(what{index}, _pos)"]
+def none_check(index: int, position: str, var: str = "x") -> list[str]:
+    """Template lines raising ``NoneResultError`` when ``var`` is ``None`` (Rule 2.13).
+
+    ``position`` is the expression ``code`` was given for the element's position.
+    """
+    return [f"if {var} is None:", f"    raise _NoneResultError(what{index}, {position})"]
 
 
 def _base_env() -> dict[str, Any]:
@@ -175,15 +181,14 @@ def _generate_segment(
     env = _base_env()
     init: list[str] = []
     body: list[str] = []
+    if counted:
+        loop, position = "    for _pos, x in enumerate(source):", "_pos"
+    else:  # the position is asked for only when an error needs it
+        loop, position = "    for x in source:", "_position()"
     for index, op in run:
         env.update(op.env(index))
         init.extend(f"    {name} = {value}" for name, value in op.state(index).items())
-        body.extend(f"        {line}" for line in op.code(index, "continue"))
-    if counted:
-        loop = "    for _pos, x in enumerate(source):"
-    else:  # the position is asked for only when an error needs it
-        loop = "    for x in source:"
-        body = [line.replace("_pos)", "_position())") for line in body]
+        body.extend(f"        {line}" for line in op.code(index, "continue", position))
     source = "\n".join(["def segment(source, _position):", *init, loop, *body, "        yield x"])
     label = "|".join(op.name for _, op in run)
     exec(compile(source, f"<fused {label}>", "exec"), env)
@@ -210,7 +215,7 @@ def compile_push(
         for name, value in op.state(index).items():
             init.append(f"    {name} = {value}")
             names.append(name)
-        body.extend(f"        {line}" for line in op.code(index, "return SKIP"))
+        body.extend(f"        {line}" for line in op.code(index, "return SKIP", "_pos"))
     source = "\n".join(
         [
             "def factory(_control):",

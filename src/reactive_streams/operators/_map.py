@@ -30,5 +30,5 @@ class MapOp(FusedOp):
     def env(self, index: int) -> dict[str, Any]:
         return {f"f{index}": self.fn, f"what{index}": "the function given to map()"}
 
-    def code(self, index: int, skip: str) -> list[str]:
-        return [f"x = f{index}(x)", *none_check(index)]
+    def code(self, index: int, skip: str, position: str) -> list[str]:
+        return [f"x = f{index}(x)", *none_check(index, position)]

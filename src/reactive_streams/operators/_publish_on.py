@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .._core import (
     MAX_DEMAND,
     DrainLoop,
+    ExecutorSubscribable,
     MissingBackpressureError,
     ProtocolViolationError,
     SingleUpstreamOperator,
@@ -24,6 +25,7 @@ from .._core import (
     replenish_threshold,
     report_undeliverable,
     report_violation,
+    run_receiver,
     signal_error_only,
     signal_on_complete,
     signal_on_error,
@@ -32,12 +34,10 @@ from .._core import (
 )
 from ..api import Processor, Publisher, Subscriber, Subscription
 from ._executors import as_executor
-from ._pull import PullPublisher
-from ._sinks import CallbackSubscriber
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from concurrent.futures import Executor
 
 __all__ = ["PublishOn", "PublishOnOperator"]
@@ -71,9 +71,10 @@ class PublishOnOperator(SingleUpstreamOperator[T]):
         """Subscribe ``subscriber`` through a new stage (Rule 1.9)."""
         check_subscriber(subscriber)
         upstream = self._upstream
-        if isinstance(upstream, PullPublisher):
-            # SYNC fusion: an iterable source needs no buffer; its emitter moves to the
-            # executor and reads the iterator there, only on demand.
+        if isinstance(upstream, ExecutorSubscribable):
+            # SYNC fusion: a source that emits on a given executor (an iterable one)
+            # needs no buffer; its emitter moves to the executor and reads there, only on
+            # demand.
             upstream.subscribe_on_executor(subscriber, self._executor)
             stats = upstream.last_statistics
             self._track(_Delegate(stats))
@@ -146,11 +147,13 @@ class PublishOn(Processor[T, T], Subscription):
         the buffer until the call returns and then loops over what was appended. An
         ``on_next`` from any other thread takes the lock, so this holds without the GIL.
 
-        When the subscriber is the plain callback sink (``Flow.subscribe(on_next=...)``,
-        exactly ``CallbackSubscriber``), the drain hands it each batch in one call,
-        ``CallbackSubscriber.on_next_run``, which calls the user's callable per element
-        and keeps the same demand, cancellation and error handling. One subscriber per
-        stage: a second one gets ``on_error``.
+        When the subscriber declares the kit's ``RunSubscriber`` capability (the plain
+        callback sink of ``Flow.subscribe(on_next=...)`` does), the drain hands it each
+        batch in one call, ``on_next_run``, which calls the user's callable per element
+        and keeps the same demand, cancellation and error handling. When the upstream
+        declares ``ExecutorSubscribable`` (an iterable source), ``Flow.publish_on`` builds
+        no stage at all: the source emits on the executor. One subscriber per stage: a
+        second one gets ``on_error``.
     """
 
     __slots__ = (
@@ -176,6 +179,7 @@ class PublishOn(Processor[T, T], Subscription):
         "_prefetch",
         "_ready",
         "_requested",
+        "_run",
         "_started",
         "_terminated",
         "_upstream",
@@ -191,6 +195,7 @@ class PublishOn(Processor[T, T], Subscription):
         self._buffer: deque[T] = deque()
         self._upstream: Subscription | None = None
         self._downstream: Subscriber[T] | None = None
+        self._run: Callable[[Iterator[T]], None] | None = None  # the downstream's on_next_run
         self._started = False
         self._ready = False
         self._done = False
@@ -238,6 +243,7 @@ class PublishOn(Processor[T, T], Subscription):
             taken = self._downstream is not None or self._started
             if not taken:
                 self._downstream = subscriber
+                self._run = run_receiver(subscriber)
         if taken:
             signal_error_only(
                 subscriber,
@@ -310,13 +316,10 @@ class PublishOn(Processor[T, T], Subscription):
             buffer.append(element)
             if len(buffer) > self._prefetch:
                 self._overflow(buffer)
-            # ``self._guard.acquire_locked()``, inlined on this per-element path. No
-            # "missed" mark is needed: the drain gives ownership up only in a critical
+            # No "missed" mark is needed: the drain gives ownership up only in a critical
             # section of this same lock in which it found the buffer idle.
-            guard = self._guard
-            if guard._owned:
+            if not self._guard.claim_locked():
                 return
-            guard._owned = True
         finally:
             lock.release()
         self._loop.start_owned()
@@ -403,6 +406,7 @@ class PublishOn(Processor[T, T], Subscription):
             else:
                 self._terminated = True
                 downstream, self._downstream = self._downstream, None
+                self._run = None
             upstream = self._upstream
         if upstream is not None:
             cancel_quietly(upstream)
@@ -413,6 +417,11 @@ class PublishOn(Processor[T, T], Subscription):
 
     def _drain(self) -> bool:
         """Serial passes: hand batches downstream while there is demand and data.
+
+        Each pass takes a batch under the lock (``_take_locked``), or ends the stream if
+        it was cancelled or failed (``_stop_locked``, then ``_signal_stop``), or gives
+        ownership up when there is nothing to do; then, without the lock, it delivers
+        (``_deliver``), completes (``_complete``) or refills upstream (``_refill``).
 
         Returns ``True`` after ``_PASS_LIMIT`` elements, to be resubmitted so a long
         stream does not hog the executor; ``False`` once ownership was given up (or the
@@ -427,96 +436,146 @@ class PublishOn(Processor[T, T], Subscription):
                     if self._guard.release_locked():
                         continue  # work arrived meanwhile
                     return False
-                downstream = self._downstream
-                upstream = self._upstream
-                cancelled = self._cancelled
-                pending = self._pending_error
-                stop = cancelled or pending is not None or downstream is None
-                if stop:
-                    self._cancelled = self._closed = True
-                    self._terminated = True
-                    self._guard.retire_locked()
-                    self._buffer.clear()
-                    self._downstream = None
+                if self._cancelled or self._pending_error is not None or self._downstream is None:
+                    stop = self._stop_locked()
+                    taken = None
                 else:
-                    buffer = self._buffer
-                    demand = self._demand
-                    size = len(buffer)
-                    self._high_water = max(
-                        self._high_water, size
-                    )  # the buffer only shrinks here: exact
-                    if demand >= size:  # take the whole buffer at once
-                        batch: deque[T] | list[T] = buffer
-                        self._buffer = deque()
-                    else:  # split it with two copies in C, not a popleft per element
-                        batch = list(islice(buffer, demand))
-                        self._buffer = deque(islice(buffer, demand, None))
-                    count = len(batch)
-                    if count and demand != MAX_DEMAND:
-                        self._demand = demand - count
-                    finished = self._done and count == size
-                    error = self._error
-                    if count == 0 and not finished:  # nothing to do, seen under the lock
+                    taken = self._take_locked()
+                    if taken is None:  # nothing to do, seen under the lock
                         if self._guard.release_locked():
                             continue  # work arrived meanwhile
                         return False
-            if stop:
-                if upstream is not None:
-                    cancel_quietly(upstream)  # Rules 3.12, 3.13: stop upstream, drop all
-                if pending is not None and not cancelled and downstream is not None:
-                    signal_on_error(downstream, pending)  # Rule 3.9
+            if taken is None:
+                self._signal_stop(*stop)
                 return False
-            assert downstream is not None
-            remaining = iter(batch)
-            failed = 0
-            if type(downstream) is CallbackSubscriber:
-                # Fused with the callback sink: its loop calls the user's callable per
-                # element, one Python call instead of two; it never raises, stops once
-                # cancelled, and leaves what it did not take in ``remaining``.
-                downstream.on_next_run(remaining)
-            else:
-                on_next = downstream.on_next
-                try:
-                    for element in remaining:
-                        on_next(element)
-                        if self._cancelled:
-                            break
-                except Exception as exc:  # Rule 2.13: treat as cancelled, report it
-                    report_violation(downstream, "on_next", exc)
-                    failed = 1
-                    with self._lock:
-                        self._cancelled = self._closed = True
-            # Counted once per batch, not per element: what the iterator did not yield.
-            sent = count - length_hint(remaining) - failed
-            with self._lock:
-                self._delivered += sent
-                if sent + failed < count:  # only a cancel stops a run early: never drop
-                    self._cancelled = self._closed = True
+            batch, count, finished, downstream, upstream = taken
+            self._deliver(downstream, batch, count)
             if self._cancelled:
-                continue  # the next round cancels upstream and drops references
+                continue  # the next pass cancels upstream and drops references
             if finished:
-                with self._lock:
-                    self._terminated = True
-                    self._guard.retire_locked()
-                    self._downstream = None
-                    overflowed = self._overflowed
-                if overflowed and upstream is not None:
-                    cancel_quietly(upstream)  # Rule 1.1 broken: stop the upstream
-                if error is not None:
-                    signal_on_error(downstream, error)
-                else:
-                    signal_on_complete(downstream)
+                self._complete(downstream, upstream)
                 return False
-            self._consumed += count
-            if self._consumed >= self._limit and upstream is not None:
-                replenish, self._consumed = self._consumed, 0
-                # 75% consumed: refill. A synchronous upstream re-enters on_next here, on
-                # this thread; the mark lets those calls append without the lock.
-                self._inline_thread = get_ident()
-                try:
-                    upstream.request(replenish)
-                finally:
-                    self._inline_thread = 0
+            self._refill(upstream, count)
             passed += count
             if passed >= _PASS_LIMIT:
                 return True
+
+    def _stop_locked(
+        self,
+    ) -> tuple[Subscription | None, Subscriber[T] | None, Exception | None, bool]:
+        """End for good: cancelled, a bad request, or no subscriber (lock held, Rule 3.13).
+
+        Returns ``(upstream, downstream, pending_error, cancelled)`` for ``_signal_stop``.
+        """
+        cancelled = self._cancelled
+        downstream = self._downstream
+        self._cancelled = self._closed = True
+        self._terminated = True
+        self._guard.retire_locked()
+        self._buffer.clear()
+        self._downstream = None
+        self._run = None
+        return self._upstream, downstream, self._pending_error, cancelled
+
+    def _signal_stop(
+        self,
+        upstream: Subscription | None,
+        downstream: Subscriber[T] | None,
+        pending: Exception | None,
+        cancelled: bool,
+    ) -> None:
+        """Cancel upstream (Rules 3.12, 3.13); signal a Rule 3.9 error unless cancelled."""
+        if upstream is not None:
+            cancel_quietly(upstream)
+        if pending is not None and not cancelled and downstream is not None:
+            signal_on_error(downstream, pending)
+
+    def _take_locked(
+        self,
+    ) -> tuple[deque[T] | list[T], int, bool, Subscriber[T], Subscription | None] | None:
+        """The next batch within demand (lock held); ``None`` if there is nothing to do.
+
+        Returns ``(batch, count, finished, downstream, upstream)``: ``finished`` when the
+        upstream ended and the batch empties the buffer, so the terminal signal follows it.
+        The whole buffer is taken at once when demand covers it; otherwise it is split
+        with two copies in C, not a ``popleft`` per element.
+        """
+        buffer = self._buffer
+        demand = self._demand
+        size = len(buffer)
+        self._high_water = max(self._high_water, size)  # the buffer only shrinks here: exact
+        batch: deque[T] | list[T]
+        if demand >= size:
+            batch = buffer
+            self._buffer = deque()
+        else:
+            batch = list(islice(buffer, demand))
+            self._buffer = deque(islice(buffer, demand, None))
+        count = len(batch)
+        if count and demand != MAX_DEMAND:
+            self._demand = demand - count
+        finished = self._done and count == size
+        if count == 0 and not finished:
+            return None
+        downstream = self._downstream
+        assert downstream is not None  # checked by the caller under the same lock
+        return batch, count, finished, downstream, self._upstream
+
+    def _deliver(self, downstream: Subscriber[T], batch: deque[T] | list[T], count: int) -> None:
+        """Hand ``batch`` downstream without the lock, and count what went out.
+
+        Stops at a cancel; an ``on_next`` that raises is reported and counts as a cancel
+        (Rule 2.13). A run-taking subscriber gets the batch in one call.
+        """
+        remaining = iter(batch)
+        failed = 0
+        run = self._run
+        if run is not None:
+            run(remaining)  # never raises; leaves what it did not take in ``remaining``
+        else:
+            on_next = downstream.on_next
+            try:
+                for element in remaining:
+                    on_next(element)
+                    if self._cancelled:
+                        break
+            except Exception as exc:
+                report_violation(downstream, "on_next", exc)
+                failed = 1
+                with self._lock:
+                    self._cancelled = self._closed = True
+        # Counted once per batch, not per element: what the iterator did not yield.
+        sent = count - length_hint(remaining) - failed
+        with self._lock:
+            self._delivered += sent
+            if sent + failed < count:  # only a cancel stops a run early: never drop
+                self._cancelled = self._closed = True
+
+    def _complete(self, downstream: Subscriber[T], upstream: Subscription | None) -> None:
+        """The buffer is empty and upstream ended: pass the terminal signal on (Rule 1.7)."""
+        with self._lock:
+            self._terminated = True
+            self._guard.retire_locked()
+            self._downstream = None
+            self._run = None
+            overflowed = self._overflowed
+            error = self._error
+        if overflowed and upstream is not None:
+            cancel_quietly(upstream)  # Rule 1.1 broken: stop the upstream
+        if error is not None:
+            signal_on_error(downstream, error)
+        else:
+            signal_on_complete(downstream)
+
+    def _refill(self, upstream: Subscription | None, count: int) -> None:
+        """Request what was consumed once it reaches 75% of ``prefetch`` (Rule 2.7)."""
+        self._consumed += count
+        if self._consumed >= self._limit and upstream is not None:
+            replenish, self._consumed = self._consumed, 0
+            # A synchronous upstream re-enters on_next here, on this thread; the mark
+            # lets those calls append without the lock.
+            self._inline_thread = get_ident()
+            try:
+                upstream.request(replenish)
+            finally:
+                self._inline_thread = 0

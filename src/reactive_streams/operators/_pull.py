@@ -54,7 +54,10 @@ class PullPublisher(Operator[T]):
 
     Backpressure:
         Emits at most the requested number of elements; it reads the iterator only while
-        there is demand, so nothing is buffered and nothing is read ahead.
+        there is demand, so nothing is buffered and nothing is read ahead: each element
+        goes out as soon as ``next()`` returns it. The end is found by the read that comes
+        up short, so a stream whose last element used up the demand completes on the next
+        ``request`` (Rule 1.5 allows that; the TCK's end-of-stream test requests once more).
 
     Concurrency:
         Emits on the thread that calls ``request``; concurrent requests from other

@@ -43,13 +43,13 @@ class ScanOp(FusedOp):
     def state(self, index: int) -> dict[str, str]:
         return {f"acc{index}": f"seed{index}"}
 
-    def code(self, index: int, skip: str) -> list[str]:
+    def code(self, index: int, skip: str, position: str) -> list[str]:
         acc = f"acc{index}"
         return [
             f"if {acc} is UNSET:",
             f"    {acc} = x",
             "else:",
             f"    {acc} = f{index}({acc}, x)",
-            *(f"    {line}" for line in none_check(index, acc)),
+            *(f"    {line}" for line in none_check(index, position, acc)),
             f"x = {acc}",
         ]

@@ -116,8 +116,10 @@ class CallbackSubscriber(Subscriber[T]):
         as that reaches 75% of the batch, so the outstanding demand never drops below
         zero and the sum requested equals the sum consumed plus ``prefetch``.
 
-        Used by ``publish_on``'s drain for this exact class (not subclasses, which may
-        override ``on_next``). Signals stay serial: it runs where ``on_next`` would.
+        The kit's ``RunSubscriber`` capability: a draining stage (``publish_on``) finds it
+        with ``run_receiver``, which takes it from this class only, not from subclasses
+        (they may override ``on_next``). Signals stay serial: it runs where ``on_next``
+        would.
 
         Args:
             elements: an iterator over non-``None`` elements (the stage rejected

@@ -25,7 +25,7 @@ class SkipOp(CountedOp):
     __slots__ = ()
     name = "skip"
 
-    def code(self, index: int, skip: str) -> list[str]:
+    def code(self, index: int, skip: str, position: str) -> list[str]:
         counter = f"c{index}"
         return [f"if {counter} < n{index}:", f"    {counter} += 1", f"    {skip}"]
 

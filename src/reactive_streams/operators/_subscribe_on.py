@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .._core import (
     DrainLoop,
     ExecutorRejectedError,
+    ExecutorSubscribable,
     PassThroughStage,
     SingleUpstreamOperator,
     StageStatistics,
@@ -22,7 +23,6 @@ from .._core import (
 )
 from ._executors import as_executor
 from ._publish_on import _Delegate
-from ._pull import PullPublisher
 
 if TYPE_CHECKING:
     import asyncio
@@ -76,7 +76,7 @@ class SubscribeOnOperator(SingleUpstreamOperator[T]):
         """Submit the upstream subscription to the executor (Rule 1.9 checked here)."""
         check_subscriber(subscriber)
         upstream = self._upstream
-        if isinstance(upstream, PullPublisher):
+        if isinstance(upstream, ExecutorSubscribable):
             # An iterable source does nothing at subscribe time: what matters is where it
             # emits. Its emitter runs on the executor (every request elected there), which
             # is subscribe_on without a forwarding stage.

@@ -27,7 +27,7 @@ class TakeOp(CountedOp):
     __slots__ = ()
     name = "take"
 
-    def code(self, index: int, skip: str) -> list[str]:
+    def code(self, index: int, skip: str, position: str) -> list[str]:
         counter = f"c{index}"
         return [
             f"{counter} += 1",

@@ -34,7 +34,7 @@ class TakeWhileOp(FusedOp):
     def env(self, index: int) -> dict[str, Any]:
         return {f"f{index}": self.predicate}
 
-    def code(self, index: int, skip: str) -> list[str]:
+    def code(self, index: int, skip: str, position: str) -> list[str]:
         return [f"if not f{index}(x):", "    _control.done = True", f"    {skip}"]
 
     def wrap(self, iterator: Iterator[Any]) -> Iterator[Any]:

@@ -27,7 +27,7 @@ import logging
 import tempfile
 from typing import TYPE_CHECKING
 
-from ._diagnostics import first_line
+from ._errors import first_line
 from ._query import DEFAULT_REQUIRED_COLUMNS, EVENTS_VIEW
 from ._schema import spark_schema
 
@@ -52,7 +52,7 @@ def query_columns(spark: SparkSession, sql: str, schema: pa.Schema) -> tuple[str
         A subset of ``schema.names`` in schema order: all of them when the query reads
         every column (``SELECT *``) or when the analysis failed for any reason (logged).
     """
-    from reactive_streams.spark._pyspark_internals import (  # noqa: PLC0415
+    from reactive_streams.spark.plans import (  # noqa: PLC0415
         file_scan_columns,
         query_dataframe,
     )

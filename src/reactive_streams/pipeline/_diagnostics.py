@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
 from ._errors import first_line, signal_exit_code, signal_name
+from ._late import BatchRange, batch_range
 
 if TYPE_CHECKING:
     from ._checkpoint import ResumePoint
-    from ._metrics import Bottleneck
 
 __all__ = [
+    "Bottleneck",
     "PipelineProgress",
     "PipelineResult",
     "QueryProgress",
@@ -52,6 +53,32 @@ def peak_memory_bytes() -> int:
     """Peak resident memory of this (the driver's Python) process so far, in bytes."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Bottleneck:
+    """The stage that held the pipeline back in the last period.
+
+    Attributes:
+        stage: its name (``"source"``, ``"bridge"``, ``"spark"``, ``"sink"``).
+        busy_ms_per_s: how busy it was, ms per second.
+        upstream: the stage before it, backpressured meanwhile; ``None`` for a source that
+            every stage after it waits on.
+        backpressured_ms_per_s: how long that upstream was backpressured, ms per second.
+    """
+
+    stage: str
+    busy_ms_per_s: float
+    upstream: str | None = None
+    backpressured_ms_per_s: float = 0.0
+
+    def __str__(self) -> str:
+        if self.upstream is None:
+            return f"{self.stage} (busy {self.busy_ms_per_s:.0f} ms/s; the stages after it wait)"
+        return (
+            f"{self.stage} (busy {self.busy_ms_per_s:.0f} ms/s while {self.upstream} is "
+            f"backpressured {self.backpressured_ms_per_s:.0f} ms/s)"
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,7 +106,12 @@ class PipelineProgress:
         sink_demand: micro-batches the sink has asked for and not received.
         groups: rows in the result so far (one per group in update and complete mode;
             the rows written in append mode).
-        late_rows: rows dropped as late by a watermark.
+        late_rows: rows dropped as late by a watermark: input rows when
+            ``late_rows_of_input``, else Spark's count (``numRowsDroppedByWatermark``),
+            taken after the partial aggregation (late rows of one group in one micro-batch
+            count once).
+        late_rows_of_input: ``late_rows`` counts input rows (``_late``: the query's rule
+            was followed), not Spark's partial aggregates.
         total_rows: records in the input when known up front, else ``None``.
         bridge_held: records held in the ``to_spark_stream`` bridge: read from the source
             and not yet acknowledged by Spark (the micro-batch running and the next ones).
@@ -123,6 +155,7 @@ class PipelineProgress:
     records_skipped: int = 0
     batches_before: int = 0
     dead_letters_before: int = 0
+    late_rows_of_input: bool = False
 
     @property
     def all_runs_batches(self) -> int:
@@ -218,6 +251,9 @@ class PipelineResult:
             "micro_batches": progress.batches,
             "dead_letters": progress.dead_letters,
             "late_rows": progress.late_rows,
+            "late_rows_counted_as": (
+                "input rows" if progress.late_rows_of_input else "Spark's partial aggregates"
+            ),
             "output_rows" if progress.output_mode == "append" else "output_groups": (
                 progress.groups
             ),
@@ -365,6 +401,7 @@ class QueryProgress:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._batches: dict[int, tuple[int, int]] = {}
+        self._ranges: dict[int, BatchRange] = {}
         self._shares: tuple[int, ...] = ()
         self._shares_batch = -1
 
@@ -374,11 +411,15 @@ class QueryProgress:
         except Exception:  # the session is gone: keep what was seen
             return
         seen: dict[int, tuple[int, int]] = {}
+        ranges: dict[int, BatchRange] = {}
         for progress in recent:
             late = sum(
                 int(state.numRowsDroppedByWatermark or 0) for state in progress.stateOperators
             )
             seen[int(progress.batchId)] = (int(progress.numInputRows), late)
+            found_range = batch_range(progress)
+            if found_range is not None:
+                ranges[int(progress.batchId)] = found_range
         # The newest micro-batch that read rows: a trigger that found nothing new reports
         # empty shares, and may be all a poll sees after the last real micro-batch.
         shares, batch = None, -1
@@ -389,6 +430,7 @@ class QueryProgress:
                 break
         with self._lock:
             self._batches.update(seen)
+            self._ranges.update(ranges)
             if shares is not None and batch >= self._shares_batch:
                 self._shares, self._shares_batch = shares, batch
 
@@ -398,8 +440,17 @@ class QueryProgress:
         with self._lock:
             return self._shares
 
+    def ranges(self) -> dict[int, BatchRange]:
+        """What each finished micro-batch seen read, and its watermark, by batch id."""
+        with self._lock:
+            return dict(self._ranges)
+
     def totals(self) -> tuple[int, int]:
-        """``(input rows, late rows)`` over the finished micro-batches seen."""
+        """``(input rows, late rows)`` over the finished micro-batches seen.
+
+        The late rows are Spark's count (``numRowsDroppedByWatermark``), taken after the
+        partial aggregation; ``LateRows`` counts input rows where it can.
+        """
         with self._lock:
             rows = sum(value[0] for value in self._batches.values())
             late = sum(value[1] for value in self._batches.values())

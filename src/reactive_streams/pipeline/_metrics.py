@@ -26,26 +26,35 @@ import importlib
 import logging
 import threading
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._core import StreamStatistics
-from ..metrics import MetricsSnapshot, PrometheusExporter, StageMetrics
+from ..metrics import (
+    MetricsServer,
+    MetricsSnapshot,
+    PrometheusExporter,
+    StageClock,
+    StageMetrics,
+    StageState,
+    outstanding_demand,
+    serve_metrics,
+)
 from ..operators import Flow
+from ._diagnostics import Bottleneck
 from ._errors import PipelineUsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
 
     from ._diagnostics import PipelineProgress
-    from ._run import Pipeline
 
 __all__ = [
-    "Bottleneck",
+    "MeteredRun",
+    "StageStreams",
     "Figures",
     "PipelineMetrics",
     "SparkBatch",
-    "StageState",
     "bottleneck_of",
     "bridge_state",
     "sink_state",
@@ -56,7 +65,6 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-StageState = Literal["busy", "idle", "backpressured"]
 
 NAMESPACE = "reactive_streams"
 """The prefix of every metric name (as ``PrometheusExporter``'s default)."""
@@ -74,7 +82,7 @@ _SOURCE_BUSY_SHARE = 500.0
 
 
 def _outstanding(stats: StreamStatistics) -> int:
-    return max(0, stats.requested - stats.delivered)
+    return outstanding_demand(stats.requested, stats.delivered)
 
 
 def source_state(stats: StreamStatistics) -> StageState:
@@ -117,32 +125,6 @@ def sink_state(sink: StreamStatistics) -> StageState:
 # -- the bottleneck ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Bottleneck:
-    """The stage that held the pipeline back in the last period.
-
-    Attributes:
-        stage: its name (``"source"``, ``"bridge"``, ``"spark"``, ``"sink"``).
-        busy_ms_per_s: how busy it was, ms per second.
-        upstream: the stage before it, backpressured meanwhile; ``None`` for a source that
-            every stage after it waits on.
-        backpressured_ms_per_s: how long that upstream was backpressured, ms per second.
-    """
-
-    stage: str
-    busy_ms_per_s: float
-    upstream: str | None = None
-    backpressured_ms_per_s: float = 0.0
-
-    def __str__(self) -> str:
-        if self.upstream is None:
-            return f"{self.stage} (busy {self.busy_ms_per_s:.0f} ms/s; the stages after it wait)"
-        return (
-            f"{self.stage} (busy {self.busy_ms_per_s:.0f} ms/s while {self.upstream} is "
-            f"backpressured {self.backpressured_ms_per_s:.0f} ms/s)"
-        )
-
-
 def bottleneck_of(snapshot: MetricsSnapshot | None) -> Bottleneck | None:
     """The stage holding the pipeline back in ``snapshot``, or ``None``.
 
@@ -169,21 +151,6 @@ def bottleneck_of(snapshot: MetricsSnapshot | None) -> Bottleneck | None:
 
 
 # -- sampling ------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class _Times:
-    busy: float = 0.0
-    idle: float = 0.0
-    backpressured: float = 0.0
-
-    def add(self, state: StageState, seconds: float) -> None:
-        if state == "busy":
-            self.busy += seconds
-        elif state == "backpressured":
-            self.backpressured += seconds
-        else:
-            self.idle += seconds
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,6 +188,49 @@ def spark_batch(progress: Mapping[str, Any] | None) -> SparkBatch | None:
         return None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageStreams:
+    """What a run's stages report at one sample (``None``: the stage does not exist yet).
+
+    Attributes:
+        source: the driver-side source's stream (``--read-on driver``).
+        bridge: the ``to_spark_stream`` bridge's stream (``--read-on driver``).
+        sink: the result sink's stream.
+        sink_rows: rows the sink received.
+        sink_done: the sink has ended (the run is over).
+        query_status: ``StreamingQuery.status`` (empty before the query runs).
+        last_progress: ``StreamingQuery.lastProgress`` when asked for, else ``None``.
+    """
+
+    source: StreamStatistics | None = None
+    bridge: StreamStatistics | None = None
+    sink: StreamStatistics | None = None
+    sink_rows: int = 0
+    sink_done: bool = False
+    query_status: Mapping[str, Any] = field(default_factory=dict)
+    last_progress: Any = None
+
+
+class MeteredRun(Protocol):
+    """What ``PipelineMetrics`` reads of a run, and nothing else."""
+
+    @property
+    def reads_on_executors(self) -> bool:
+        """The input is read on Spark's executors (no driver-side source or bridge)."""
+        ...
+
+    def stage_streams(self, *, last_progress: bool = False) -> StageStreams:
+        """The stages' statistics now (Spark's last progress too if asked).
+
+        May raise (the JVM died): the sample counts every stage as idle.
+        """
+        ...
+
+    def progress(self) -> PipelineProgress:
+        """The run's counters now; may raise: the last period is shown again."""
+        ...
+
+
 class PipelineMetrics:
     """Samples a running ``Pipeline``'s stages: the latest snapshot and its bottleneck.
 
@@ -232,7 +242,8 @@ class PipelineMetrics:
     registry on an HTTP port.
 
     Args:
-        pipeline: the run; ``start`` is called once its stages exist.
+        pipeline: the run (what it reads of it: ``MeteredRun``); ``start`` is called
+            once its stages exist.
         period: seconds per snapshot, ``> 0``.
         samples_per_period: state samples per period, ``>= 1``.
         clock: seconds, for the busy/idle/backpressured split (a fake one in tests).
@@ -246,7 +257,7 @@ class PipelineMetrics:
 
     def __init__(
         self,
-        pipeline: Pipeline,
+        pipeline: MeteredRun,
         *,
         period: float = 1.0,
         samples_per_period: int = 10,
@@ -258,13 +269,13 @@ class PipelineMetrics:
         self._samples = samples_per_period
         self.registry: Any = None
         self._exporter: PrometheusExporter | None = None
-        self._server: Any = None
+        self._server: MetricsServer | None = None
         self.url: str | None = None
         self._lock = threading.Lock()
         self._closed = threading.Event()
         self._latest: MetricsSnapshot | None = None
         self._figures: Figures | None = None
-        self._times: dict[str, _Times] = {}
+        self._times: dict[str, StageClock] = {}
         self._high_water: dict[str, int] = {}
         self._last_out: dict[str, int] = {}
         self._last_bridge_received = 0
@@ -293,18 +304,14 @@ class PipelineMetrics:
         self._exporter = PrometheusExporter(self.registry, namespace=NAMESPACE)
         self.registry.register(_PipelineCollector(self))
         try:
-            self._server, _thread = prometheus.start_http_server(
-                port, addr=host, registry=self.registry
-            )
+            self._server = serve_metrics(port, host, registry=self.registry)
         except OSError as exc:
             self._exporter.close()
             raise PipelineUsageError(
                 f"--metrics-port {port}: cannot serve metrics on {host}:{port} "
                 f"({exc.strerror or exc}); choose another port, or 0 for a free one"
             ) from None
-        bound_host, bound_port = self._server.server_address[:2]
-        shown = f"[{bound_host}]" if ":" in str(bound_host) else bound_host
-        self.url = f"http://{shown}:{bound_port}/metrics"
+        self.url = self._server.url
         return self.url
 
     def start(self) -> None:
@@ -332,15 +339,14 @@ class PipelineMetrics:
             self._exporter.close()
         server, self._server = self._server, None
         if server is not None:
-            server.shutdown()
-            server.server_close()
+            server.close()
 
     # -- what it saw --------------------------------------------------------------------
 
     @property
     def stages(self) -> tuple[str, ...]:
         """The stage names of this run, sources first."""
-        if self._pipeline.splits is not None:
+        if self._pipeline.reads_on_executors:
             return ("source", "spark", "sink")
         return ("source", "bridge", "spark", "sink")
 
@@ -372,25 +378,28 @@ class PipelineMetrics:
             _log.debug("a metrics sample failed", exc_info=True)
             states = dict.fromkeys(self.stages, "idle")
         for name, state in states.items():
-            self._times.setdefault(name, _Times()).add(state, elapsed)
+            self._times.setdefault(name, StageClock()).charge(state, elapsed)
         self._ticks += 1
-        sink = self._pipeline._sink
-        if sink is not None and sink.wait(0):
+        if self._sink_done():
             self._ending = True  # the last snapshot shows the final counts
         return self._ending or self._ticks % self._samples == 0
 
+    def _sink_done(self) -> bool:
+        try:
+            return self._pipeline.stage_streams().sink_done
+        except Exception:  # the JVM died: the run's own wait ends it
+            return False
+
     def _states(self) -> dict[str, StageState]:
-        pipe = self._pipeline
-        sink = pipe._sink.statistics().stream if pipe._sink is not None else _NOTHING
-        query = pipe._query()
-        status: Mapping[str, Any] = {} if query is None else query.status
-        spark = spark_state(sink, status)
+        streams = self._pipeline.stage_streams()
+        sink = streams.sink or _NOTHING
+        spark = spark_state(sink, streams.query_status)
         states: dict[str, StageState] = {}
-        if pipe.splits is not None:
+        if self._pipeline.reads_on_executors:
             states["source"] = spark  # read inside each micro-batch, on the executors
         else:
-            source = pipe._source.statistics().stream if pipe._source is not None else _NOTHING
-            bridge = pipe._bridge.statistics() if pipe._bridge is not None else _NOTHING
+            source = streams.source or _NOTHING
+            bridge = streams.bridge or _NOTHING
             moved = bridge.delivered != self._last_bridge_received
             self._last_bridge_received = bridge.delivered
             states["source"] = source_state(source)
@@ -403,25 +412,25 @@ class PipelineMetrics:
         """Close the period: every stage's figures, the Spark batch, the bottleneck."""
         now = self._last_sample
         period, self._period_start = now - self._period_start, now
-        pipe = self._pipeline
         try:
-            progress = pipe.progress()
+            progress = self._pipeline.progress()
         except Exception:  # never fail the run: keep showing the last period
             _log.debug("reading the pipeline's progress failed", exc_info=True)
             with self._lock:
                 latest = self._latest
             self._ended = self._ending
             return latest or MetricsSnapshot(sequence=0, time=now, period=period, stages=())
-        batch = None
+        batch, rows_received = None, 0
         try:
-            query = pipe._query()
-            batch = spark_batch(query.lastProgress) if query is not None else None
+            streams = self._pipeline.stage_streams(last_progress=True)
+            rows_received = streams.sink_rows
+            if streams.last_progress is not None:
+                batch = spark_batch(streams.last_progress)
         except Exception:  # the JVM died, the session stopped
             _log.debug("reading the query's last progress failed", exc_info=True)
         if batch is None and self._figures is not None:
             batch = self._figures.batch
-        sink = pipe._sink.statistics() if pipe._sink is not None else None
-        stages = self._stage_figures(progress, 0 if sink is None else sink.rows_received, period)
+        stages = self._stage_figures(progress, rows_received, period)
         snapshot = MetricsSnapshot(
             sequence=self._sequence, time=now, period=period, stages=tuple(stages)
         )
@@ -437,7 +446,7 @@ class PipelineMetrics:
     def _stage_figures(
         self, progress: PipelineProgress, rows_received: int, period: float
     ) -> list[StageMetrics]:
-        executors = self._pipeline.splits is not None
+        executors = self._pipeline.reads_on_executors
         into_spark = (
             progress.records_processed
             if executors
@@ -460,9 +469,8 @@ class PipelineMetrics:
                      "spark"))  # fmt: skip
         figures = []
         for name, operator, elements_in, elements_out, demand, buffered, upstream in rows:
-            times = self._times.pop(name, _Times())
-            total = times.busy + times.idle + times.backpressured
-            scale = 1000.0 / total if total > 0 else 0.0
+            times = self._times.pop(name, StageClock())
+            busy, idle, backpressured = times.per_second()
             previous = self._last_out.get(name, 0)
             self._last_out[name] = elements_out
             high = self._high_water[name] = max(self._high_water.get(name, 0), buffered)
@@ -477,9 +485,9 @@ class PipelineMetrics:
                     high_water_mark=high,
                     dropped=0,
                     throughput=(elements_out - previous) / period if period > 0 else 0.0,
-                    busy_ms_per_s=times.busy * scale,
-                    idle_ms_per_s=times.idle * scale if total > 0 else 1000.0,
-                    backpressured_ms_per_s=times.backpressured * scale,
+                    busy_ms_per_s=busy,
+                    idle_ms_per_s=idle if times.total > 0 else 1000.0,
+                    backpressured_ms_per_s=backpressured,
                     terminated=self._ending or progress.phase == "done",
                     upstreams=() if upstream is None else (upstream,),
                 )

@@ -149,7 +149,7 @@ def check_query(spark: SparkSession, sql: str) -> None:
     """
     from pyspark.errors import ParseException  # noqa: PLC0415
 
-    from reactive_streams.spark._pyspark_internals import (  # noqa: PLC0415
+    from reactive_streams.spark.plans import (  # noqa: PLC0415
         parse_query,
         statement_kind,
     )

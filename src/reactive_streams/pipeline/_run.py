@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
 from ..files import ConversionOptions, FileSplit, FormatError, SplitReader, plan_splits
+from ..operators import Flow
 from ._checkpoint import check_fingerprint, checkpoint_columns, fingerprint, resume_point
 from ._columns import stream_columns
 from ._dead_letter import DeadLetterLimit, DeadLetterWriter
@@ -82,7 +83,8 @@ from ._inputs import (
     default_input,
     plan_inputs,
 )
-from ._metrics import PipelineMetrics
+from ._late import LateRows, LateTally, SequenceTally, late_rule
+from ._metrics import PipelineMetrics, StageStreams
 from ._output import check_output_dir, result_path
 from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, check_query, choose_mode
 from ._schema import UTC_TIMESTAMP, describe_schema, schema_from_ddl, spark_schema
@@ -98,6 +100,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
+    from ..api import Publisher
     from ..spark import SparkStreamBridge, StreamingQueryPublisher
     from ._config import PipelineConfig
 
@@ -110,6 +113,10 @@ _DEATH_GRACE = 2.0
 """Seconds ``finish`` lets a failing driver JVM take to exit, to name its death as the cause."""
 
 _PROGRESS_POLL = 1.0
+
+_ROW_COLUMN = "_reactive_streams_row"
+_FILE_COLUMN = "_reactive_streams_file"
+"""``FileOpener``'s extra columns when late rows are tallied (dropped by the transform)."""
 """Seconds between reads of the query's progress while ``Pipeline.wait`` waits."""
 
 
@@ -216,6 +223,9 @@ class Pipeline:
         self._parts: Path | None = None
         self._parts_temporary = False
         self._parts_before: dict[str, tuple[int, int]] = {}  # earlier runs' parts
+        # A watermark query's late rows as input rows (``_late``), when its rule is simple.
+        self._late: LateRows | None = None
+        self._late_temporary: Path | None = None
         self._merged_dead: int | None = None
         self._resumed = False  # from a --checkpoint that earlier runs wrote to
         # The input columns sent to Spark (the query's; --read-on executors only).
@@ -527,11 +537,22 @@ class Pipeline:
             keep=None if every else kept,
             options=self.plan.options,
         )
-        files = FileSplits(self.splits, self.plan.schema, FileOpener(reader))
+        tally = self._late_tally(spark, kept)
+        if tally is None:
+            opener = FileOpener(reader)
+            transform = DeadLetterSplitter(str(self._parts), kept)
+        else:
+            opener = FileOpener(reader, row_column=_ROW_COLUMN, file_column=_FILE_COLUMN)
+            transform = DeadLetterSplitter(
+                str(self._parts), kept, tally, row_column=_ROW_COLUMN, file_column=_FILE_COLUMN
+            )
+            lanes = {str(split.path): index for index, split in enumerate(self.splits)}
+            self._late = LateRows(Path(tally.directory), lanes, self._offset_log())
+        files = FileSplits(self.splits, self.plan.schema, opener)
         return files.to_dataframe(
             spark,
             schema=spark_schema(reader.kept_schema),
-            transform=DeadLetterSplitter(str(self._parts), kept),
+            transform=transform,
             max_records_per_trigger=config.trigger_records,
             chunk_rows=config.chunk_rows,
             # The executors' Python workers start while the query is analysed and started.
@@ -561,11 +582,16 @@ class Pipeline:
             skip=start_offset,
         )
         schema = spark_schema(self.plan.schema)
+        rows: Publisher[Any] = self._source
+        tally = self._late_tally(spark, tuple(self.plan.schema.names))
+        if tally is not None:
+            self._late = LateRows(Path(tally.directory), {"": 0}, self._offset_log())
+            rows = Flow.from_publisher(self._source).map(SequenceTally(tally, start_offset))
         # The bridge itself (not just its DataFrame): statistics for the display, and close.
         # One trigger of read-ahead: the next micro-batch's records are read while Spark runs
         # the current one, so batches come out full (memory: two triggers of records).
         self._bridge = to_spark_stream_bridge(
-            self._source,
+            rows,
             spark,
             schema,
             max_records_per_trigger=config.trigger_records,
@@ -577,6 +603,33 @@ class Pipeline:
         self._bridge.prefetch()
         return self._bridge.dataframe
 
+    def _late_tally(self, spark: SparkSession, columns: tuple[str, ...]) -> LateTally | None:
+        """The tally of late keys, if the query's late rows can be counted as input rows.
+
+        Only for a ``--sql`` with a watermark whose rule ``late_rule`` follows, over an
+        event-time column that reaches Spark; the tallies go with the checkpoint (a
+        restarted run counts the replayed micro-batch from them), else to a temporary
+        directory removed at the end.
+        """
+        assert self.plan is not None
+        config = self.config
+        if config.sql is None:
+            return None
+        rule = late_rule(spark, config.sql, self.plan.schema, EVENTS_VIEW)
+        if rule is None or rule.column not in columns:
+            return None
+        if config.checkpoint is not None:
+            directory = config.checkpoint / "late-rows"
+        else:
+            directory = Path(tempfile.mkdtemp(prefix="reactive-streams-late-rows-"))
+            self._late_temporary = directory
+        return LateTally(rule, str(directory))
+
+    def _offset_log(self) -> Path | None:
+        """The query checkpoint's offset log (each micro-batch's watermark), if any."""
+        checkpoint = self.config.checkpoint
+        return None if checkpoint is None else checkpoint / "query" / "offsets"
+
     def _start_query(self, spark: SparkSession) -> None:
         """The query over ``events``, its mode, the sink and the subscription.
 
@@ -586,7 +639,7 @@ class Pipeline:
         from pyspark.errors import AnalysisException  # noqa: PLC0415
 
         from reactive_streams.spark import from_streaming_query  # noqa: PLC0415
-        from reactive_streams.spark._pyspark_internals import query_dataframe  # noqa: PLC0415
+        from reactive_streams.spark.plans import query_dataframe  # noqa: PLC0415
 
         assert self.plan is not None
         config = self.config
@@ -773,6 +826,8 @@ class Pipeline:
         if query is not None:
             self._query_progress.poll(query)
         processed, late = self._query_progress.totals()
+        if self._late is not None:
+            late = self._late.count(self._query_progress.ranges())
         if self.splits is not None:
             return self._split_progress(sink, processed, late)
         emitted = source.records_emitted if source is not None else 0
@@ -807,6 +862,7 @@ class Pipeline:
             resumed=self._resumed,
             records_skipped=source.records_skipped if source is not None else 0,
             batches_before=sink.journaled if sink is not None else 0,
+            late_rows_of_input=self._late is not None,
         )
 
     def _dead_letters(self) -> int:
@@ -858,6 +914,7 @@ class Pipeline:
             bottleneck=self.metrics.bottleneck(),
             resumed=self._resumed,
             batches_before=sink.journaled if sink is not None else 0,
+            late_rows_of_input=self._late is not None,
             dead_letters_before=max(0, self._dead_letters() - dead),
         )
 
@@ -971,6 +1028,32 @@ class Pipeline:
             self._jvm_peak = max(self._jvm_peak or 0, now)
         return self._jvm_peak
 
+    @property
+    def reads_on_executors(self) -> bool:
+        """``--read-on executors``: the input is read on Spark's executors (``MeteredRun``)."""
+        return self.splits is not None
+
+    def stage_streams(self, *, last_progress: bool = False) -> StageStreams:
+        """What each stage reports now, for the metrics (``MeteredRun``).
+
+        ``last_progress``: read Spark's last progress too (a call into the JVM that
+        parses its JSON; each period's snapshot needs it, not each sample).
+
+        Raises:
+            Exception: reading Spark's status failed (the JVM died, the session stopped).
+        """
+        sink = self._sink.statistics() if self._sink is not None else None
+        query = self._query()
+        return StageStreams(
+            source=self._source.statistics().stream if self._source is not None else None,
+            bridge=self._bridge.statistics() if self._bridge is not None else None,
+            sink=None if sink is None else sink.stream,
+            sink_rows=0 if sink is None else sink.rows_received,
+            sink_done=self._sink is not None and self._sink.wait(0),
+            query_status={} if query is None else query.status,
+            last_progress=None if query is None or not last_progress else query.lastProgress,
+        )
+
     def _query(self) -> Any:
         """The running (or ended) ``StreamingQuery``, once ``from_streaming_query`` has one."""
         publisher = self._publisher
@@ -1068,6 +1151,9 @@ class Pipeline:
         if self._parts_temporary and self._parts is not None:
             shutil.rmtree(self._parts, ignore_errors=True)
             self._parts_temporary = False
+        if self._late_temporary is not None:
+            shutil.rmtree(self._late_temporary, ignore_errors=True)
+            self._late_temporary = None
         spark, self.spark = self.spark, None
         starter, self._starter = self._starter, None
         if starter is not None:  # prepared with start_spark, never started: stop it

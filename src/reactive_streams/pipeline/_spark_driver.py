@@ -53,7 +53,7 @@ class DriverProcess:
     def of_active_context(cls) -> DriverProcess:
         """The JVM behind the running ``SparkContext`` (``process`` ``None`` if unknown)."""
         try:
-            from ..spark._pyspark_internals import gateway_process  # noqa: PLC0415
+            from ..spark.session import gateway_process  # noqa: PLC0415
         except ImportError:
             return cls(None)
         return cls(gateway_process())
@@ -104,7 +104,7 @@ def quiet_accumulator_server() -> None:
     ``reactive_streams.pipeline`` logger at DEBUG level instead.
     """
     try:
-        from ..spark._pyspark_internals import accumulator_server  # noqa: PLC0415
+        from ..spark.session import accumulator_server  # noqa: PLC0415
     except ImportError:
         return
     server: Any = accumulator_server()
@@ -145,7 +145,7 @@ def quiet_query_context_logs() -> None:
     level, ERROR), which the command sends to Spark's output file. Idempotent.
     """
     try:
-        from ..spark._pyspark_internals import query_context_loggers  # noqa: PLC0415
+        from ..spark.session import query_context_loggers  # noqa: PLC0415
     except ImportError:
         return
     target = logging.getLogger("reactive_streams.pipeline.spark")

@@ -35,9 +35,12 @@ import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ..files import DEAD_LETTER_COLUMN, DeadLetter, FileSplit, InputFile, dead_letters_of
+from ._late import NO_KEY
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from ._late import LateTally
 
 __all__ = [
     "DeadLetterSplitter",
@@ -57,13 +60,23 @@ class DeadLetterSplitter:
     renamed), so a replayed or retried micro-batch writes the same file again and a
     crash never leaves half a file under the final name.
 
+    With ``late`` set, the batch also carries each row's record number and file
+    (``row_column``, ``file_column``: ``FileOpener``'s extra columns, dropped here), and
+    the records that fit are tallied for the count of late input rows (``LateTally``).
+
     Attributes:
         directory: where the part files go (a path every executor can write).
         names: the stream's column names (the dead-letter column is dropped).
+        late: the tally of late keys, if the query's late rows are counted as input rows.
+        row_column: the record-number column (with ``late``).
+        file_column: the file-path column (with ``late``).
     """
 
     directory: str
     names: tuple[str, ...]
+    late: LateTally | None = None
+    row_column: str = "_row"
+    file_column: str = "_file"
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """``batch``'s records that fit, in the stream's columns; its dead letters saved.
@@ -73,6 +86,16 @@ class DeadLetterSplitter:
         """
         data = batch.select(list(self.names))
         dead = dead_letters_of(batch)
+        if self.late is not None and batch.num_rows:
+            rule = self.late.rule
+            keys = rule.keys(batch.column(rule.column))
+            if dead:  # a dead letter never reaches Spark: never late
+                keys[pc.is_valid(batch.column(DEAD_LETTER_COLUMN)).to_numpy(False)] = NO_KEY
+            self.late.record(
+                str(batch.column(self.file_column)[0].as_py()),
+                int(batch.column(self.row_column)[0].as_py()),
+                keys,
+            )
         if not dead:
             return data
         text = "".join(line + "\n" for line in dead)

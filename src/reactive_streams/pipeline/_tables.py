@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
 from ..files import FORMATS, Format, FormatError, InputFile, header, list_files
-from ._diagnostics import first_line
-from ._errors import PipelineUsageError
+from ._errors import PipelineUsageError, first_line
 from ._query import EVENTS_VIEW
 
 if TYPE_CHECKING:

@@ -48,7 +48,10 @@ class IterablePublisher(_IterablePublisherBase[T]):
     subscribed many times while a generator yields its elements once. Elements are pulled
     only as demanded, plus one element of read-ahead that tells an exhausted iterator from
     a live one: an empty iterable completes right after ``on_subscribe`` without waiting for
-    demand (Rule 2.9), and completion follows the last element at once (Rule 1.5).
+    demand (Rule 2.9), and completion follows the last element at once (Rule 1.5). The
+    read-ahead happens after each element is delivered, never before: an element goes out
+    as soon as ``next()`` returns it and there is demand, even if the next one takes long
+    to come (a sporadic feed). The read-ahead element waits only for demand.
 
     Emission runs on the thread that calls ``request`` (Rule 3.10), with recursion depth 1
     (Rule 3.3). ``next()`` runs on that thread too, so a blocking iterator blocks the
@@ -88,6 +91,8 @@ class ExecutorIterablePublisher(_IterablePublisherBase[T]):
     3.5). ``iter()`` and ``next()`` run in those tasks too, so a slow or blocking iterator
     never blocks a subscriber that requests. A task delivers at most ``batch_size``
     elements, then resubmits itself so that other work gets a turn on a shared executor.
+    Like ``IterablePublisher`` it reads one element ahead, and only after delivering the
+    one before: each element goes out as soon as it exists and is demanded.
 
     Signals:
         ``on_error`` with the iterator's exception (Rule 1.4), ``on_error(TypeError)`` for a
@@ -119,7 +124,11 @@ class ExecutorIterablePublisher(_IterablePublisherBase[T]):
 
 
 class _IteratorSubscription(EmitLoopSubscription[T]):
-    """Pulls from an iterator with one element of read-ahead."""
+    """Pulls from an iterator with one element of read-ahead, read after each delivery.
+
+    ``_next`` holds the element read but not yet delivered (``_NOTHING`` when there is
+    none): one is read in ``_open``, and another after each ``on_next`` returns.
+    """
 
     __slots__ = ("_error", "_iterable", "_iterator", "_next", "_position")
 
@@ -173,14 +182,19 @@ class _IteratorSubscription(EmitLoopSubscription[T]):
         emitted = 0
         while emitted < count and self._next is not _NOTHING and not election.cancelled:
             element: T = self._next  # type: ignore[assignment]
+            self._next = _NOTHING
             self._position += 1
-            self._advance()
             emitted += 1
             try:
                 subscriber.on_next(element)
             except Exception as exc:
                 self._deliver_failed(subscriber, exc)
                 break
+            if self._cancelled_meanwhile():  # on_next cancelled: read no more (Rule 3.12)
+                break
+            # Read ahead only now that the element is out: a slow iterator delays the next
+            # element, never this one, and the end is known as soon as it comes (Rule 1.5).
+            self._advance()
         return emitted
 
     def _exhausted(self) -> bool:

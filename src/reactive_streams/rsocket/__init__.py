@@ -6,7 +6,8 @@ it crosses a network (and a language) boundary:
 =================================  =============================================
 our side                           on the wire
 =================================  =============================================
-``subscribe`` + first request(n)   ``REQUEST_STREAM`` with initial request-n
+``subscribe``                      ``REQUEST_STREAM``, initial request-n: the
+                                   demand from ``on_subscribe``, or 1 (held)
 ``request(n)``                     ``REQUEST_N`` (31-bit; topped up as consumed)
 ``cancel()``                       ``CANCEL``
 ``on_next``                        ``PAYLOAD`` with NEXT

@@ -96,8 +96,11 @@ class RSocketClient:
     ) -> Publisher[bytes] | Publisher[Payload]:
         """A publisher of the stream the server serves at ``route`` for ``data``.
 
-        Every ``subscribe`` opens a new stream (``REQUEST_STREAM``) on this connection when
-        the subscriber first requests. Demand travels on the wire; see
+        Every ``subscribe`` opens a new stream (``REQUEST_STREAM``) on this connection
+        right after ``on_subscribe`` returns, with the demand signalled there as its
+        initial request-n, or 1 (an element then waits in a one-element buffer for the
+        first ``request``), so a failing route ends the stream with ``on_error`` even
+        without demand (Rules 1.4, 1.9). Demand travels on the wire; see
         ``reactive_streams.rsocket`` for the full mapping of signals to frames.
 
         Args:
@@ -134,9 +137,10 @@ class RSocketClient:
     def request_response(self, route: str, data: bytes = b"") -> Publisher[bytes]:
         """A publisher of the single response to ``data`` at ``route`` (request-response).
 
-        ``REQUEST_RESPONSE`` is sent at the subscriber's first request; the response is
-        one ``on_next`` then ``on_complete`` (or ``on_complete`` alone for an empty
-        response, or ``on_error``).
+        ``REQUEST_RESPONSE`` is sent right after ``on_subscribe`` returns; the response
+        waits for the subscriber's first request and is one ``on_next`` then
+        ``on_complete`` (or ``on_complete`` alone for an empty response), or ``on_error``,
+        which needs no request (Rule 1.4).
         """
         return RemotePublisher(
             self._connection,

@@ -11,10 +11,13 @@ The multiplexing rule: per-stream demand is the only flow control. Nothing here 
 stream, so a slow stream never stalls the others; the transport's own write buffer only
 pauses the responders' requests upstream (``writable``), it never blocks a thread.
 
-Failure: a malformed frame, a frame for a stream that was never opened, a length beyond
-the maximum, the peer closing (mid-frame or not), a keepalive timeout or a local close all
-go through ``fail``, which closes the transport once and gives every open stream exactly
-one ``on_connection_error``.
+Failure: a malformed frame, a length beyond the maximum, the peer closing (mid-frame or
+not), a keepalive timeout or a local close all go through ``fail``, which closes the
+transport once and gives every open stream exactly one ``on_connection_error``. Frames
+for a stream ID that is not in the stream table (``PAYLOAD``, ``ERROR``, ``REQUEST_N``,
+``CANCEL``) are ignored, as the spec's "Handling the Unexpected" requires: they may have
+crossed a ``CANCEL`` on the wire, and once IDs wrap past ``2**31 - 1`` an ID the peer
+uses may have been used before.
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ _REQUEST_TYPES: Final = frozenset(
     }
 )
 _PAYLOAD: Final[int] = int(FrameType.PAYLOAD)
+_ABORT_TYPES: Final = frozenset({FrameType.CANCEL, FrameType.ERROR})
 _STREAM_TYPES: Final = _REQUEST_TYPES | {
     FrameType.PAYLOAD,
     FrameType.REQUEST_N,
@@ -148,7 +152,6 @@ class Connection(asyncio.Protocol):
         self._lock = threading.Lock()
         self._streams: dict[int, StreamHandler] = {}
         self._watched: set[StreamHandler] = set()  # subscribed, stream not opened yet
-        self._highest_stream_id = 0
         self._outbox: list[bytes] = []
         self._flush_pending = False
         self._closed = False
@@ -237,11 +240,14 @@ class Connection(asyncio.Protocol):
         with self._lock:
             if self._closed:
                 return False
-            self._watched.discard(handler)
-            self._streams[stream_id] = handler
-            self._highest_stream_id = max(self._highest_stream_id, stream_id)
-            handler.stream_id = stream_id
+            self._register_locked(handler, stream_id)
             return True
+
+    def _register_locked(self, handler: StreamHandler, stream_id: int) -> None:
+        """``register``'s work, for a caller that holds the lock and checked ``_closed``."""
+        self._watched.discard(handler)
+        self._streams[stream_id] = handler
+        handler.stream_id = stream_id
 
     def watch(self, handler: StreamHandler) -> bool:
         """Have ``handler`` told of a failure before it has a stream; ``False`` if closed."""
@@ -382,15 +388,14 @@ class Connection(asyncio.Protocol):
             self._timer.cancel()
             self._timer = None
         transport = self._transport
+        code = self._error_code(error)
         if transport is not None and not transport.is_closing():
             if notify_peer:
-                code = error.code if error.code is not None else ErrorCode.CONNECTION_ERROR
                 frames.append(encode_error(0, code, str(error)))
             if frames:
                 transport.write(b"".join(frames))
             transport.close()
         if notify_peer:
-            code = error.code if error.code is not None else ErrorCode.CONNECTION_ERROR
             logger.warning("closing RSocket connection with %s: %s", code_name(code), error)
         for handler in handlers:
             try:
@@ -401,6 +406,10 @@ class Connection(asyncio.Protocol):
             self.closed.set_result(None)
         if self.on_closed is not None:
             self.on_closed(self, error)
+
+    def _error_code(self, error: RSocketConnectionError) -> int:
+        """The code of the ``ERROR`` frame on stream 0 that tells the peer about ``error``."""
+        return error.code if error.code is not None else ErrorCode.CONNECTION_ERROR
 
     def _schedule_tick(self) -> None:
         if not self._closed:
@@ -441,7 +450,9 @@ class Connection(asyncio.Protocol):
                     return
                 frame = reassembled
                 frame_type = frame.frame_type
-        elif frame_type == FrameType.CANCEL:
+        elif frame_type in _ABORT_TYPES:
+            # spec: a sender may abandon a fragment chain with CANCEL (or ERROR); a request
+            # still in reassembly has no stream yet, so the frame is then ignored below
             self._partials.pop(stream_id, None)
         elif frame_type not in _STREAM_TYPES:
             return  # spec: METADATA_PUSH, KEEPALIVE, SETUP... on a stream ID > 0 are ignored
@@ -450,15 +461,9 @@ class Connection(asyncio.Protocol):
             return
         with self._lock:
             handler = self._streams.get(stream_id)
-            stale = stream_id <= self._highest_stream_id
-        if handler is None:
-            if stale or frame.flags & FLAG_IGNORE:
-                return  # the stream ended earlier: frames still in flight are ignored
-            raise FrameError(
-                f"{_type_name(frame_type)} frame for unknown stream {stream_id} "
-                "(no stream with that ID was ever opened)"
-            )
-        handler.on_frame(frame)
+        if handler is not None:
+            handler.on_frame(frame)
+        # else, spec: PAYLOAD, ERROR, REQUEST_N and CANCEL on an unknown stream are ignored
 
     def _reassemble(self, frame: Frame) -> Frame | None:
         stream_id = frame.stream_id

@@ -61,7 +61,12 @@ class RSocketConnectionError(RSocketError):
 
 
 class FrameError(RSocketConnectionError):
-    """A frame could not be decoded or broke the protocol; the connection closes."""
+    """A frame could not be decoded or broke the protocol; the connection closes.
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, code=0x101)
+    ``code`` is ``CONNECTION_ERROR`` (0x101), except for a ``SETUP`` frame a server cannot
+    read: ``INVALID_SETUP`` (0x001, e.g. truncated) or ``UNSUPPORTED_SETUP`` (0x002, e.g.
+    a MIME type that is not US-ASCII), the codes the spec gives for refusing a setup.
+    """
+
+    def __init__(self, message: str, *, code: int = 0x101) -> None:
+        super().__init__(message, code=code)

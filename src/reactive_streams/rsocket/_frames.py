@@ -433,6 +433,16 @@ def decode_frame(frame: bytes) -> Frame | None:
 
 
 def _decode_setup(frame: bytes, stream_id: int, flags: int) -> Frame:
+    """Decode a ``SETUP``; a frame that cannot be read is refused with ``INVALID_SETUP``."""
+    try:
+        return _decode_setup_fields(frame, stream_id, flags)
+    except FrameError as error:
+        if error.code != ErrorCode.CONNECTION_ERROR:
+            raise
+        raise FrameError(str(error), code=ErrorCode.INVALID_SETUP) from None
+
+
+def _decode_setup_fields(frame: bytes, stream_id: int, flags: int) -> Frame:
     _require(frame, _SETUP_FIXED_END, "SETUP")
     major, minor, keepalive, lifetime = _SETUP_FIXED.unpack_from(frame, _HEADER_SIZE)
     offset = _SETUP_FIXED_END
@@ -453,7 +463,10 @@ def _decode_setup(frame: bytes, stream_id: int, flags: int) -> Frame:
         try:
             mimes.append(frame[offset : offset + mime_length].decode("ascii"))
         except UnicodeDecodeError:
-            raise FrameError("SETUP frame with a MIME type that is not US-ASCII") from None
+            raise FrameError(
+                "SETUP frame with a MIME type that is not US-ASCII",
+                code=ErrorCode.UNSUPPORTED_SETUP,
+            ) from None
         offset += mime_length
     metadata, data = _split_metadata(frame, offset, flags)
     setup = Setup(

@@ -2,12 +2,17 @@
 
 Each ``subscribe`` opens a new RSocket stream (a cold publisher, Rule 1.11). The mapping:
 
+* The stream opens right after ``on_subscribe`` returns, demand or not, so that a route
+  that fails (unknown, refused, a factory that raises) reaches the subscriber as
+  ``on_error`` even if it never requests (Rules 1.4, 1.9). Its initial request-n is the
+  demand signalled inside ``on_subscribe``, or 1 without any: that one element is held in
+  a one-element buffer until the subscriber requests it (Rule 1.1).
 * ``request(n)`` adds to the subscriber's demand (Rule 3.8). Demand is carried on the wire
   as the initial request-n of ``REQUEST_STREAM`` and then as ``REQUEST_N`` frames. The
-  credit granted to the peer never exceeds the demand not yet covered by elements in hand,
-  and is capped at ``window`` (at most ``2**31 - 1``, RSocket's largest request-n): unbounded
-  demand (``MAX_DEMAND``, Rule 3.17) is topped up as the elements are consumed, when the
-  credit left falls to half the window.
+  credit granted to the peer never exceeds the demand not yet covered by elements in hand
+  (or 1, the eager open's credit), and is capped at ``window`` (at most ``2**31 - 1``,
+  RSocket's largest request-n): unbounded demand (``MAX_DEMAND``, Rule 3.17) is topped up
+  as the elements are consumed, when the credit left falls to half the window.
 * ``cancel()`` sends ``CANCEL`` (Rule 3.5: idempotent, from any thread).
 * ``PAYLOAD`` frames become ``on_next``; the COMPLETE flag becomes ``on_complete`` after the
   elements already received; an ``ERROR`` frame, the connection failing, a keepalive
@@ -106,8 +111,12 @@ class RemotePublisher(Publisher[T], Generic[T]):
         self._window = window
 
     def subscribe(self, subscriber: Subscriber[T]) -> None:
-        """Open a new stream for ``subscriber``; nothing is sent before its first request.
+        """Open a new stream for ``subscriber``, right after its ``on_subscribe`` returns.
 
+        The request frame carries the demand signalled inside ``on_subscribe``, or an
+        initial request-n of 1 without any; an element that arrives before demand waits in
+        a one-element buffer (Rule 1.1). A route that fails therefore ends the stream with
+        ``on_error`` whether or not the subscriber requests (Rules 1.4, 1.9).
         ``on_subscribe`` and every later signal run on the client's executor.
 
         Raises:
@@ -162,10 +171,10 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
             self._drain.start_owned()
 
     def start(self) -> None:
-        """Run the first pass, which signals ``on_subscribe`` (Rule 1.9).
+        """Run the first pass, which signals ``on_subscribe`` (Rule 1.9), then opens the stream.
 
-        Until its first request opens the stream, the subscription is watched by the
-        connection, so a connection that fails meanwhile still ends it (Rule 1.4).
+        Until the stream is open, the subscription is watched by the connection, so a
+        connection that fails meanwhile still ends it (Rule 1.4).
         """
         self._connection.watch(self)
         if self._election.acquire():
@@ -254,12 +263,14 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
         with self._lock:
             if self._remote_done:
                 return False
-            if self._publisher._kind != FrameType.REQUEST_STREAM:
-                if self._stream_open or demand == 0:
+            if not self._is_stream:
+                if self._stream_open:
                     return False
                 target = 1
             else:
                 target = min(demand - buffered, self._publisher._window)
+                if not self._stream_open:
+                    target = max(target, 1)  # open eagerly: a failing route is heard
             outstanding = self._outstanding
             grant = target - outstanding
             if grant <= 0 or outstanding > target // 2:

@@ -12,6 +12,10 @@ connection's handler for that stream:
 * ``on_next`` becomes ``PAYLOAD`` (NEXT), ``on_complete`` becomes ``PAYLOAD`` (COMPLETE),
   ``on_error`` becomes ``ERROR[APPLICATION_ERROR]`` with the exception's text.
 * ``CANCEL`` from the peer, or the connection failing, cancels the subscription.
+* A factory, ``subscribe``, ``request`` or ``cancel`` that raises, ``SystemExit`` and
+  ``KeyboardInterrupt`` included, ends the stream with ``ERROR[APPLICATION_ERROR]`` and
+  removes it from the stream table (``DrainLoop``'s ``on_failure``); a ``BaseException``
+  is then re-raised on the worker, never swallowed.
 
 User code (the factory, ``subscribe``, ``request``, ``cancel``) runs only in the stream's
 ``DrainLoop`` on the server's executor, never on the event loop; a synchronous publisher
@@ -92,7 +96,12 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         self._cancel_pending = False
         self._started = False
         self._max_payload = connection.settings.max_frame_size - 6
-        self._pump = DrainLoop(self._pass, executor=executor, on_rejected=self._on_rejected)
+        self._pump = DrainLoop(
+            self._pass,
+            executor=executor,
+            on_rejected=self._on_rejected,
+            on_failure=self._on_failure,
+        )
 
     def start(self) -> None:
         """Call the factory and subscribe, on the executor."""
@@ -137,6 +146,27 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
             subscription.cancel()
         elif count:
             subscription.request(count)
+
+    def _on_failure(self, error: Exception) -> None:
+        """End the stream with ``ERROR[APPLICATION_ERROR]`` because a pass raised.
+
+        The factory or ``subscribe`` raised a ``BaseException`` that is not an
+        ``Exception`` (``SystemExit``, ``KeyboardInterrupt``: ``error`` is then a
+        ``StreamInterruptedError`` and ``DrainLoop`` re-raises the original after this
+        returns), or the publisher's ``request``/``cancel`` raised (against Rule 3.16).
+        The stream leaves the stream table and upstream is cancelled.
+        """
+        with self._lock:
+            subscription, self._subscription = self._subscription, None
+            ended = self._done
+            self._done = True
+        if ended:
+            self._connection.unregister(self.stream_id)
+        else:
+            logger.error("route %r failed: %s", self._route, error, exc_info=error)
+            self._end_with_error(f"route {self._route!r} failed: {type(error).__name__}: {error}")
+        if subscription is not None:
+            subscription.cancel()
 
     def _on_rejected(self, error: ExecutorRejectedError) -> None:
         # The server is shutting down: cancel upstream here, the stream is over.
@@ -276,11 +306,11 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
     def _end_with_error(self, message: str) -> None:
         with self._lock:
             self._done = True
+        self._connection.unregister(self.stream_id)  # first: the stream is over when it hears
         if self._kind != FrameType.REQUEST_FNF:
             self._connection.send(
                 encode_error(self.stream_id, ErrorCode.APPLICATION_ERROR, message)
             )
-        self._connection.unregister(self.stream_id)
 
     # -- StreamHandler (loop thread) ------------------------------------------------------
 

@@ -6,10 +6,10 @@ import asyncio
 import hmac
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
 from typing import TYPE_CHECKING, Any
 
-from .._core import LoopThread
+from .._core import DaemonThreadPool, LoopThread
 from ._connection import Connection, ConnectionSettings
 from ._errors import FrameError, RSocketConnectionError
 from ._frames import MAX_FRAME_SIZE, ErrorCode, FrameType, encode_error
@@ -31,6 +31,9 @@ __all__ = ["AsyncRSocketServer", "RSocketServer", "serve", "serve_async"]
 
 logger = logging.getLogger("reactive_streams.rsocket")
 
+_SLACK = 0.5
+"""Seconds ``close`` may take beyond its timeout, to hand results between threads."""
+
 
 class _ServerCore:
     """The listening socket and its connections, on one event loop."""
@@ -43,7 +46,7 @@ class _ServerCore:
         token: str | None,
         ssl_context: ssl.SSLContext | None,
         settings: ConnectionSettings,
-        executor: ThreadPoolExecutor,
+        executor: DaemonThreadPool,
     ) -> None:
         self.loop = loop
         self.routes = dict(routes)
@@ -118,6 +121,8 @@ class _ServerCore:
         )
 
     async def aclose(self, timeout: float) -> None:
+        """Stop listening and close every connection, within ``timeout`` seconds in all."""
+        deadline = self.loop.time() + timeout
         server = self._server
         if server is not None:
             server.close()
@@ -126,9 +131,9 @@ class _ServerCore:
             connection.fail(RSocketConnectionError("the server is closing"), notify_peer=False)
         waiters = [connection.closed for connection in connections]
         if waiters:
-            await asyncio.wait(waiters, timeout=timeout)
+            await asyncio.wait(waiters, timeout=max(0.0, deadline - self.loop.time()))
         if server is not None:
-            await asyncio.wait_for(server.wait_closed(), timeout)
+            await asyncio.wait_for(server.wait_closed(), max(0.0, deadline - self.loop.time()))
 
 
 class ServerConnection(Connection):
@@ -212,13 +217,35 @@ class ServerConnection(Connection):
         self._schedule_tick()
 
     def _request(self, frame: Frame) -> None:
+        """Serve a request: check its stream ID, metadata, token and route, then start it.
+
+        Stream IDs (spec, "Stream Identifiers"): a client's are odd, so a request on an
+        even ID gets ``ERROR[INVALID]``. IDs may come in any order, since a client may
+        wrap past ``2**31 - 1`` and reuse the IDs of ended streams; a request on an ID
+        still in use gets ``ERROR[REJECTED]`` on that ID (the spec lets a responder reject
+        an ID it considers in use) and the stream already there goes on.
+        Malformed routing or composite metadata gets ``ERROR[INVALID]`` on that stream;
+        the connection and its other streams go on. Fire-and-forget gets no answer.
+        """
         stream_id = frame.stream_id
-        with self._lock:
-            if stream_id in self._streams or stream_id <= self._highest_stream_id:
-                return  # spec: a request on a stream ID in use (or used) is ignored
-            self._highest_stream_id = stream_id
         kind = FrameType(frame.frame_type)
-        route, presented = route_of(self._metadata_mime, frame.metadata)
+        if not stream_id & 1:
+            logger.warning("refused %s on stream %d: even stream ID", kind.name, stream_id)
+            message = f"stream ID {stream_id} is even: a client's stream IDs are odd"
+            self._refuse(kind, stream_id, ErrorCode.INVALID, message)
+            return
+        with self._lock:
+            in_use = stream_id in self._streams
+        if in_use:
+            logger.warning("refused %s on stream %d: stream ID in use", kind.name, stream_id)
+            self._refuse(kind, stream_id, ErrorCode.REJECTED, f"stream ID {stream_id} is in use")
+            return
+        try:
+            route, presented = route_of(self._metadata_mime, frame.metadata)
+        except FrameError as error:
+            logger.warning("refused %s on stream %d: %s", kind.name, stream_id, error)
+            self._refuse(kind, stream_id, ErrorCode.INVALID, str(error))
+            return
         if not self._authenticated and not self._core.token_ok(presented):
             logger.warning("refused %s on stream %d: no valid bearer token", kind.name, stream_id)
             self._refuse(kind, stream_id, ErrorCode.REJECTED, "authentication required")
@@ -265,7 +292,7 @@ def _make_core(
     workers: int,
 ) -> _ServerCore:
     settings = ConnectionSettings(max_frame_size=max_frame_size)
-    executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rsocket-server")
+    executor = DaemonThreadPool(max_workers=workers, thread_name_prefix="rsocket-server")
     return _ServerCore(
         loop,
         routes=routes,
@@ -304,19 +331,26 @@ class RSocketServer:
     def close(self, timeout: float = 5.0) -> None:
         """Stop listening, close every connection (its streams' publishers are cancelled).
 
-        Waits at most ``timeout`` seconds for the sockets to close, then for the pending
-        calls into route publishers (cancellations) to return. Idempotent.
+        Returns within about ``timeout`` seconds in all (a fraction of a second more at
+        most): it waits for the sockets to close, then for the calls into route
+        publishers already running or queued (cancellations) to return. A call still
+        blocked at the deadline, such as a publisher stuck inside ``request``, is left
+        running on its worker, a daemon thread that will not keep the process alive;
+        calls that had not started are cancelled. Idempotent.
         """
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
+        deadline = time.monotonic() + timeout
         try:
-            self._loop_thread.call(self._core.aclose(timeout), timeout + 1.0)
+            self._loop_thread.call(self._core.aclose(timeout), timeout + _SLACK)
         except (TimeoutError, RuntimeError):
             logger.warning("the RSocket server did not close within %s s", timeout)
-        self._loop_thread.stop(timeout)
-        self._core.executor.shutdown(wait=True)
+        self._loop_thread.stop(max(0.0, deadline - time.monotonic()))
+        executor = self._core.executor
+        executor.shutdown(wait=True, timeout=max(0.0, deadline - time.monotonic()))
+        executor.shutdown(wait=False, cancel_futures=True)  # what could not run in time
 
     def __enter__(self) -> RSocketServer:
         return self
@@ -356,13 +390,20 @@ class AsyncRSocketServer:
     async def aclose(self, timeout: float = 5.0) -> None:
         """Stop listening and close every connection; idempotent.
 
-        The executor that runs route publishers is shut down without blocking the loop.
+        Returns within about ``timeout`` seconds, as ``RSocketServer.close`` does: the
+        workers that run route publishers are shut down without blocking the loop, and a
+        call still blocked at the deadline is left on its daemon thread.
         """
         if self._closed:
             return
         self._closed = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         await self._core.aclose(timeout)
-        await asyncio.get_running_loop().run_in_executor(None, self._core.executor.shutdown)
+        executor = self._core.executor
+        remaining = max(0.0, deadline - loop.time())
+        await loop.run_in_executor(None, lambda: executor.shutdown(wait=True, timeout=remaining))
+        executor.shutdown(wait=False, cancel_futures=True)
 
     async def __aenter__(self) -> AsyncRSocketServer:
         return self

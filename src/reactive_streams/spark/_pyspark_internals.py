@@ -43,6 +43,19 @@ Assumptions, one per function:
   ``org.apache.spark.sql.classic.Dataset.ofRows(session, plan)`` analyses a parsed plan
   into the DataFrame ``spark.sql`` would return (``spark.sql`` is ``parsePlan`` then
   ``ofRows``, which runs a command at once).
+* ``watermark_grouping``: an analyzed logical plan is a tree of ``LogicalPlan`` nodes
+  (``children()``) named by their class (``EventTimeWatermark``, ``Aggregate``, ``Join``,
+  ``Deduplicate``...); an ``EventTimeWatermark`` has ``eventTime()`` (the attribute) and
+  ``child()``, a view's rows are read under a ``SubqueryAlias`` whose ``alias()`` is the
+  view's name; an ``Aggregate``'s ``groupingExpressions()`` are ``AttributeReference``
+  values whose ``metadata()`` carries ``spark.watermarkDelayMs`` when they are the event
+  time, and ``spark.timeWindow`` as well when they are the struct ``window(...)`` made.
+* ``window_calls``: in a parsed plan (``parseQuery``), each node's ``expressions()`` are
+  expression trees (``children()``), a function call is an ``UnresolvedFunction`` with
+  ``nameParts()`` and ``arguments()``, a column an ``UnresolvedAttribute`` with
+  ``nameParts()``, and a constant a ``Literal`` with ``value()`` and ``dataType()``; and
+  ``IntervalUtils.stringToInterval`` parses an interval string as ``window`` does into a
+  ``CalendarInterval`` with the fields ``months``, ``days`` and ``microseconds``.
 * ``start_context``: ``pyspark.java_gateway.launch_gateway(conf, popen_kwargs)`` starts the
   driver JVM with ``spark-submit`` as ``SparkContext`` would, passing ``popen_kwargs`` on
   to ``subprocess.Popen`` (it sets ``stdin``, ``env`` and ``preexec_fn`` itself, and keeps
@@ -90,6 +103,8 @@ __all__ = [
     "start_context",
     "statement_kind",
     "streaming_plan",
+    "watermark_grouping",
+    "window_calls",
 ]
 
 
@@ -219,6 +234,149 @@ def query_dataframe(spark: SparkSession, sql: str) -> DataFrame:
     plan = _sql_parser(spark).parseQuery(sql)
     datasets = jvm(spark).org.apache.spark.sql.classic.Dataset
     return DataFrame(datasets.ofRows(spark._jsparkSession, plan), spark)
+
+
+def _plan_nodes(plan: Any) -> Iterator[Any]:
+    """Every node of a logical plan (``children()``), the root first."""
+    pending = [plan]
+    while pending:
+        node = pending.pop()
+        yield node
+        children = node.children()
+        pending.extend(children.apply(index) for index in range(children.size()))
+
+
+def _expression_nodes(expression: Any) -> Iterator[Any]:
+    """Every node of an expression tree (``children()``), the root first."""
+    return _plan_nodes(expression)
+
+
+def _seq(values: Any) -> list[Any]:
+    return [values.apply(index) for index in range(values.size())]
+
+
+_STATEFUL_OTHERS = frozenset(
+    {
+        "Deduplicate",
+        "DeduplicateWithinWatermark",
+        "FlatMapGroupsWithState",
+        "FlatMapGroupsInPandasWithState",
+        "Join",
+        "TransformWithState",
+        "TransformWithStateInPySpark",
+        "Union",
+    }
+)
+
+
+def watermark_grouping(dataframe: DataFrame, view: str) -> tuple[str, str] | None:
+    """How a streaming query over ``view`` drops late rows, when that is simple to tell.
+
+    Simple means: one watermark, set on a column of ``view`` as it is read (not on a
+    column computed from it), and one aggregation grouped by that event time, either the
+    column itself or a ``window(...)`` over it; nothing else stateful (no join, no
+    deduplication, no session window, no union). Spark then drops a row as late when its
+    group's event time (the column, or the window's end) is at or before the watermark.
+
+    Returns:
+        ``(column, "time")`` or ``(column, "window")``; ``None`` for any other plan.
+    """
+    plan = dataframe._jdf.queryExecution().analyzed()
+    watermarks, aggregates = [], []
+    for node in _plan_nodes(plan):
+        kind = str(node.getClass().getSimpleName())
+        if kind in _STATEFUL_OTHERS:
+            return None
+        if kind == "EventTimeWatermark":
+            watermarks.append(node)
+        elif kind == "Aggregate":
+            aggregates.append(node)
+    if len(watermarks) != 1 or len(aggregates) != 1:
+        return None
+    watermark = watermarks[0]
+    child = watermark.child()
+    if str(child.getClass().getSimpleName()) != "SubqueryAlias" or str(child.alias()) != view:
+        return None
+    event_time = watermark.eventTime()
+    keys = []
+    for expression in _seq(aggregates[0].groupingExpressions()):
+        if str(expression.getClass().getSimpleName()) != "AttributeReference":
+            continue
+        metadata = expression.metadata()
+        if not metadata.contains("spark.watermarkDelayMs"):
+            continue
+        if expression.exprId().id() == event_time.exprId().id():
+            keys.append("time")
+        elif metadata.contains("spark.timeWindow") and str(expression.name()) == "window":
+            keys.append("window")
+        else:  # a session window, or an event time computed from another column
+            return None
+    if len(keys) != 1:
+        return None
+    return str(event_time.name()), keys[0]
+
+
+def _interval_micros(spark: SparkSession, literal: Any) -> int | None:
+    """A ``window`` argument in microseconds, as ``window`` reads it; ``None``: not a literal."""
+    if str(literal.getClass().getSimpleName()) != "Literal":
+        return None
+    kind = str(literal.dataType().typeName())
+    value = literal.value()
+    if kind in ("integer", "long"):
+        return int(value)
+    if kind != "string":
+        return None
+    from py4j.java_gateway import get_field  # noqa: PLC0415
+
+    machine = jvm(spark)
+    text = machine.org.apache.spark.unsafe.types.UTF8String.fromString(str(value))
+    interval = machine.org.apache.spark.sql.catalyst.util.IntervalUtils.stringToInterval(text)
+    if int(get_field(interval, "months")) != 0:
+        return None  # months have no fixed length: window refuses them
+    return int(get_field(interval, "days")) * 86_400_000_000 + int(
+        get_field(interval, "microseconds")
+    )
+
+
+def window_calls(spark: SparkSession, sql: str) -> list[tuple[str, int, int, int] | None]:
+    """Each ``window(column, duration[, slide[, start]])`` call in ``sql``, parsed only.
+
+    Returns:
+        Per call, in no particular order: ``(column, duration, slide, start)`` with the
+        times in microseconds (``slide`` is ``duration`` when not given, ``start`` 0), or
+        ``None`` for a call whose arguments are not a column and literals.
+
+    Raises:
+        pyspark.errors.ParseException: ``sql`` is not one query.
+    """
+    calls: list[tuple[str, int, int, int] | None] = []
+    for node in _plan_nodes(_sql_parser(spark).parseQuery(sql)):
+        for root in _seq(node.expressions()):
+            for expression in _expression_nodes(root):
+                if str(expression.getClass().getSimpleName()) != "UnresolvedFunction":
+                    continue
+                names = [str(part).lower() for part in _seq(expression.nameParts())]
+                if names[-1:] != ["window"]:
+                    continue
+                arguments = _seq(expression.arguments())
+                if not 2 <= len(arguments) <= 4:
+                    calls.append(None)
+                    continue
+                column = arguments[0]
+                if str(column.getClass().getSimpleName()) != "UnresolvedAttribute":
+                    calls.append(None)
+                    continue
+                times = [_interval_micros(spark, argument) for argument in arguments[1:]]
+                known = [value for value in times if value is not None]
+                if len(known) != len(times):
+                    calls.append(None)
+                    continue
+                duration = known[0]
+                slide = known[1] if len(known) > 1 else duration
+                start = known[2] if len(known) > 2 else 0
+                name = str(_seq(column.nameParts())[-1])
+                calls.append((name, duration, slide, start))
+    return calls
 
 
 def parse_ddl(schema: str) -> DataType:

@@ -29,7 +29,13 @@ from pyspark import SparkConf
 from pyspark.sql import SparkSession
 
 from ._errors import JavaNotFoundError, JavaVersionError, SparkConnectUnsupportedError
-from ._pyspark_internals import active_context, start_context
+from ._pyspark_internals import (
+    accumulator_server,
+    active_context,
+    gateway_process,
+    query_context_loggers,
+    start_context,
+)
 from ._worker_home import fast_worker_home
 
 if TYPE_CHECKING:
@@ -40,9 +46,12 @@ __all__ = [
     "CLASSIC_ONLY_BRIDGES",
     "CONNECT_BRIDGES",
     "JavaInfo",
+    "accumulator_server",
     "bridge_support",
+    "gateway_process",
     "is_connect_session",
     "local_session",
+    "query_context_loggers",
     "remote_session",
     "require_classic",
     "require_java",

@@ -13,7 +13,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from ._diagnostics import PipelineProgress, PipelineResult
+    from ..pipeline import PipelineProgress, PipelineResult
 
 __all__ = [
     "bottleneck_line",
@@ -190,7 +190,10 @@ def render_summary(result: PipelineResult) -> RenderableType:
     table.add_row(f"micro-batches{run}", _count(progress.batches))
     table.add_row(f"output {_result_unit(progress)}", _count(progress.groups))  # all runs'
     table.add_row(f"dead letters{run}", _count(progress.dead_letters))
-    table.add_row(f"late rows dropped{run}", _count(progress.late_rows))
+    spark_count = (
+        "" if progress.late_rows_of_input or not progress.late_rows else " (Spark's count)"
+    )
+    table.add_row(f"late rows dropped{run}{spark_count}", _count(progress.late_rows))
     if progress.resumed:
         table.add_row("micro-batches, all runs", _count(progress.all_runs_batches))
         table.add_row("dead letters, all runs", _count(progress.all_runs_dead_letters))
