@@ -248,6 +248,24 @@ def test_broadcast_late_consumer_after_completion_gets_the_terminal_signal() -> 
     assert hub.statistics().buffered == 0
 
 
+def test_broadcast_consumer_cancelled_from_inside_on_next_gets_no_further_element() -> None:
+    hub = BroadcastHub(Flow.range(0, 10), buffer_size=16)
+    consumer = _CancelOnFirst()
+    hub.subscribe(consumer)
+    consumer.request(7)  # seven elements wait in the buffer: the first on_next cancels
+    assert consumer.elements == [0]
+    assert not consumer.terminated
+    assert hub.statistics().delivered == 1
+
+
+class _CancelOnFirst(RecordingSubscriber[Any]):
+    """Cancels from inside its first ``on_next``."""
+
+    def on_next(self, element: Any) -> None:
+        super().on_next(element)
+        self.cancel()
+
+
 def test_broadcast_rejects_unknown_policy() -> None:
     with pytest.raises(ValueError, match=r"^slow_consumer must be 'wait', 'drop' or 'fail'"):
         BroadcastHub(Flow.range(1), slow_consumer="block")  # type: ignore[arg-type]

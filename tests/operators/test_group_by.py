@@ -144,6 +144,32 @@ def test_group_accepts_one_subscriber() -> None:
     assert str(second.error) == "group 0 already has a subscriber"
 
 
+def test_a_group_cancelled_from_inside_on_next_gets_no_further_element() -> None:
+    main = RecordingSubscriber[GroupedFlow[int, int]](initial_request=2)
+    Flow.range(0, 12).group_by(lambda x: x % 2).subscribe(main)
+    even = _CancelOnFirst()
+    main.elements[0].subscribe(even)
+    even.request(6)  # six elements are queued: the first on_next cancels
+    assert even.elements == [0]
+    assert not even.terminated
+    assert even.violations == []
+
+
+def test_main_cancelled_from_inside_on_next_gets_no_further_group() -> None:
+    main = _CancelOnFirst()
+    Flow.range(0, 12).group_by(lambda x: x % 3).subscribe(main)
+    main.request(3)
+    assert [group.key for group in main.elements] == [0]
+
+
+class _CancelOnFirst(RecordingSubscriber[Any]):
+    """Cancels from inside its first ``on_next``."""
+
+    def on_next(self, element: Any) -> None:
+        super().on_next(element)
+        self.cancel()
+
+
 def test_bad_limits_are_refused() -> None:
     with pytest.raises(ValueError, match=r"^max_groups must be positive, got 0$"):
         Flow.range(1).group_by(lambda x: x, max_groups=0)

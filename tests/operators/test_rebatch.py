@@ -143,3 +143,19 @@ class TestRebatchTck(PublisherVerification):
 
     def create_failed_publisher(self) -> Publisher[Any] | None:
         return Flow.error(RuntimeError("TCK: failed publisher")).rebatch(max_rows=2)
+
+
+def test_a_subscriber_cancelling_from_inside_on_next_gets_no_further_piece() -> None:
+    subscriber = _CancelOnFirst()
+    Flow.just(b"abcdef").rebatch(max_bytes=2).subscribe(subscriber)
+    subscriber.request(3)  # one input cut into three pieces: the first on_next cancels
+    assert subscriber.elements == [b"ab"]
+    assert not subscriber.terminated
+
+
+class _CancelOnFirst(RecordingSubscriber[Any]):
+    """Cancels from inside its first ``on_next``."""
+
+    def on_next(self, element: Any) -> None:
+        super().on_next(element)
+        self.cancel()

@@ -8,7 +8,9 @@ The kit itself imports nothing of the package but ``reactive_streams.api``.
 * The demand core (``_demand``): ``MAX_DEMAND``, ``add_demand``, ``validate_request``,
   ``WorkGuard``, ``EmitterElection``, ``DrainLoop``, ``replenish_threshold``,
   ``check_positive``.
-* Signals (``_signals``): calling a subscriber safely (Rule 2.13), ``cancel_quietly``.
+* Signals (``_signals``): calling a subscriber safely (Rule 2.13), a run of ``on_next``
+  that stops at a cancel (``signal_each``), the one terminal signal (``signal_terminal``),
+  ``cancel_quietly``.
 * ``SerializedSubscription`` (``_serialized``), the undeliverable-error hook
   (``_hooks``), the exception hierarchy (``_exceptions``), ``StreamStatistics``
   (``_statistics``), the schedulers (``_schedulers``, public as
@@ -20,7 +22,9 @@ The kit itself imports nothing of the package but ``reactive_streams.api``.
   emits on a given executor) and ``RunSubscriber``/``run_receiver`` (a subscriber that
   takes a run of elements in one call): what a stage tests for instead of a class.
 * The single-emitter skeleton (``_emit_loop``): ``EmitLoopSubscription``, one
-  subscription whose signals all come from one elected emit loop.
+  subscription whose signals all come from one elected emit loop; and its sibling for
+  a stage that serves several subscribers from one drain loop (``_member``):
+  ``MemberSubscription`` (a group, a multicast subscriber, a hub's consumer).
 * The operator side (``_operator``): ``Operator``, ``StageOperator``,
   ``StageStatistics``, ``NoneResultError``, the subscriber checks
   (``check_subscriber``, ``signal_error_only``) and ``walk``.
@@ -60,6 +64,7 @@ from ._exceptions import (
 from ._executors import DaemonThreadPool
 from ._hooks import UndeliverableHook, report_undeliverable, set_undeliverable_hook
 from ._loop_thread import LoopThread
+from ._member import MemberSubscription, SharedDrainOwner
 from ._operator import (
     EmptySubscription,
     HasStatistics,
@@ -87,10 +92,12 @@ from ._serialized import SerializedSubscription
 from ._signals import (
     cancel_quietly,
     report_violation,
+    signal_each,
     signal_on_complete,
     signal_on_error,
     signal_on_next,
     signal_on_subscribe,
+    signal_terminal,
 )
 from ._stage import BufferedStage, DownstreamStage, InnerSubscriber, PassThroughStage, UpstreamStage
 from ._statistics import StreamStatistics
@@ -112,6 +119,7 @@ __all__ = [
     "HasStatistics",
     "InnerSubscriber",
     "LoopThread",
+    "MemberSubscription",
     "MissingBackpressureError",
     "NonPositiveDemandError",
     "NoneResultError",
@@ -126,6 +134,7 @@ __all__ = [
     "ScheduledTask",
     "Scheduler",
     "SerializedSubscription",
+    "SharedDrainOwner",
     "SingleUpstreamOperator",
     "SourceCancelledError",
     "StageOperator",
@@ -148,11 +157,13 @@ __all__ = [
     "run_receiver",
     "set_public_module",
     "set_undeliverable_hook",
+    "signal_each",
     "signal_error_only",
     "signal_on_complete",
     "signal_on_error",
     "signal_on_next",
     "signal_on_subscribe",
+    "signal_terminal",
     "validate_request",
     "walk",
 ]

@@ -15,15 +15,19 @@ from ._exceptions import ProtocolViolationError
 from ._hooks import report_undeliverable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
     from ..api import Subscriber, Subscription
 
 __all__ = [
     "cancel_quietly",
     "report_violation",
+    "signal_each",
     "signal_on_complete",
     "signal_on_error",
     "signal_on_next",
     "signal_on_subscribe",
+    "signal_terminal",
 ]
 
 T = TypeVar("T")
@@ -75,6 +79,45 @@ def signal_on_complete(subscriber: Subscriber[T]) -> None:
         subscriber.on_complete()
     except Exception as exc:
         report_violation(subscriber, "on_complete", exc)
+
+
+def signal_terminal(subscriber: Subscriber[T], error: Exception | None) -> None:
+    """The one terminal signal: ``on_complete`` when ``error`` is ``None``, else ``on_error``.
+
+    A raise is reported (Rule 2.13) and the stream is over either way (Rule 1.7).
+    """
+    if error is None:
+        signal_on_complete(subscriber)
+    else:
+        signal_on_error(subscriber, error)
+
+
+def signal_each(
+    subscriber: Subscriber[T], elements: Iterable[T], cancelled: Callable[[], bool]
+) -> tuple[int, bool]:
+    """Call ``on_next`` for each of ``elements`` in order, stopping at once on a cancel.
+
+    ``cancelled()`` is asked before every ``on_next``, so a subscriber that cancels from
+    inside ``on_next`` gets no further element (Rules 1.8, 3.12: the thread that signals
+    is the one place that can honour the cancel at once).
+
+    Returns:
+        ``(sent, ok)``: how many ``on_next`` calls returned normally, and ``False`` when
+        one raised. That breaks Rule 2.13: it is reported, the rest is not sent, and the
+        caller must treat the subscription as cancelled.
+    """
+    sent = 0
+    on_next = subscriber.on_next
+    for element in elements:
+        if cancelled():
+            break
+        try:
+            on_next(element)
+        except Exception as exc:
+            report_violation(subscriber, "on_next", exc)
+            return sent, False
+        sent += 1
+    return sent, True
 
 
 def cancel_quietly(subscription: Subscription) -> None:

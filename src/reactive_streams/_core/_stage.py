@@ -42,10 +42,11 @@ from ._hooks import report_undeliverable
 from ._operator import StageStatistics
 from ._signals import (
     cancel_quietly,
-    report_violation,
+    signal_each,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
+    signal_terminal,
 )
 
 if TYPE_CHECKING:
@@ -249,22 +250,22 @@ class DownstreamStage(Subscription):
     def _deliver(self, downstream: Subscriber[Any], batch: Iterable[Any]) -> None:
         """Signal ``on_next`` for each element of ``batch`` in order, counting deliveries.
 
-        A downstream ``on_next`` that raises breaks Rule 2.13: the violation is reported,
-        the rest of the batch is not sent and the stage is cancelled (the next drain pass
-        cancels upstream). The element whose ``on_next`` raised is not counted as delivered.
+        A cancel, even one from inside ``on_next``, stops the run before the next element
+        (Rule 3.12; the next drain pass cancels upstream). A downstream ``on_next`` that
+        raises breaks Rule 2.13: the violation is reported, the rest of the batch is not
+        sent and the stage is cancelled. The element whose ``on_next`` raised is not
+        counted as delivered.
         """
-        sent = 0
-        for element in batch:
-            try:
-                downstream.on_next(element)
-            except Exception as exc:  # Rule 2.13
-                report_violation(downstream, "on_next", exc)
-                with self._lock:
-                    self._cancelled = True
-                break
-            sent += 1
+        sent, ok = signal_each(downstream, batch, self._cancelled_now)
         with self._lock:
             self._delivered += sent
+            if not ok:
+                self._cancelled = True
+
+    def _cancelled_now(self) -> bool:
+        # An unlocked read of a flag that only goes False -> True: a cancel from inside
+        # on_next is seen at once (same thread), one from elsewhere soon (Rule 3.12).
+        return self._cancelled
 
 
 class UpstreamStage(DownstreamStage, Subscriber[Any]):
@@ -465,6 +466,10 @@ class BufferedStage(UpstreamStage):
             assert downstream is not None
             self._deliver(downstream, batch)
             if finished:
+                if self._cancelled:  # from inside on_next: no terminal signal (Rule 1.8)
+                    if urgent and upstream is not None:
+                        cancel_quietly(upstream)  # our own error: upstream still runs
+                    return
                 self._signal_terminal(downstream, upstream, error, urgent)
                 return
             self._after_delivery(count)
@@ -477,12 +482,9 @@ class BufferedStage(UpstreamStage):
         urgent: bool,
     ) -> None:
         """Send the terminal signal; cancel upstream first for an urgent error."""
-        if error is not None:
-            if urgent and upstream is not None:
-                cancel_quietly(upstream)  # our own error: upstream is still running
-            signal_on_error(downstream, error)
-        else:
-            signal_on_complete(downstream)
+        if error is not None and urgent and upstream is not None:
+            cancel_quietly(upstream)  # our own error: upstream is still running
+        signal_terminal(downstream, error)
 
 
 class PassThroughStage(Subscriber[T], Subscription):

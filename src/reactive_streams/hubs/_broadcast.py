@@ -6,15 +6,14 @@ from collections import deque
 from typing import Any, Generic, Literal, TypeVar
 
 from .._core import (
-    MAX_DEMAND,
     MissingBackpressureError,
     cancel_quietly,
     check_positive,
     report_undeliverable,
-    report_violation,
-    signal_on_complete,
+    signal_each,
     signal_on_error,
     signal_on_subscribe,
+    signal_terminal,
 )
 from ..api import Publisher, Subscriber, Subscription
 from ._hub import HubBase, HubConsumer, HubStatistics
@@ -245,33 +244,28 @@ class BroadcastHub(HubBase, Publisher[T], Generic[T]):
         with self._lock:
             offset = reader.cursor - self._start
             available = len(self._buffer) - offset
-            count = min(available, reader.demand)
+            count = reader.take_locked(available)
             batch = [self._buffer[offset + i] for i in range(count)] if count > 0 else []
             reader.cursor += count
             self._front = max(self._front, reader.cursor)
-            if count and reader.demand != MAX_DEMAND:
-                reader.demand -= count
-            self._delivered += count
             finished = self._done and reader.cursor >= self._start + len(self._buffer)
             error = self._error
-            if finished:
-                reader.cancelled = True
         subscriber = reader.subscriber
         if subscriber is None:
             return bool(count)
-        for element in batch:
-            try:
-                subscriber.on_next(element)
-            except Exception as exc:  # Rule 2.13
-                report_violation(subscriber, "on_next", exc)
-                reader.cancel()
-                return True
+        sent, ok = signal_each(subscriber, batch, reader.is_cancelled)
+        with self._lock:
+            self._delivered += sent
+        if not ok:  # Rule 2.13
+            reader.cancel()
+            return True
         if finished:
+            with self._lock:
+                cut_short = reader.cancelled  # cancelled from inside on_next
+                reader.cancelled = True
             reader.subscriber = None
-            if error is None:
-                signal_on_complete(subscriber)
-            else:
-                signal_on_error(subscriber, error)
+            if not cut_short:
+                signal_terminal(subscriber, error)
             return True
         return bool(count)
 

@@ -5,17 +5,16 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from .._core import (
     DrainLoop,
-    ProtocolViolationError,
+    MemberSubscription,
+    SharedDrainOwner,
     WorkGuard,
-    add_demand,
     cancel_quietly,
     replenish_threshold,
     report_undeliverable,
-    validate_request,
 )
 from ..api import Subscriber, Subscription
 
@@ -52,12 +51,6 @@ class HubStatistics:
     delivered: int = 0
 
 
-class _HubOwner(Protocol):
-    _lock: threading.Lock
-
-    def _schedule(self) -> None: ...
-
-
 class HubBase:
     """A hub's lock and its single drain loop (the package's ``DrainLoop``)."""
 
@@ -78,42 +71,17 @@ class HubBase:
         raise NotImplementedError
 
 
-class HubConsumer(Subscription):
-    """One consumer's subscription: demand, a parked Rule 3.9 error, cancel once.
+class HubConsumer(MemberSubscription):
+    """One consumer's subscription: the kit's ``MemberSubscription`` on the hub's lock.
 
-    Its state is guarded by the hub's lock; the hub's drain loop delivers to it.
+    Its state is guarded by the hub's lock; the hub's drain loop delivers to it. Its
+    ``error`` is a Rule 3.9 request or the consumer's own function (a raising predicate).
     """
 
-    __slots__ = ("cancelled", "demand", "error", "hub", "subscriber")
+    __slots__ = ()
 
-    def __init__(self, hub: _HubOwner, subscriber: Subscriber[Any]) -> None:
-        self.hub = hub
-        self.subscriber: Subscriber[Any] | None = subscriber
-        self.demand = 0
-        self.cancelled = False
-        self.error: Exception | None = None  # Rule 3.9, or the consumer's own function
-
-    def request(self, n: int) -> None:
-        """Add demand (capped, Rule 3.17); a bad ``n`` is signalled by the hub (Rule 3.9)."""
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            with self.hub._lock:
-                if self.error is None:
-                    self.error = error
-            self.hub._schedule()
-            return
-        with self.hub._lock:
-            self.demand = add_demand(self.demand, count)
-        self.hub._schedule()
-
-    def cancel(self) -> None:
-        """Leave the hub (Rule 3.7: idempotent); the drain loop forgets the consumer."""
-        with self.hub._lock:
-            if self.cancelled:
-                return
-            self.cancelled = True
-        self.hub._schedule()
+    def __init__(self, hub: SharedDrainOwner, subscriber: Subscriber[Any]) -> None:
+        super().__init__(hub, subscriber)
 
 
 class HubProducer(Subscriber[Any]):
@@ -126,7 +94,7 @@ class HubProducer(Subscriber[Any]):
     __slots__ = ("buffer_size", "consumed", "done", "hub", "on_attach", "queue", "subscription")
 
     def __init__(
-        self, hub: _HubOwner, buffer_size: int, on_attach: Callable[[HubProducer], bool]
+        self, hub: SharedDrainOwner, buffer_size: int, on_attach: Callable[[HubProducer], bool]
     ) -> None:
         self.hub = hub
         self.buffer_size = buffer_size

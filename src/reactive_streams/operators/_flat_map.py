@@ -18,7 +18,6 @@ from .._core import (
     cancel_quietly,
     check_positive,
     replenish_threshold,
-    report_violation,
     signal_on_complete,
     signal_on_error,
 )
@@ -285,18 +284,7 @@ class _Coordinator(UpstreamStage):
                     signal_on_error(downstream, error)
                 return
             assert downstream is not None
-            for position, element in enumerate(batch):
-                try:
-                    downstream.on_next(element)
-                except Exception as exc:  # Rule 2.13
-                    report_violation(downstream, "on_next", exc)
-                    with self._lock:
-                        self._cancelled = True
-                        self._delivered += position + 1
-                    break
-            else:
-                with self._lock:
-                    self._delivered += count
+            self._deliver(downstream, batch)  # stops at a cancel; Rule 2.13
             for inner, amount in refills:
                 inner.request(amount)
             if more_outer and outer is not None:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .._core import (
     MAX_DEMAND,
     DrainLoop,
+    MemberSubscription,
     ProtocolViolationError,
     StageOperator,
     StageStatistics,
@@ -22,17 +23,17 @@ from .._core import (
     check_positive,
     replenish_threshold,
     report_undeliverable,
-    report_violation,
+    signal_each,
     signal_error_only,
-    signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
+    signal_terminal,
     validate_request,
 )
 from ..api import Publisher, Subscriber, Subscription
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
 __all__ = ["GroupByOperator", "TooManyGroupsError"]
 
@@ -102,24 +103,24 @@ class GroupByOperator(StageOperator[Any]):
         return _GroupBy(subscriber, self._key, self._max_groups, self._prefetch, self._group)
 
 
-class _Group(Publisher[Any], Subscription):
-    """A group's state (guarded by the owner's lock), its publisher and its subscription."""
+class _Group(Publisher[Any], MemberSubscription):
+    """A group's publisher and its subscription (the kit's ``MemberSubscription``).
+
+    Its state is guarded by the owner's lock; the owner's drain loop delivers to it.
+    """
 
     def __init__(self, owner: _GroupBy, key: Any) -> None:
-        self.owner = owner
+        super().__init__(owner, None)
+        self.group_by = owner
         self.key = key
         self.queue: deque[Any] = deque()
-        self.subscriber: Subscriber[Any] | None = None
         self.subscribed = False
-        self.demand = 0
-        self.cancelled = False
         self.finished = False
-        self.error: Exception | None = None
 
     def subscribe(self, subscriber: Subscriber[Any]) -> None:
         if subscriber is None:
             raise TypeError("Rule 1.9: subscribe() requires a Subscriber, got None")
-        with self.owner._lock:
+        with self.group_by._lock:
             taken = self.subscribed
             self.subscribed = True
         if taken:
@@ -131,27 +132,7 @@ class _Group(Publisher[Any], Subscription):
         if not signal_on_subscribe(subscriber, self):
             self.cancel()
             return
-        self.owner._schedule()
-
-    def request(self, n: int) -> None:
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            with self.owner._lock:
-                if self.error is None:
-                    self.error = error
-            self.owner._schedule()
-            return
-        with self.owner._lock:
-            self.demand = add_demand(self.demand, count)
-        self.owner._schedule()
-
-    def cancel(self) -> None:
-        with self.owner._lock:
-            if self.cancelled:
-                return
-            self.cancelled = True
-        self.owner._schedule()
+        self.group_by._schedule()
 
 
 class _GroupBy(Subscriber[Any], Subscription):
@@ -334,14 +315,7 @@ class _GroupBy(Subscriber[Any], Subscription):
                 self._downstream = None
                 error = None if self._cancelled else self._main_error
                 self._cancelled = True
-                for group in self._new:  # never emitted: nobody can consume them now
-                    self._live.remove(group)
-                    if self._groups.get(group.key) is group:
-                        del self._groups[group.key]
-                    self._dropped += len(group.queue)
-                    self._consumed += len(group.queue)
-                    group.queue.clear()
-                    group.finished = True
+                self._drop_unemitted_locked(self._new)
                 self._new.clear()
                 batch: list[_Group] = []
                 finished = False
@@ -357,20 +331,31 @@ class _GroupBy(Subscriber[Any], Subscription):
                     error = self._error
                     self._main_ended = True
                     self._downstream = None
-        for group in batch:
-            try:
-                downstream.on_next(self._group(group.key, group))
-            except Exception as exc:  # Rule 2.13
-                report_violation(downstream, "on_next", exc)
-                self.cancel()
-                return True
+        emitted = (self._group(group.key, group) for group in batch)
+        sent, ok = signal_each(downstream, emitted, lambda: self._cancelled)
+        if sent < len(batch):  # a cancel (or a raise) cut the run short
+            with self._lock:
+                self._drop_unemitted_locked(batch[sent + (not ok) :])
+                self._delivered -= len(batch) - sent
+        if not ok:  # Rule 2.13
+            self.cancel()
+            return True
         if self._main_ended and (finished or error is not None):
-            if error is not None:
-                signal_on_error(downstream, error)
-            elif finished:
-                signal_on_complete(downstream)
+            if not self._cancelled:  # not cancelled from inside on_next
+                signal_terminal(downstream, error)
             return True
         return bool(batch) or self._main_ended
+
+    def _drop_unemitted_locked(self, groups: Iterable[_Group]) -> None:
+        """Groups never emitted, now that nobody can take them: their elements are dropped."""
+        for group in groups:
+            self._live.remove(group)
+            if self._groups.get(group.key) is group:
+                del self._groups[group.key]
+            self._dropped += len(group.queue)
+            self._consumed += len(group.queue)
+            group.queue.clear()
+            group.finished = True
 
     def _serve_group(self, group: _Group) -> bool:
         with self._lock:
@@ -394,10 +379,8 @@ class _GroupBy(Subscriber[Any], Subscription):
                 if subscriber is None:
                     return False  # not subscribed yet: its elements wait
                 urgent_error = self._error  # an error overtakes queued elements (Reactor)
-                count = 0 if urgent_error is not None else min(len(group.queue), group.demand)
+                count = 0 if urgent_error is not None else group.take_locked(len(group.queue))
                 batch = [group.queue.popleft() for _ in range(count)]
-                if count and group.demand != MAX_DEMAND:
-                    group.demand -= count
                 self._consumed += count
                 ended = urgent_error is not None or (self._done and not group.queue)
                 error = self._error if ended else None
@@ -414,18 +397,12 @@ class _GroupBy(Subscriber[Any], Subscription):
             assert subscriber is not None
             signal_on_error(subscriber, error)
             return True
-        for element in batch:
-            try:
-                subscriber.on_next(element)
-            except Exception as exc:  # Rule 2.13
-                report_violation(subscriber, "on_next", exc)
-                group.cancel()
-                return True
-        if ended:
-            if error is not None:
-                signal_on_error(subscriber, error)
-            else:
-                signal_on_complete(subscriber)
+        _, ok = signal_each(subscriber, batch, group.is_cancelled)
+        if not ok:  # Rule 2.13
+            group.cancel()
+            return True
+        if ended and not group.cancelled:  # not cancelled from inside on_next
+            signal_terminal(subscriber, error)
         return True
 
     def _replenish_or_stop(self) -> bool:

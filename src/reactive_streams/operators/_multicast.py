@@ -14,22 +14,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .._core import (
     MAX_DEMAND,
     DrainLoop,
+    MemberSubscription,
     MissingBackpressureError,
-    ProtocolViolationError,
     SingleUpstreamOperator,
     StageStatistics,
     WorkGuard,
-    add_demand,
     cancel_quietly,
     check_positive,
     check_subscriber,
     replenish_threshold,
     report_undeliverable,
-    report_violation,
-    signal_on_complete,
+    signal_each,
     signal_on_error,
     signal_on_subscribe,
-    validate_request,
+    signal_terminal,
 )
 from ..api import Publisher, Subscriber, Subscription
 
@@ -142,24 +140,24 @@ class MulticastOperator(SingleUpstreamOperator[T]):
             self._connect(hub)
 
 
-class _Member(Subscription):
-    __slots__ = ("delivered", "demand", "done", "error", "hub", "index", "requested", "subscriber")
+class _Member(MemberSubscription):
+    """One subscriber of the hub (the kit's ``MemberSubscription``) and its position."""
+
+    __slots__ = ("delivered", "done", "hub", "index")
 
     def __init__(self, hub: _Hub, subscriber: Subscriber[Any], index: int) -> None:
+        super().__init__(hub, subscriber)
         self.hub = hub
-        self.subscriber: Subscriber[Any] | None = subscriber
-        self.index = index
-        self.demand = 0
-        self.requested = 0
+        self.index = index  # absolute index of the next element to deliver
         self.delivered = 0
-        self.done = False
-        self.error: Exception | None = None  # a Rule 3.9 error for the drain to signal
+        self.done = False  # no longer served: cancelled, failed or ended
 
-    def request(self, n: int) -> None:
-        self.hub.member_request(self, n)
-
-    def cancel(self) -> None:
-        self.hub.member_cancel(self)
+    def _cancelled_locked(self) -> None:
+        self.done = True
+        self.subscriber = None  # Rule 3.13
+        members = self.hub._members
+        if self in members:
+            members.remove(self)
 
 
 class _Hub(Subscriber[Any]):
@@ -333,29 +331,6 @@ class _Hub(Subscriber[Any]):
             self.done = True
         self._schedule()
 
-    # -------------------------------------------------------------- member side
-    def member_request(self, member: _Member, n: int) -> None:
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            with self._lock:
-                if member.error is None:
-                    member.error = error  # the drain signals it, serially (Rule 1.3)
-            self._schedule()
-            return
-        with self._lock:
-            member.demand = add_demand(member.demand, count)
-            member.requested = add_demand(member.requested, count)
-        self._schedule()
-
-    def member_cancel(self, member: _Member) -> None:
-        with self._lock:
-            member.done = True
-            member.subscriber = None
-            if member in self._members:
-                self._members.remove(member)
-        self._schedule()
-
     # -------------------------------------------------------------- the drain
     def _schedule(self) -> None:
         if self._guard.acquire():
@@ -400,11 +375,9 @@ class _Hub(Subscriber[Any]):
                         self._members.remove(member)
                         failures.append((subscriber, member.error))
                         continue
-                    count = 0 if self._urgent else min(member.demand, tail - member.index)
+                    count = 0 if self._urgent else member.take_locked(tail - member.index)
                     batch = buffer[member.index - base : member.index - base + count]
                     member.index += count
-                    if count and member.demand != MAX_DEMAND:
-                        member.demand -= count
                     member.delivered += count
                     ending = self.done and (member.index == tail or self._urgent)
                     if ending:
@@ -456,24 +429,13 @@ class _Hub(Subscriber[Any]):
             for subscriber, failure in failures:
                 signal_on_error(subscriber, failure)
             for member, subscriber, batch, last in deliveries:
-                ending = last
-                sent = 0
-                for element in batch:
-                    try:
-                        subscriber.on_next(element)
-                    except Exception as exc:  # Rule 2.13
-                        report_violation(subscriber, "on_next", exc)
-                        member.cancel()
-                        ending = False
-                        break
-                    sent += 1
+                sent, ok = signal_each(subscriber, batch, member.is_cancelled)
                 with self._lock:
                     self._delivered += sent
-                if ending:
-                    if error is not None:
-                        signal_on_error(subscriber, error)
-                    else:
-                        signal_on_complete(subscriber)
+                if not ok:  # Rule 2.13
+                    member.cancel()
+                elif last and not member.cancelled:
+                    signal_terminal(subscriber, error)
             if disconnect and upstream is not None:
                 cancel_quietly(upstream)
             elif refill and upstream is not None:

@@ -746,6 +746,31 @@ class PublisherVerification(VerificationBase, ABC):
                 break
         self.env.verify_no_async_errors_no_delay()
 
+    @tck_test("3.12", Kind.REQUIRED)
+    def test_required_spec312_cancel_from_within_on_next_must_stop_on_next_at_once(
+        self,
+    ) -> None:
+        """Beyond the JVM TCK: a cancel from inside ``on_next`` is the last ``on_next``.
+
+        Rule 3.12 lets a cancel take effect "eventually", because it may come from any
+        thread. A cancel from inside ``on_next`` comes from the thread that signals, which
+        can check for it before the next ``on_next`` (as Reactor's operators do): a
+        publisher that sends the rest of a batch after it delivers elements nobody wants.
+        """
+        sub = _CancelInOnNextSubscriber(self.env)
+        self._subscribe(self._active(3, completion=False), sub)
+        sub.request(3)
+        sub.next_element("Rule 3.12: request(3) must produce an element")
+        sub.wait_for(lambda: sub.late > 0, self.env.no_signals_timeout)
+        if sub.late:
+            raise TckFailure(
+                f"Rule 3.12: the subscriber cancelled from inside its first on_next, yet "
+                f"{sub.late} more on_next signal(s) followed; check for cancel before each "
+                "on_next"
+            )
+        sub.drain()  # a terminal signal after cancel is tolerated (Rule 1.8 is untested)
+        self.env.verify_no_async_errors_no_delay()
+
     @tck_test("3.13", Kind.REQUIRED)
     def test_required_spec313_cancel_must_make_the_publisher_eventually_drop_all_references_to_the_subscriber(  # noqa: E501
         self,
@@ -1012,6 +1037,22 @@ class _RaisingSubscriber(ManualSubscriber):
     def when_next(self, element: Any) -> None:
         if self._delivered == 1:
             raise _DeliberateFailure("TCK: a subscriber that raises from on_next (Rule 2.13)")
+
+
+class _CancelInOnNextSubscriber(ManualSubscriber):
+    """Cancels from inside its first ``on_next``; counts the ``on_next`` calls after it."""
+
+    def __init__(self, env: TestEnvironment) -> None:
+        super().__init__(env)
+        self.late = 0
+
+    def when_next(self, element: Any) -> None:
+        if self._delivered > 1:
+            with self._cond:
+                self.late += 1
+                self._cond.notify_all()
+            return
+        self.cancel()
 
 
 class _RecursionSubscriber(ManualSubscriber):

@@ -54,6 +54,10 @@ class RangeSubscription(Subscription):
         """Rule 3.13: forget the subscriber."""
         self.subscriber = None
 
+    def batch_goes_on(self) -> bool:
+        """Rule 3.12: a cancel, even from inside on_next, stops the batch at once."""
+        return not self.cancelled
+
     # -- the protocol ------------------------------------------------------------------
 
     def request(self, n: int) -> None:
@@ -96,7 +100,7 @@ class RangeSubscription(Subscription):
             while (
                 sent < demand
                 and self.index < self.end
-                and not self.cancelled
+                and self.batch_goes_on()
                 and self.pending_error is None  # Rule 3.9: a bad request stops emission
             ):
                 element = self.index
@@ -201,6 +205,17 @@ class EmitsAfterCancelPublisher(RangePublisher):
     """Rule 3.6: cancel() is ignored, so later requests still emit."""
 
     subscription_class = _IgnoresCancel
+
+
+class _FinishesTheBatch(RangeSubscription):
+    def batch_goes_on(self) -> bool:
+        return True  # Rule 3.12 (at once, from inside on_next) broken
+
+
+class FinishesTheBatchAfterCancelPublisher(RangePublisher):
+    """Rule 3.12: a cancel from inside on_next takes effect only after the batch."""
+
+    subscription_class = _FinishesTheBatch
 
 
 class _CompletesAgain(RangeSubscription):

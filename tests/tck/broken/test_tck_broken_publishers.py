@@ -62,6 +62,13 @@ CASES = [
         id="emits-after-cancel",
     ),
     pytest.param(
+        broken.FinishesTheBatchAfterCancelPublisher,
+        "test_required_spec312_cancel_from_within_on_next_must_stop_on_next_at_once",
+        r"^Rule 3\.12: the subscriber cancelled from inside its first on_next, yet 2 more "
+        r"on_next signal\(s\) followed",
+        id="finishes-the-batch-after-cancel",
+    ),
+    pytest.param(
         broken.EmitsAfterCompletionPublisher,
         "test_required_spec107_must_not_emit_further_signals_once_on_complete_has_been_signalled",
         r"^Rule 1\.7: no signal may follow on_complete, even after request\(10\); "
