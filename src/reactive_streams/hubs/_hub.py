@@ -57,6 +57,8 @@ class _HubOwner(Protocol):
 
     def _schedule(self) -> None: ...
 
+    def _schedule_borrowed(self) -> None: ...
+
 
 class HubBase:
     """A hub's lock and its single drain loop (the package's ``DrainLoop``)."""
@@ -70,7 +72,12 @@ class HubBase:
         if self._guard.acquire():
             self._loop.start_owned()
 
-    def _drain(self) -> None:
+    def _schedule_borrowed(self) -> None:
+        """``_schedule`` for a consumer's ``request``: a bounded run on its thread (Rule 3.4)."""
+        if self._guard.acquire():
+            self._loop.start_borrowed()
+
+    def _drain(self) -> bool | None:
         raise NotImplementedError
 
     def _fail_hub(self, error: Exception) -> None:
@@ -105,7 +112,7 @@ class HubConsumer(Subscription):
             return
         with self.hub._lock:
             self.demand = add_demand(self.demand, count)
-        self.hub._schedule()
+        self.hub._schedule_borrowed()
 
     def cancel(self) -> None:
         """Leave the hub (Rule 3.7: idempotent); the drain loop forgets the consumer."""
