@@ -24,7 +24,7 @@ from reactive_streams import (
     set_undeliverable_hook,
     validate_request,
 )
-from reactive_streams._core import check_positive, replenish_threshold
+from reactive_streams._core import CALLER_BUDGET, check_positive, replenish_threshold
 
 
 class _Index:
@@ -394,3 +394,47 @@ def test_claim_locked_takes_a_free_guard_and_leaves_no_missed_mark() -> None:
         assert not guard.owned
         guard.retire_locked()
         assert not guard.claim_locked()  # retired: nobody owns it again
+
+
+def test_a_borrowed_run_gives_the_thread_back_after_the_budget_and_the_relay_goes_on() -> None:
+    items = list(range(5 * CALLER_BUDGET))
+    seen: list[int] = []
+    on_caller: list[int] = []
+    done = threading.Event()
+    caller = threading.current_thread()
+
+    def drain() -> bool:
+        for _ in range(loop.allow(len(items))):
+            seen.append(items.pop(0))
+            if threading.current_thread() is caller:
+                on_caller.append(seen[-1])
+        if items:
+            return True  # stopped early, still owning the loop
+        done.set()
+        return False
+
+    loop = DrainLoop(drain)
+    assert loop.guard.acquire()
+    loop.start_borrowed()
+    assert len(on_caller) == CALLER_BUDGET  # Rule 3.4: the rest went to the relay
+    assert done.wait(30)
+    assert seen == list(range(5 * CALLER_BUDGET))  # in order, one owner at a time
+    assert on_caller == list(range(CALLER_BUDGET))
+    assert loop.guard.acquire()  # the relay gave the loop up at the end
+
+
+def test_a_run_started_by_a_producer_is_not_bounded() -> None:
+    items = list(range(5 * CALLER_BUDGET))
+    caller = threading.current_thread()
+    elsewhere: list[int] = []
+
+    def drain() -> None:
+        for _ in range(loop.allow(len(items))):
+            item = items.pop(0)
+            if threading.current_thread() is not caller:
+                elsewhere.append(item)
+
+    loop = DrainLoop(drain)
+    loop.schedule()
+    assert items == []
+    assert elsewhere == []

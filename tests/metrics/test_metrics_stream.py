@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from reactivex.subject import Subject
 
-from reactive_streams import MAX_DEMAND, Subscriber
+from reactive_streams import MAX_DEMAND, Publisher, Subscriber
 from reactive_streams._core import Operator, StageStatistics
 from reactive_streams.adapters.reactivex import from_observable
 from reactive_streams.metrics import (
@@ -20,6 +21,7 @@ from reactive_streams.metrics import (
     metrics_stream,
 )
 from reactive_streams.operators import Flow
+from reactive_streams.tck import PublisherVerification
 from reactive_streams.testing import RecordingSubscriber, VirtualTimeScheduler
 
 TIMEOUT = 10.0
@@ -346,3 +348,18 @@ def test_outstanding_demand_stays_unbounded_once_asked_for() -> None:
     assert outstanding_demand(10, 4) == 6
     assert outstanding_demand(4, 10) == 0
     assert outstanding_demand(MAX_DEMAND, 1_000) == MAX_DEMAND
+
+
+class TestMetricsStreamTck(PublisherVerification):
+    """The snapshot stream of a flow that never ends: it never completes either."""
+
+    max_elements_from_publisher = MAX_DEMAND
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        flow = Flow.interval(0.001)
+        recorder = RecordingSubscriber[int](initial_request=MAX_DEMAND)
+        flow.subscribe(recorder)
+        subscription = recorder.subscription
+        assert subscription is not None
+        self.add_cleanup(subscription.cancel)
+        return metrics_stream(flow, 0.005, samples_per_period=1)

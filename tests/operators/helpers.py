@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from reactive_streams import Publisher, Subscriber, Subscription
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 T = TypeVar("T")
 
@@ -131,3 +134,65 @@ class Recorder(Subscriber[T], Generic[T]):
 
     def wait(self, timeout: float = 10.0) -> None:
         assert self.terminated.wait(timeout), "the stream did not terminate in time"
+
+
+class ThreadCountingSubscriber(Subscriber[Any]):
+    """Counts ``on_next`` per thread; each lasts ``work`` seconds (simulated slow work).
+
+    Requests ``initial`` from ``on_subscribe`` and ``per_element`` from each ``on_next``;
+    cancels once ``limit`` elements arrived (so that a thread it holds is let go) and
+    sets ``reached`` then.
+    """
+
+    def __init__(self, *, initial: int, per_element: int, limit: int, work: float) -> None:
+        self.initial = initial
+        self.per_element = per_element
+        self.limit = limit
+        self.work = work
+        self.subscription: Subscription | None = None
+        self.by_thread: dict[threading.Thread, int] = {}  # objects: idents are reused
+        self.delivered = 0
+        self.reached = threading.Event()
+        self.errors: list[Exception] = []
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+        if self.initial:
+            subscription.request(self.initial)
+
+    def on_next(self, element: Any) -> None:
+        me = threading.current_thread()
+        self.by_thread[me] = self.by_thread.get(me, 0) + 1
+        self.delivered += 1
+        threading.Event().wait(self.work)
+        assert self.subscription is not None
+        if self.delivered == self.limit:
+            self.subscription.cancel()
+            self.reached.set()
+        elif self.delivered < self.limit and self.per_element:
+            self.subscription.request(self.per_element)
+
+    def on_error(self, error: Exception) -> None:
+        self.errors.append(error)
+        self.reached.set()
+
+    def on_complete(self) -> None:
+        self.reached.set()
+
+    def on_thread(self, thread: threading.Thread) -> int:
+        """How many ``on_next`` ran on ``thread``."""
+        return self.by_thread.get(thread, 0)
+
+
+def run_on_thread(action: Callable[[], object], timeout: float) -> threading.Thread:
+    """Run ``action`` on a new daemon thread; fail unless it returns within ``timeout``."""
+    returned = threading.Event()
+
+    def target() -> None:
+        action()
+        returned.set()
+
+    thread = threading.Thread(target=target, name="test-caller", daemon=True)
+    thread.start()
+    assert returned.wait(timeout), "the call did not return (Rule 3.4)"
+    return thread

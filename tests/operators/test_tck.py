@@ -210,6 +210,11 @@ class TestShare(_FlowVerification):
         return _numbers(elements).share(prefetch=16)
 
 
+class TestReplay(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _numbers(elements).replay(4, prefetch=16)
+
+
 class TestVia(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
         pool = self.executor()

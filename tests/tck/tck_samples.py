@@ -163,7 +163,13 @@ class PassThroughProcessor(Processor[Any, Any]):
                 ),
             )
             return
-        if not signal_on_subscribe(subscriber, _Downstream(self)):
+        # Own the loop during on_subscribe: an element that upstream sends at once on
+        # another thread waits until on_subscribe returned (Rule 1.3).
+        held = self._election.acquire()
+        accepted = signal_on_subscribe(subscriber, _Downstream(self))
+        if held and self._election.release():
+            self._loop.start_owned()
+        if not accepted:
             self._cancel()
             return
         self._loop.schedule()
@@ -368,7 +374,13 @@ class MulticastProcessor(Processor[Any, Any]):
         member = _Member(self, subscriber)
         with self._lock:
             self._members.append(member)
-        if not signal_on_subscribe(subscriber, member):
+        # Own the member's loop during on_subscribe: an element that arrives meanwhile on
+        # another thread waits until on_subscribe returned (Rule 1.3).
+        held = member.loop.guard.acquire()
+        accepted = signal_on_subscribe(subscriber, member)
+        if held and member.loop.guard.release():
+            member.loop.start_owned()
+        if not accepted:
             self._cancel(member)
             return
         member.loop.schedule()  # a terminal signal that came before this subscriber

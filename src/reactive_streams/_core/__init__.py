@@ -5,9 +5,10 @@ Every other package (``operators``, ``reference``, ``adapters``, ``hubs``, ``met
 ``from .._core import EmitterElection``, never from a private module of another package.
 The kit itself imports nothing of the package but ``reactive_streams.api``.
 
-* The demand core (``_demand``): ``MAX_DEMAND``, ``add_demand``, ``validate_request``,
-  ``WorkGuard``, ``EmitterElection``, ``DrainLoop``, ``replenish_threshold``,
-  ``check_positive``.
+* The demand core (``_demand``): ``MAX_DEMAND``, ``CALLER_BUDGET``, ``add_demand``,
+  ``validate_request``, ``WorkGuard``, ``EmitterElection``, ``DrainLoop``,
+  ``replenish_threshold``, ``check_positive``; the relay (``_relay``) that takes a
+  drain over from a caller's thread (Rule 3.4).
 * Signals (``_signals``): calling a subscriber safely (Rule 2.13), a run of ``on_next``
   that stops at a cancel (``signal_each``), the one terminal signal (``signal_terminal``),
   ``cancel_quietly``.
@@ -41,6 +42,7 @@ from __future__ import annotations
 from ._backpressure import OnBackpressureOperator, Overflow
 from ._capabilities import ExecutorSubscribable, RunSubscriber, run_receiver
 from ._demand import (
+    CALLER_BUDGET,
     MAX_DEMAND,
     DrainLoop,
     EmitterElection,
@@ -103,6 +105,7 @@ from ._stage import BufferedStage, DownstreamStage, InnerSubscriber, PassThrough
 from ._statistics import StreamStatistics
 
 __all__ = [
+    "CALLER_BUDGET",
     "MAX_DEMAND",
     "AsyncioScheduler",
     "BufferedStage",

@@ -34,12 +34,14 @@ from ._exceptions import (
     StreamInterruptedError,
 )
 from ._hooks import report_undeliverable
+from ._relay import relay
 
 if TYPE_CHECKING:
     from collections.abc import Callable
     from concurrent.futures import Executor
 
 __all__ = [
+    "CALLER_BUDGET",
     "MAX_DEMAND",
     "DrainLoop",
     "EmitterElection",
@@ -52,6 +54,15 @@ __all__ = [
 
 MAX_DEMAND: Final[int] = 2**63 - 1
 """The demand cap, ``2**63 - 1`` (the JVM's ``Long.MAX_VALUE``): unbounded demand (Rule 3.17)."""
+
+
+CALLER_BUDGET: Final[int] = 128
+"""The most elements a drain delivers on a thread that only came to ask (Rule 3.4).
+
+A drain started by ``request`` or ``subscribe`` (``DrainLoop.start_borrowed``) delivers
+at most this many elements on its caller's thread; if more are due, the rest of the run
+moves to the relay's threads and the call returns.
+"""
 
 
 def add_demand(current: int, n: int) -> int:
@@ -361,11 +372,29 @@ class DrainLoop:
             never swallowed. Without ``on_failure`` the error goes to the undeliverable
             hook.
 
+    A caller that only came to ask (``request``, ``subscribe``) starts the loop with
+    ``start_borrowed``: the run may deliver ``CALLER_BUDGET`` elements on that thread.
+    ``drain`` asks ``allow(count)`` before it takes elements to deliver; once that returns
+    fewer than it wanted, it stops, still owning the loop, and returns ``True``. The rest
+    of the run then moves to the relay (``reactive_streams._core._relay``), whose threads
+    run it in passes of the same bound, and the caller gets its thread back (Rule 3.4).
+    Ownership never lapses on the way, so signals stay serial (Rule 1.3). A run started
+    by a producer (``start_owned``: an upstream signal, a timer) is not bounded: that
+    thread is the stream's own.
+
     Concurrency: ``schedule`` is thread-safe; ``drain`` runs serially with a happens-before
     edge between passes (the guard's lock), which is what Rules 1.3 and 2.7 require.
     """
 
-    __slots__ = ("_drain", "_executor", "_guard", "_on_failure", "_on_rejected", "_self_releasing")
+    __slots__ = (
+        "_budget",
+        "_drain",
+        "_executor",
+        "_guard",
+        "_on_failure",
+        "_on_rejected",
+        "_self_releasing",
+    )
 
     def __init__(
         self,
@@ -383,6 +412,7 @@ class DrainLoop:
         self._on_rejected = on_rejected
         self._on_failure = on_failure
         self._guard = WorkGuard() if guard is None else guard
+        self._budget: int | None = None  # owner only: elements this run may still deliver
 
     @property
     def guard(self) -> WorkGuard:
@@ -397,6 +427,7 @@ class DrainLoop:
     def start_owned(self) -> None:
         """Start passes for a caller that already owns the guard (e.g. elected by a request)."""
         if self._executor is None:
+            self._budget = None
             self._run()
             return
         try:
@@ -408,6 +439,44 @@ class DrainLoop:
                 self.fail(rejected)
             else:
                 self._on_rejected(rejected)
+
+    def start_borrowed(self) -> None:
+        """``start_owned`` for a caller that came to ask (``request``, ``subscribe``).
+
+        The run delivers at most ``CALLER_BUDGET`` elements on this thread (for a drain
+        that asks ``allow``); the rest goes to the relay and this call returns (Rule 3.4).
+        """
+        if self._executor is None:
+            self._budget = CALLER_BUDGET
+            self._run()
+            return
+        self.start_owned()
+
+    def allow(self, count: int) -> int:
+        """Owner only: how many of ``count`` elements this pass may deliver on this thread.
+
+        Spends them from the run's budget: ``count`` itself for an unbounded run, fewer
+        (down to 0) once a borrowed run used up ``CALLER_BUDGET``. A pass that gets fewer
+        than it wanted delivers those, then returns ``True`` still owning the loop.
+        """
+        budget = self._budget
+        if budget is None:
+            return count
+        allowed = count if count <= budget else budget
+        self._budget = budget - allowed
+        return allowed
+
+    def _hand_to_relay(self) -> bool:
+        try:
+            relay().submit(self._relay_run)
+        except Exception:  # no thread can start (interpreter shutdown): go on here
+            self._budget = None
+            return False
+        return True
+
+    def _relay_run(self) -> None:
+        self._budget = CALLER_BUDGET
+        self._run()
 
     def fail(self, error: Exception) -> None:
         """Owner only: retire the guard and end the stream with ``error`` (``on_failure``)."""
@@ -431,6 +500,8 @@ class DrainLoop:
                     if self._executor is not None:
                         self.start_owned()  # yield the executor, keep ownership
                         return
+                    if self._budget == 0 and self._hand_to_relay():
+                        return  # Rule 3.4: the rest of the run goes on on the relay
                     continue
                 if self._self_releasing or not guard.release():
                     return

@@ -86,7 +86,17 @@ class MemberSubscription(Subscription):
                     return
                 self.demand = add_demand(self.demand, count)
                 self.requested = add_demand(self.requested, count)
+            self._drain_after_request()
+            return
         owner._schedule()
+
+    def _drain_after_request(self) -> None:
+        """Run the owner's drain for new demand (the caller's thread).
+
+        An owner whose drain can hand a long run over to a relay overrides this to take a
+        bounded run on the caller's thread (``DrainLoop.start_borrowed``, Rule 3.4).
+        """
+        self.owner._schedule()
 
     def cancel(self) -> None:
         """Leave the owner (Rules 3.5, 3.7: idempotent); its drain forgets the member."""

@@ -165,7 +165,8 @@ class DownstreamStage(Subscription):
             self._demand = add_demand(self._demand, count)
             self._requested = add_demand(self._requested, count)
         self._demand_added(count)
-        self._schedule()
+        if self._guard.acquire():
+            self._loop.start_borrowed()  # Rule 3.4: a bounded run on the caller's thread
 
     def cancel(self) -> None:
         """Cancel once (Rule 3.7); the drain loop cancels upstream and drops downstream."""
@@ -220,8 +221,12 @@ class DownstreamStage(Subscription):
             self._loop.start_owned()
 
     @abstractmethod
-    def _drain(self) -> None:
-        """The single owner's passes: deliver everything it can, give ownership up, return."""
+    def _drain(self) -> bool | None:
+        """The single owner's passes: deliver everything it can, give ownership up, return.
+
+        A pass that asks ``self._loop.allow`` and gets fewer elements than are due returns
+        ``True`` without giving ownership up: the loop moves the rest to the relay.
+        """
 
     def _terminate_locked(self) -> Subscriber[Any] | None:
         """Mark the stage terminated, retire the loop, return the downstream (lock held)."""
@@ -286,6 +291,11 @@ class UpstreamStage(DownstreamStage, Subscriber[Any]):
         Raises ``TypeError`` for ``on_subscribe(None)`` (Rule 2.13), cancels a second
         subscription (Rule 2.5), and cancels the stage when downstream is gone or its
         ``on_subscribe`` raised. Returns True when the stage may go on (request upstream).
+
+        Downstream's ``on_subscribe`` runs while this call owns the stage's drain loop, so
+        nothing it triggers (a ``request`` that a timer or another thread answers at once)
+        can reach downstream's ``on_next`` before ``on_subscribe`` returned (Rule 1.3):
+        such work only marks the loop, and the pass runs here once it has returned.
         """
         if subscription is None:
             raise TypeError("Rule 2.13: on_subscribe(None)")
@@ -294,10 +304,16 @@ class UpstreamStage(DownstreamStage, Subscriber[Any]):
             return False
         self._upstream = subscription
         downstream = self._downstream
-        if downstream is None or not signal_on_subscribe(downstream, self):
-            self.cancel()
-            return False
-        return True
+        held = self._guard.acquire()  # only fails if upstream already signalled (Rule 1.9)
+        accepted = downstream is not None and signal_on_subscribe(downstream, self)
+        if not accepted:
+            with self._lock:
+                self._cancelled = True
+        if held and self._guard.release():
+            self._loop.start_borrowed()  # work arrived during on_subscribe: deliver it now
+        if not accepted:
+            self._schedule()
+        return accepted
 
 
 class InnerSubscriber(Subscriber[Any], Generic[OwnerT]):
@@ -419,7 +435,7 @@ class BufferedStage(UpstreamStage):
     def _after_delivery(self, count: int) -> None:
         """Hook: ``count`` elements went downstream (no lock held, inside the drain)."""
 
-    def _drain(self) -> None:
+    def _drain(self) -> bool | None:
         """Deliver ``_ready`` within demand; end the stage once finished or cancelled.
 
         The one buffered pass: each turn takes a batch under the lock, or finds nothing to
@@ -430,7 +446,7 @@ class BufferedStage(UpstreamStage):
         while True:
             with self._lock:
                 if self._terminated:
-                    return
+                    return None
                 downstream = self._downstream
                 upstream = self._upstream
                 if self._cancelled or downstream is None:
@@ -440,7 +456,8 @@ class BufferedStage(UpstreamStage):
                 else:
                     cancel_only = False
                     ready = self._ready
-                    count = min(len(ready), self._demand)
+                    due = min(len(ready), self._demand)
+                    count = self._loop.allow(due) if due else 0
                     batch = [ready.popleft() for _ in range(count)]
                     if count and self._demand != MAX_DEMAND:
                         self._demand -= count
@@ -453,25 +470,27 @@ class BufferedStage(UpstreamStage):
                         self._terminate_locked()
                         timers = self._stop_locked()
                     elif not count:
+                        if due:
+                            return True  # Rule 3.4: the caller's share is spent; relay
                         if self._guard.release_locked():
                             continue  # work arrived while this pass ran
-                        return
+                        return None
             if cancel_only or finished:
                 for timer in timers:
                     timer.cancel()
             if cancel_only:
                 if upstream is not None:
                     cancel_quietly(upstream)
-                return
+                return None
             assert downstream is not None
             self._deliver(downstream, batch)
             if finished:
                 if self._cancelled:  # from inside on_next: no terminal signal (Rule 1.8)
                     if urgent and upstream is not None:
                         cancel_quietly(upstream)  # our own error: upstream still runs
-                    return
+                    return None
                 self._signal_terminal(downstream, upstream, error, urgent)
-                return
+                return None
             self._after_delivery(count)
 
     def _signal_terminal(

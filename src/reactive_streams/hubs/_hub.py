@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._core import (
     DrainLoop,
@@ -51,6 +51,10 @@ class HubStatistics:
     delivered: int = 0
 
 
+class _HubOwner(SharedDrainOwner, Protocol):
+    def _schedule_borrowed(self) -> None: ...
+
+
 class HubBase:
     """A hub's lock and its single drain loop (the package's ``DrainLoop``)."""
 
@@ -63,7 +67,12 @@ class HubBase:
         if self._guard.acquire():
             self._loop.start_owned()
 
-    def _drain(self) -> None:
+    def _schedule_borrowed(self) -> None:
+        """``_schedule`` for a consumer's ``request``: a bounded run on its thread (Rule 3.4)."""
+        if self._guard.acquire():
+            self._loop.start_borrowed()
+
+    def _drain(self) -> bool | None:
         raise NotImplementedError
 
     def _fail_hub(self, error: Exception) -> None:
@@ -78,10 +87,15 @@ class HubConsumer(MemberSubscription):
     ``error`` is a Rule 3.9 request or the consumer's own function (a raising predicate).
     """
 
-    __slots__ = ()
+    __slots__ = ("_hub",)
 
-    def __init__(self, hub: SharedDrainOwner, subscriber: Subscriber[Any]) -> None:
+    def __init__(self, hub: _HubOwner, subscriber: Subscriber[Any]) -> None:
         super().__init__(hub, subscriber)
+        self._hub = hub
+
+    def _drain_after_request(self) -> None:
+        """A bounded run on the requesting thread; the rest goes to a relay (Rule 3.4)."""
+        self._hub._schedule_borrowed()
 
 
 class HubProducer(Subscriber[Any]):

@@ -94,6 +94,7 @@ class Router(HubBase, Generic[T]):
         self._producer_errors = 0
         self._delivered = 0
         self._next_producer = 0
+        self._attaching = 0  # consumers inside their on_subscribe, not yet routed to
 
     # ------------------------------------------------------------------ attaching
     def sink(self) -> Subscriber[T]:
@@ -119,18 +120,27 @@ class Router(HubBase, Generic[T]):
         return _RoutePublisher(self, predicate)
 
     def _attach_consumer(self, subscriber: Subscriber[Any], predicate: Any) -> None:
+        # The consumer joins the routing only once its on_subscribe returned, so that no
+        # producer's drain signals it meanwhile (Rule 1.3); what it requests from
+        # on_subscribe waits until then.
         consumer = _RouteConsumer(self, subscriber, predicate)
         with self._lock:
-            ended = self._terminated
-            if not ended:
-                self._consumers.append(consumer)
-        if not signal_on_subscribe(subscriber, consumer):
+            self._attaching += 1
+        try:
+            accepted = signal_on_subscribe(subscriber, consumer)
+        finally:
+            with self._lock:
+                self._attaching -= 1
+                ended = self._terminated
+                if not ended:
+                    self._consumers.append(consumer)
+        if not accepted:
             consumer.cancel()
             return
         if ended:
             signal_on_complete(subscriber)
             return
-        self._schedule()
+        self._schedule_borrowed()
 
     def close(self) -> None:
         """Accept no new producer; consumers complete once the current producers finish."""
@@ -152,7 +162,12 @@ class Router(HubBase, Generic[T]):
             )
 
     # ------------------------------------------------------------------ the drain
-    def _drain(self) -> None:
+    def _drain(self) -> bool:
+        """Route until nothing moves; ``True`` when a consumer's request used its share.
+
+        A run started by a consumer's ``request`` routes at most ``CALLER_BUDGET``
+        elements on that thread; the loop relays the rest (Rule 3.4).
+        """
         while True:
             failed = self._sweep()
             for consumer, error in failed:
@@ -160,9 +175,12 @@ class Router(HubBase, Generic[T]):
                     signal_on_error(consumer.subscriber, error)
                     consumer.subscriber = None
             if self._finish_if_done():
-                return
-            if not self._route_round():
-                return
+                return False
+            moved = self._route_round()
+            if moved is None:
+                return True
+            if not moved:
+                return False
 
     def _sweep(self) -> list[tuple[_RouteConsumer, Exception]]:
         """Forget cancelled consumers and ended producers; collect Rule 3.9 failures."""
@@ -210,8 +228,11 @@ class Router(HubBase, Generic[T]):
                 targets.append(consumer)
         return targets
 
-    def _route_round(self) -> bool:
-        """Route at most one element per producer; return whether anything moved."""
+    def _route_round(self) -> bool | None:
+        """Route at most one element per producer; return whether anything moved.
+
+        ``None``: an element was due but the run's share of the caller's thread is spent.
+        """
         with self._lock:
             producers = list(self._producers)
             consumers = [c for c in self._consumers if not c.cancelled and c.error is None]
@@ -232,6 +253,8 @@ class Router(HubBase, Generic[T]):
                     return True  # a predicate failed: sweep, then route again
                 if any(c.cancelled or c.demand <= 0 for c in targets):
                     continue  # blocked until every target has demand
+                if not self._loop.allow(1):
+                    return None  # Rule 3.4: hand the rest to the relay
                 producer.queue.popleft()
                 for consumer in targets:
                     if consumer.demand != MAX_DEMAND:
@@ -349,7 +372,7 @@ class _MergeSource(Publisher[T]):
             raise TypeError("Rule 1.9: subscribe() requires a Subscriber, got None")
         router = self._router
         with router._lock:
-            busy = any(not c.cancelled for c in router._consumers)
+            busy = router._attaching > 0 or any(not c.cancelled for c in router._consumers)
         if busy:
             from .._core import signal_error_only  # noqa: PLC0415
 

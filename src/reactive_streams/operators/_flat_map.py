@@ -231,12 +231,16 @@ class _Coordinator(UpstreamStage):
         outer, self._upstream = self._upstream, None
         return [s for s in (*subscriptions, outer) if s is not None]
 
-    def _drain(self) -> None:
-        """Serial passes of the single owner; returns when it finds nothing to do."""
+    def _drain(self) -> bool | None:
+        """Serial passes of the single owner; returns when it finds nothing to do.
+
+        A run started by a ``request`` delivers at most ``CALLER_BUDGET`` elements on the
+        caller's thread; it then returns ``True`` and the loop relays the rest (Rule 3.4).
+        """
         while True:
             with self._lock:
                 if self._terminated:
-                    return
+                    return None
                 downstream = self._downstream
                 if self._cancelled or self._error is not None or downstream is None:
                     error = None if self._cancelled else self._error
@@ -248,9 +252,11 @@ class _Coordinator(UpstreamStage):
                     batch: list[Any] = []
                     refills: list[tuple[_Inner, int]] = []
                     demand = self._demand
+                    due = min(self._buffered, demand)
+                    allowed = self._loop.allow(due) if due else 0
                     for inner in self._active:
                         queue = inner.queue
-                        take = min(len(queue), demand - len(batch))
+                        take = min(len(queue), allowed - len(batch))
                         if take <= 0:
                             continue
                         batch.extend(queue.popleft() for _ in range(take))
@@ -274,15 +280,17 @@ class _Coordinator(UpstreamStage):
                         self._terminate_locked()
                     outer = self._upstream
                     if not count and not refills and not more_outer and not complete:
+                        if due:
+                            return True  # Rule 3.4: the caller's share is spent; relay
                         if self._guard.release_locked():
                             continue  # work arrived meanwhile
-                        return
+                        return None
             if stop:
                 for subscription in subscriptions:
                     cancel_quietly(subscription)
                 if error is not None and downstream is not None:
                     signal_on_error(downstream, error)
-                return
+                return None
             assert downstream is not None
             self._deliver(downstream, batch)  # stops at a cancel; Rule 2.13
             for inner, amount in refills:
@@ -291,4 +299,4 @@ class _Coordinator(UpstreamStage):
                 self.request_upstream(outer, more_outer)
             if complete:
                 signal_on_complete(downstream)
-                return
+                return None

@@ -2,7 +2,8 @@
 
 Every test of the reference JVM TCK's ``PublisherVerification`` is here with its
 classification and the rule token in its name, plus tests the reference leaves out:
-serial signalling under concurrent requests (Rule 1.3), concurrent cancel (Rule 3.5),
+serial signalling under concurrent requests and no element while ``on_subscribe`` still
+runs (Rule 1.3), concurrent cancel (Rule 3.5),
 ``request``/``cancel`` that must never raise (Rules 3.15, 3.16), a raising subscriber
 (Rule 2.13), a subscriber subscribed twice (Rule 1.10), non-``int`` demand (Rule 3.9) and
 property-based random demand/cancel schedules (Rules 1.1, 1.7, 3.3).
@@ -284,6 +285,28 @@ class PublisherVerification(VerificationBase, ABC):
                 f"produce {total} elements; got {sub.delivered}"
             )
         sub.cancel()
+
+    @tck_test("1.3", Kind.REQUIRED)
+    def test_required_spec103_must_not_signal_on_next_before_on_subscribe_returns(
+        self,
+    ) -> None:
+        """Beyond the JVM TCK: no element arrives on another thread while on_subscribe runs.
+
+        The subscriber requests 3 from ``on_subscribe`` and then stays in it for
+        ``no_signals_timeout`` seconds, waiting for an element. An ``on_next`` on the
+        same thread, from inside that ``request``, is allowed (Rule 3.3 bounds it); one
+        that starts on another thread before ``on_subscribe`` returned overlaps it
+        (Rule 1.3). The subscriber waits for the element it asked for, so a publisher that
+        delivers concurrently is caught every time, not by chance as in the stochastic
+        test.
+        """
+        sub = _LingeringSubscriber(self.env, request=3, linger=self.env.no_signals_timeout)
+        self._subscribe(self._active(3, completion=False), sub)
+        self.env.verify_no_async_errors_no_delay()
+        sub.next_elements(3, "the 3 elements requested from on_subscribe")
+        self.env.verify_no_async_errors_no_delay()
+        if sub.overlap is not None:
+            raise TckFailure(sub.overlap)
 
     @tck_test("1.4", Kind.OPTIONAL, failure_is_skip=False)
     def test_optional_spec104_must_signal_on_error_when_fails(self) -> None:
@@ -1022,6 +1045,43 @@ class _RequestOnNextSubscriber(ManualSubscriber):
             return
         if self._per_element:
             self.request(self._per_element)
+
+
+class _LingeringSubscriber(ManualSubscriber):
+    """Requests from ``on_subscribe``, then stays in it until an element or ``linger`` s.
+
+    An ``on_next`` that starts on another thread while ``on_subscribe`` is still running
+    is recorded in ``overlap`` and flopped (Rule 1.3); one nested on the subscribing
+    thread (inside its own ``request``) is allowed.
+    """
+
+    def __init__(self, env: TestEnvironment, *, request: int, linger: float) -> None:
+        super().__init__(env)
+        self._initial = request
+        self._linger = linger
+        self._arrived = threading.Event()
+        self._subscribing: int | None = None
+        self.overlap: str | None = None
+
+    def when_subscribed(self, subscription: Subscription) -> None:
+        self._subscribing = threading.get_ident()
+        try:
+            self.request(self._initial)
+            self._arrived.wait(self._linger)  # an element may come at once, on any thread
+        finally:
+            self._subscribing = None
+
+    def on_next(self, element: Any) -> None:
+        subscribing = self._subscribing
+        if subscribing is not None and subscribing != threading.get_ident():
+            self.overlap = (
+                f"Rule 1.3: on_next({element!r}) started on thread "
+                f"{threading.current_thread().name} while on_subscribe, which had requested "
+                f"{self._initial}, was still running on another thread"
+            )
+            self.env.flop(self.overlap)
+        self._arrived.set()
+        super().on_next(element)
 
 
 class _SlowSubscriber(ManualSubscriber):
