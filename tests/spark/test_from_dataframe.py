@@ -136,3 +136,34 @@ def test_finished_subscriptions_are_not_kept(spark: SparkSession) -> None:
         assert [row["id"] for row in collector.items] == list(range(10))
     assert len(publisher.subscriptions) == 1  # ended streams leave the list
     assert publisher.subscriptions[0].finished
+
+
+def test_no_row_arrives_while_on_subscribe_runs(spark: SparkSession) -> None:
+    # Rule 1.3: on_subscribe requests, then stays in on_subscribe waiting for the row. The
+    # row may only come after on_subscribe returned (the emit loop's election holds it
+    # back), never on the subscription's thread while on_subscribe is still running.
+    class Lingering(Collector[dict[str, Any]]):
+        def __init__(self) -> None:
+            super().__init__()
+            self.in_on_subscribe = False
+            self.overlapped = False
+            self.arrived = threading.Event()
+
+        def on_subscribe(self, subscription: Any) -> None:
+            self.in_on_subscribe = True
+            try:
+                super().on_subscribe(subscription)
+                self.arrived.wait(5.0)  # expected to expire: a row now would overlap
+            finally:
+                self.in_on_subscribe = False
+
+        def on_next(self, element: dict[str, Any]) -> None:
+            self.overlapped |= self.in_on_subscribe
+            self.arrived.set()
+            super().on_next(element)
+
+    collector = Lingering()
+    from_dataframe(spark.range(0, 3, numPartitions=1)).subscribe(collector)
+    assert collector.done.wait(TIMEOUT)
+    assert [row["id"] for row in collector.items] == [0, 1, 2]
+    assert not collector.overlapped

@@ -1,4 +1,4 @@
-"""The emit loop shared by the single-emitter sources (the reference publishers, interval).
+"""The emit loop shared by the single-emitter sources (ranges, interval, Spark bridges).
 
 One ``EmitLoopSubscription`` links one subscriber to one source. All of its signals come
 from a single emit loop run under an ``EmitterElection``:
@@ -17,7 +17,14 @@ from a single emit loop run under an ``EmitterElection``:
 
 Subclasses supply the source: ``_open`` (prepare, on the loop), ``_emit`` (deliver up to
 ``count`` elements), ``_exhausted``, ``_failure`` and ``_close``. A source that is not
-always ready (a timer) emits what it has and calls ``wake`` when it has more.
+always ready (a timer, a streaming query, an async iterator) emits what it has and calls
+``wake`` when it has more.
+
+Where the loop runs is a parameter, not a copy: on the thread that calls ``request``
+(no executor), on an executor (a pool, one dedicated thread per subscription, an event
+loop's ``call_soon_threadsafe``), and with ``subscribe_on_caller`` the ``on_subscribe``
+signal comes from the thread that calls ``start`` (``subscribe``'s), before it returns,
+while the first pass waits for demand.
 """
 
 from __future__ import annotations
@@ -49,17 +56,37 @@ class EmitLoopSubscription(Subscription, Generic[T]):
             ``None`` runs it on the thread that calls ``request`` (Rule 3.10).
         batch_size: at most this many elements per pass; with an executor, a task that
             reaches it resubmits itself instead of hogging a worker.
+        subscribe_on_caller: ``start`` signals ``on_subscribe`` on its caller's thread
+            (under the election, so a ``request`` from inside it only leaves a mark, Rule
+            1.3), and runs a pass only if that call requested or cancelled. For a source
+            whose loop runs elsewhere (a dedicated thread) that must not start before the
+            first ``request``. ``_open`` still runs on the loop, at its first pass.
     """
 
-    __slots__ = ("_batch_size", "_election", "_loop", "_opened", "_subscriber")
+    __slots__ = (
+        "_batch_size",
+        "_election",
+        "_loop",
+        "_opened",
+        "_subscribe_on_caller",
+        "_subscribed",
+        "_subscriber",
+    )
 
     def __init__(
-        self, subscriber: Subscriber[T], *, executor: Executor | None = None, batch_size: int
+        self,
+        subscriber: Subscriber[T],
+        *,
+        executor: Executor | None = None,
+        batch_size: int,
+        subscribe_on_caller: bool = False,
     ) -> None:
         self._subscriber: Subscriber[T] | None = subscriber
         self._election = EmitterElection()
         self._batch_size = batch_size
-        self._opened = False
+        self._subscribe_on_caller = subscribe_on_caller
+        self._subscribed = False  # on_subscribe was signalled
+        self._opened = False  # _open ran (or the stream ended before it could)
         self._loop = DrainLoop(
             self._drain_pass,
             executor=executor,
@@ -92,9 +119,19 @@ class EmitLoopSubscription(Subscription, Generic[T]):
     # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Run the first pass: ``on_subscribe``, then anything already due (Rule 1.9)."""
-        if self._election.acquire():
-            self._loop.start_owned()
+        """Run the first pass: ``on_subscribe``, then anything already due (Rule 1.9).
+
+        With ``subscribe_on_caller``, ``on_subscribe`` runs here, and the loop starts only
+        if it requested or cancelled (otherwise the first ``request`` starts it).
+        """
+        election = self._election
+        if not election.acquire():
+            return
+        if self._subscribe_on_caller:
+            self._signal_subscribe()
+            if not election.release():  # nothing requested, nothing cancelled: idle
+                return
+        self._loop.start_owned()
 
     def wake(self) -> None:
         """The source has new elements, or ended: run a pass, or make the running one repeat.
@@ -126,12 +163,11 @@ class EmitLoopSubscription(Subscription, Generic[T]):
         if subscriber is None:  # cancelled, or already terminated
             election.retire()
             return False
+        if not self._subscribed:
+            self._signal_subscribe()
         if not self._opened:
             self._opened = True
-            # Rule 1.9: on_subscribe first; a subscriber that raises counts as cancelled (2.13).
-            if not signal_on_subscribe(subscriber, self):
-                election.cancel()
-            elif not election.cancelled:
+            if not election.cancelled:
                 self._open()
         if election.cancelled:  # Rule 3.12: stop, release the source, drop the subscriber
             self._finish()
@@ -163,6 +199,13 @@ class EmitLoopSubscription(Subscription, Generic[T]):
         # source has nothing ready now: give the loop up until ``wake``.
         return bool(demand) and emitted >= self._batch_size
 
+    def _signal_subscribe(self) -> None:
+        """Owner only: Rule 1.9, ``on_subscribe`` first; a raise counts as cancel (2.13)."""
+        self._subscribed = True
+        subscriber = self._subscriber
+        if subscriber is not None and not signal_on_subscribe(subscriber, self):
+            self._election.cancel()
+
     def _cancelled_meanwhile(self) -> bool:
         return self._election.cancelled
 
@@ -177,8 +220,8 @@ class EmitLoopSubscription(Subscription, Generic[T]):
         subscriber = self._subscriber
         if subscriber is None:
             return
-        if not self._opened:
-            self._opened = True
+        if not self._subscribed:
+            self._subscribed = True
             if not signal_on_subscribe(subscriber, self):
                 self._finish()
                 return

@@ -19,20 +19,8 @@ import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import ArrayType, MapType, StructType
 
-from .._core import (
-    MAX_DEMAND,
-    ProtocolViolationError,
-    StreamStatistics,
-    add_demand,
-    report_undeliverable,
-    signal_on_complete,
-    signal_on_error,
-    signal_on_next,
-    signal_on_subscribe,
-    validate_request,
-)
-from ..api import Publisher, Subscriber, Subscription
-from ._dropped import DROPPED
+from .._core import DaemonThreadPool, EmitLoopSubscription, report_undeliverable
+from ..api import Publisher, Subscriber
 from ._errors import SparkBridgeError
 from ._pyspark_internals import arrow_batch_messages
 from .session import is_connect_session
@@ -44,159 +32,131 @@ if TYPE_CHECKING:
 
 __all__ = ["DataFramePublisher", "from_dataframe"]
 
-_WAIT_SLICE: Final = 0.5
+_BATCH: Final = 1024
+"""Elements per pass of the emit loop at most (then the next pass, on the same thread)."""
 _CONNECT_ARROW_ROWS: Final = 10_000
 
 
-class _DataFrameSubscription(Subscription):
-    """One subscription: demand accounting and the dedicated puller thread."""
+class _DataFrameSubscription(EmitLoopSubscription[Any]):
+    """One subscription: the kit's emit loop on a dedicated thread, over a local iterator.
+
+    ``on_subscribe`` comes from ``subscribe``'s thread; every other signal from the
+    subscription's one thread (a single-worker ``DaemonThreadPool``), which is started by
+    the first ``request`` and opens the iterator there, so the job group applies to every
+    pull. Rows are pulled only within demand: ``_emit`` takes at most ``count`` from the
+    iterator, and Spark starts a partition's job only when a row of it is asked for.
+    """
+
+    __slots__ = (
+        "_elements",
+        "_ended",
+        "_error",
+        "_lock",
+        "_pool",
+        "_publisher",
+        "_pulling",
+        "job_group",
+    )
 
     def __init__(self, publisher: DataFramePublisher, subscriber: Subscriber[Any]) -> None:
+        pool = DaemonThreadPool(1, thread_name_prefix="rs-spark-from-dataframe")
+        super().__init__(subscriber, executor=pool, batch_size=_BATCH, subscribe_on_caller=True)
         self._publisher = publisher
-        self._subscriber = subscriber
-        self._cond = threading.Condition()
-        self._demand = 0
-        self._requested = 0
-        self._delivered = 0
-        self._cancelled = False
-        self._terminated = False
-        self._error: ProtocolViolationError | None = None
-        self._thread: threading.Thread | None = None
+        self._pool = pool
+        self._lock = threading.Lock()
+        self._pulling = False  # the iterator is (being) opened: cancel interrupts its jobs
+        self._elements: Iterator[Any] | None = None
+        self._ended = False
+        self._error: SparkBridgeError | None = None
         self.job_group = f"reactive_streams.from_dataframe.{uuid.uuid4().hex}"
         """Spark job group of this subscription's jobs (for the status tracker)."""
 
-    def request(self, n: int) -> None:
-        """Add demand and wake the puller; start it on the first request (Rules 3.9, 3.17)."""
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            with self._cond:
-                if self._cancelled:
-                    return
-                if self._error is None:
-                    self._error = error
-                self._cond.notify_all()
-            self._start()
-            return
-        with self._cond:
-            if self._cancelled:
-                return
-            self._demand = add_demand(self._demand, count)
-            self._requested = add_demand(self._requested, count)
-            self._cond.notify_all()
-        self._start()
-
     def cancel(self) -> None:
-        """Stop pulling: the puller closes the iterator; running jobs are cancelled."""
-        with self._cond:
-            if self._cancelled:
-                return
-            self._cancelled = True
-            started = self._thread is not None
-            if not started:
-                self._subscriber = DROPPED  # Rule 3.13: nothing else will signal it
-            self._cond.notify_all()
-        if started and not is_connect_session(self._publisher.dataframe):
-            # Interrupt a partition job that is computing right now (cheap: one py4j call).
+        """Stop pulling: the loop closes the iterator; a running partition job is cancelled.
+
+        Idempotent and quick (Rules 3.5, 3.7): one py4j call at most, besides the
+        election's bookkeeping.
+        """
+        if self._election.cancelled:
+            return
+        super().cancel()
+        self._interrupt()
+
+    @property
+    def finished(self) -> bool:
+        """Whether the subscription was cancelled or has ended (nothing more will happen)."""
+        return self._election.cancelled
+
+    def _interrupt(self) -> None:
+        """Cancel the job group, so a partition job computing right now stops."""
+        with self._lock:
+            pulling = self._pulling
+        if pulling and not is_connect_session(self._publisher.dataframe):
             try:
                 self._publisher.dataframe.sparkSession.sparkContext.cancelJobGroup(self.job_group)
             except Exception as exc:
                 report_undeliverable(exc)
 
-    @property
-    def finished(self) -> bool:
-        """Whether the subscription was cancelled or has ended (nothing more will happen)."""
-        with self._cond:
-            return self._cancelled
+    # -- the source of the emit loop (runs on the subscription's thread) ------------------
 
-    def statistics(self) -> StreamStatistics:
-        """Elements requested and delivered; ``buffered`` is always 0 (one row at a time)."""
-        with self._cond:
-            return StreamStatistics(
-                requested=self._requested,
-                delivered=self._delivered,
-                buffered=0,
-                cancelled=self._cancelled,
-                terminated=self._terminated,
-            )
+    def _open(self) -> None:
+        """Nothing to do yet: the iterator opens at the first ``_emit``, when demand came."""
 
-    def _start(self) -> None:
-        with self._cond:
-            if self._thread is not None:
-                return
-            self._thread = threading.Thread(
-                target=self._run, name="rs-spark-from-dataframe", daemon=True
-            )
-        self._thread.start()
-
-    def _take_demand(self) -> int:
-        """Wait for demand; 0 means stop (cancelled). A parked Rule 3.9 error is raised."""
-        with self._cond:
-            while self._demand == 0 and not self._cancelled and self._error is None:
-                self._cond.wait(_WAIT_SLICE)
-            if self._error is not None:
-                raise self._error
-            if self._cancelled:
+    def _emit(self, subscriber: Subscriber[Any], count: int) -> int:
+        elements = self._elements
+        if elements is None:
+            with self._lock:
+                self._pulling = True
+            if self._election.cancelled:  # a cancel that did not see _pulling: stop here
                 return 0
-            return self._demand
-
-    def _run(self) -> None:
-        elements: Iterator[Any] | None = None
-        sent = 0  # delivered in the current round, not yet added to _delivered
+            try:
+                elements = self._elements = self._publisher.open_iterator(self.job_group)
+            except Exception as exc:
+                self._fail(exc, 0)
+                return 0
+        sent = 0
         try:
-            elements = self._publisher.open_iterator(self.job_group)
-            while True:
-                demand = self._take_demand()
-                if demand == 0:
-                    return
-                for element in itertools.islice(elements, demand):
-                    if not signal_on_next(self._subscriber, element):
-                        self.cancel()  # Rule 2.13: treat as cancelled
-                        return
-                    sent += 1
-                    # An unlocked read of a flag that only goes False -> True: a cancel seen
-                    # one element late is allowed (Rules 2.8, 3.12), a lock per row is slow.
-                    if self._cancelled:
-                        return
-                with self._cond:
-                    self._delivered += sent
-                    if self._demand != MAX_DEMAND:
-                        self._demand -= sent
-                    exhausted = sent < demand
-                    sent = 0
-                if exhausted:
-                    self._terminate(None)
-                    return
-        except ProtocolViolationError as error:
-            self._terminate(error)
+            for element in itertools.islice(elements, count):
+                try:
+                    subscriber.on_next(element)
+                except Exception as exc:  # Rule 2.13: treat as cancelled
+                    self._deliver_failed(subscriber, exc)
+                    self._interrupt()
+                    return sent
+                sent += 1
+                # An unlocked read of a flag that only goes False -> True: a cancel seen
+                # one element late is allowed (Rules 2.8, 3.12), a lock per row is slow.
+                if self._election.cancelled:
+                    return sent
         except Exception as exc:
-            with self._cond:
-                cancelled = self._cancelled
-            if cancelled:  # e.g. the job we cancelled: nobody is listening any more
-                return
-            with self._cond:  # the rows of the round the failure interrupted count too
-                self._delivered += sent
-                delivered = self._delivered
-            failure = SparkBridgeError(
-                f"from_dataframe failed after {delivered} elements: {type(exc).__name__}: {exc}"
-            )
-            failure.__cause__ = exc
-            self._terminate(failure)
-        finally:
-            self._subscriber = DROPPED  # Rule 3.13: the stream is over for the subscriber
-            if elements is not None:
-                _close(elements)
+            # The rows of the round the failure interrupted count too.
+            self._fail(exc, self._election.delivered + sent)
+            return sent
+        if sent < count:
+            self._ended = True
+        return sent
 
-    def _terminate(self, error: Exception | None) -> None:
-        with self._cond:
-            if self._cancelled:
-                return
-            self._cancelled = True
-            self._terminated = True
-        if error is None:
-            signal_on_complete(self._subscriber)
-        else:
-            signal_on_error(self._subscriber, error)
+    def _fail(self, exc: Exception, delivered: int) -> None:
+        failure = SparkBridgeError(
+            f"from_dataframe failed after {delivered} elements: {type(exc).__name__}: {exc}"
+        )
+        failure.__cause__ = exc
+        self._error = failure
+        self._ended = True
+
+    def _exhausted(self) -> bool:
+        return self._ended
+
+    def _failure(self) -> Exception | None:
+        # A failure after a cancel (the job we cancelled, say) is nobody's business: the
+        # loop checks the cancel first and ends without a signal.
+        return self._error
+
+    def _close(self) -> None:
+        elements, self._elements = self._elements, None
+        if elements is not None:
+            _close(elements)
+        self._pool.shutdown(wait=False)  # the thread ends once this pass returns
 
 
 def _is_flat(schema: StructType) -> bool:
@@ -227,7 +187,8 @@ class DataFramePublisher(Publisher[Any]):
     so Spark starts the job of partition ``k + 1`` only when the subscriber has taken every
     row of partition ``k`` and requested one more.
 
-    Concurrency: every signal comes from the subscription's dedicated thread.
+    Concurrency: ``on_subscribe`` comes from ``subscribe``'s thread, every other signal
+    from the subscription's dedicated thread.
     """
 
     def __init__(
@@ -258,8 +219,7 @@ class DataFramePublisher(Publisher[Any]):
                 *(old for old in self.subscriptions if not old.finished),
                 subscription,
             ]
-        if not signal_on_subscribe(subscriber, subscription):
-            subscription.cancel()
+        subscription.start()  # on_subscribe here; the thread starts at the first request
 
     def open_iterator(self, job_group: str) -> Iterator[Any]:
         """Start the lazy iterator (on the puller thread, so the job group applies)."""
@@ -345,8 +305,9 @@ def from_dataframe(
         without outstanding demand.
 
     Concurrency:
-        All signals come from the subscription's dedicated thread (named
-        ``rs-spark-from-dataframe``); ``request``/``cancel`` may come from any thread.
+        ``on_subscribe`` comes from ``subscribe``'s thread, every other signal from the
+        subscription's dedicated thread (named ``rs-spark-from-dataframe_0``), started by
+        the first ``request``; ``request``/``cancel`` may come from any thread.
 
     Raises:
         ValueError: ``dataframe`` is streaming.
