@@ -15,21 +15,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .._core import (
-    MAX_DEMAND,
-    DrainLoop,
-    ProtocolViolationError,
-    StreamStatistics,
-    add_demand,
-    report_undeliverable,
-    signal_on_complete,
-    signal_on_error,
-    signal_on_next,
-    signal_on_subscribe,
-    validate_request,
-)
-from ..api import Publisher, Subscriber, Subscription
-from ._dropped import DROPPED
+from .._core import EmitLoopSubscription, report_undeliverable
+from ..api import Publisher, Subscriber
 from ._errors import StreamingQueryFailedError
 from .session import require_classic, spark_is_running
 
@@ -45,6 +32,8 @@ __all__ = ["MicroBatch", "StreamingQueryPublisher", "from_streaming_query"]
 _WAIT_SLICE: Final = 0.5
 """Seconds between cancel checks while ``foreachBatch`` waits for demand."""
 _STOP_TIMEOUT: Final = 120.0
+_BATCH: Final = 16
+"""Batches per pass of the emit loop at most (one is queued at a time, in practice)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,71 +53,104 @@ class MicroBatch:
     table: pa.Table
 
 
-class _QuerySubscription(Subscription):
-    """One subscription: one streaming query, its ``foreachBatch`` and its watcher."""
+class _QuerySubscription(EmitLoopSubscription[MicroBatch]):
+    """One subscription: one streaming query, its ``foreachBatch`` and its watcher.
+
+    The kit's emit loop does the demand, the Rule 3.9 error, cancel and the one terminal
+    signal. Its source is a queue that ``foreachBatch`` fills: when a pass finds demand
+    that no batch covers, it invites one batch (``_invited``); ``foreachBatch`` waits for
+    the invitation, converts its batch, queues it and wakes the loop, which delivers it on
+    that thread. The watcher marks the query's end and wakes the loop for the terminal
+    signal.
+    """
+
+    __slots__ = (
+        "_cond",
+        "_end_error",
+        "_ended",
+        "_invited",
+        "_publisher",
+        "_query_ready",
+        "_queue",
+        "_reserved",
+        "_stopper",
+        "_stopping",
+        "query",
+    )
 
     def __init__(
         self,
         subscriber: Subscriber[MicroBatch],
         publisher: StreamingQueryPublisher,
     ) -> None:
-        self._subscriber = subscriber
+        super().__init__(subscriber, batch_size=_BATCH)
         self._publisher = publisher
         self._cond = threading.Condition()
-        self._demand = 0
-        self._requested = 0
-        self._delivered = 0
-        self._cancelled = False
-        self._terminated = False
+        self._queue: deque[MicroBatch] = deque()
+        self._invited = False  # a pass saw demand no batch covers: foreachBatch may go on
+        self._reserved = False  # foreachBatch took the invitation and converts its batch
+        self._ended = False  # the query ended (or never started): the source is over
+        self._end_error: Exception | None = None
         self._stopping = False
         self._stopper: threading.Thread | None = None
-        self._queue: deque[MicroBatch | Exception | None] = deque()  # None = complete
-        self._drain = DrainLoop(self._drain_pass)
         self.query: StreamingQuery | None = None
         self._query_ready = threading.Event()
 
-    # ------------------------------------------------------------------ Subscription
-    def request(self, n: int) -> None:
-        """Add demand; ``foreachBatch`` waiting for it proceeds (Rules 3.9, 3.17)."""
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            self._fail(error)
-            return
-        with self._cond:
-            if self._cancelled:
-                return
-            self._demand = add_demand(self._demand, count)
-            self._requested = add_demand(self._requested, count)
-            self._cond.notify_all()
-
-    def cancel(self) -> None:
-        """Stop the query (on a helper thread: ``request``/``cancel`` stay cheap, Rule 3.5)."""
-        with self._cond:
-            if self._cancelled:
-                return
-            self._cancelled = True
-            self._subscriber = DROPPED  # Rule 3.13; a signal in flight may still land
-            self._cond.notify_all()
-        self._stop_query_async()
-
-    # ------------------------------------------------------------------- internals
     @property
     def cancelled(self) -> bool:
         """Whether the subscription was cancelled or has ended."""
-        with self._cond:
-            return self._cancelled
+        return self._election.cancelled
 
-    def statistics(self) -> StreamStatistics:
-        """Batches requested, delivered and waiting for the drain loop."""
+    # -- the source of the emit loop ------------------------------------------------------
+
+    def _open(self) -> None:
+        """Nothing to prepare: ``subscribe`` starts the query after ``on_subscribe``."""
+
+    def _emit(self, subscriber: Subscriber[MicroBatch], count: int) -> int:
+        sent = 0
+        while sent < count:
+            with self._cond:
+                if not self._queue:
+                    if not self._reserved:  # demand left: foreachBatch may take a batch
+                        self._invited = True
+                        self._cond.notify_all()
+                    break
+                batch = self._queue.popleft()
+            try:
+                subscriber.on_next(batch)
+            except Exception as exc:  # Rule 2.13: treat as cancelled
+                self._deliver_failed(subscriber, exc)
+                return sent
+            sent += 1
+            if self._election.cancelled:
+                break
+        return sent
+
+    def _exhausted(self) -> bool:
         with self._cond:
-            return StreamStatistics(
-                requested=self._requested,
-                delivered=self._delivered,
-                buffered=sum(isinstance(item, MicroBatch) for item in self._queue),
-                cancelled=self._cancelled,
-                terminated=self._terminated,
-            )
+            return self._ended and not self._queue
+
+    def _failure(self) -> Exception | None:
+        with self._cond:  # after the batches queued before the end
+            return self._end_error if not self._queue else None
+
+    def _buffered(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    def _close(self) -> None:
+        with self._cond:
+            ended = self._ended
+            self._cond.notify_all()  # a foreachBatch waiting for demand sees the end now
+        if not ended:  # cancelled, a Rule 3.9 error, on_next raised: stop the query
+            self._stop_query_async()
+
+    def _end(self, error: Exception | None) -> None:
+        """The query ended (``None``: finished) or never started: the terminal signal."""
+        with self._cond:
+            self._ended = True
+            self._end_error = error
+        self.wake()
 
     def _stop_query_async(self) -> None:
         with self._cond:
@@ -163,38 +185,6 @@ class _QuerySubscription(Subscription):
                     return  # the session was stopped meanwhile, and the query with it
                 report_undeliverable(exc)
 
-    def _fail(self, error: Exception) -> None:
-        """Signal ``error`` (first terminal wins) and stop the query."""
-        with self._cond:
-            if self._cancelled:
-                return
-            self._cancelled = True
-            self._queue.append(error)
-            self._cond.notify_all()
-        self._drain.schedule()
-        self._stop_query_async()
-
-    def _drain_pass(self) -> bool:
-        while True:
-            with self._cond:
-                if self._terminated or not self._queue:
-                    return False
-                item = self._queue.popleft()
-                if not isinstance(item, MicroBatch):
-                    self._terminated = True
-            if isinstance(item, MicroBatch):
-                if not signal_on_next(self._subscriber, item):
-                    self.cancel()  # Rule 2.13: treat as cancelled
-                    continue
-                with self._cond:
-                    self._delivered += 1
-            elif item is None:
-                signal_on_complete(self._subscriber)
-                self._subscriber = DROPPED  # Rule 3.13
-            else:
-                signal_on_error(self._subscriber, item)
-                self._subscriber = DROPPED  # Rule 3.13
-
     def for_each_batch(self, batch_df: DataFrame, batch_id: int) -> None:
         """Spark's ``foreachBatch``: wait for demand, then hand the batch on.
 
@@ -202,24 +192,29 @@ class _QuerySubscription(Subscription):
             SubscriberCancelledError: the subscriber cancelled; the batch is not committed,
                 so a restart from the checkpoint replays it.
         """
+        election = self._election
         with self._cond:
-            while self._demand == 0 and not self._cancelled:
+            while not self._invited and not election.cancelled:
                 self._cond.wait(_WAIT_SLICE)  # a timed slice: cancel is re-checked
-            if self._cancelled:
+            if election.cancelled:
                 raise _SubscriberCancelledError(
                     f"the subscriber of micro-batch {batch_id} cancelled; the batch is left "
                     "uncommitted"
                 )
-            if self._demand != MAX_DEMAND:
-                self._demand -= 1  # reserved for this batch (Rule 1.1)
-        table = batch_df.toArrow()
+            self._invited = False
+            self._reserved = True  # one unit of demand is this batch's (Rule 1.1)
+        try:
+            table = batch_df.toArrow()
+        finally:
+            with self._cond:
+                self._reserved = False
         with self._cond:
-            if self._cancelled:
+            if election.cancelled:
                 raise _SubscriberCancelledError(
                     f"the subscriber of micro-batch {batch_id} cancelled"
                 )
             self._queue.append(MicroBatch(int(batch_id), table))
-        self._drain.schedule()
+        self.wake()
 
     def watch(self, query: StreamingQuery) -> None:
         """Wait for the query to end, then send the terminal signal (exactly one).
@@ -250,12 +245,7 @@ class _QuerySubscription(Subscription):
                 f"{type(exc).__name__}: {exc}".splitlines()[0]
             )
             error.__cause__ = exc
-        with self._cond:
-            if self._cancelled:  # the subscriber (or a Rule 3.9 error) ended it already
-                return
-            self._cancelled = True
-            self._queue.append(error)
-        self._drain.schedule()
+        self._end(error)  # a no-op if the subscriber (or a Rule 3.9 error) ended it already
 
 
 class _SubscriberCancelledError(Exception):
@@ -269,7 +259,7 @@ class StreamingQueryPublisher(Publisher[MicroBatch]):
     most one batch waits here; Spark starts no new batch until it returns.
 
     Concurrency: ``on_next`` is called on Spark's ``foreachBatch`` thread, terminal signals
-    on a watcher thread; a drain loop keeps them serial (Rule 1.3).
+    on a watcher thread; the subscription's one emit loop keeps them serial (Rule 1.3).
     """
 
     def __init__(
@@ -309,8 +299,7 @@ class StreamingQueryPublisher(Publisher[MicroBatch]):
                 *(old for old in self.subscriptions if not old.cancelled),
                 subscription,
             ]
-        if not signal_on_subscribe(subscriber, subscription):
-            subscription.cancel()
+        subscription.start()  # on_subscribe, and whatever it requested or cancelled
         if subscription.cancelled:  # cancelled (or failed, Rule 3.9) from on_subscribe
             subscription._query_ready.set()
             return
@@ -329,7 +318,7 @@ class StreamingQueryPublisher(Publisher[MicroBatch]):
             subscription._query_ready.set()
             error = StreamingQueryFailedError(f"the streaming query could not start: {exc}")
             error.__cause__ = exc
-            subscription._fail(error)
+            subscription._end(error)
             return
         subscription.query = query
         subscription._query_ready.set()
@@ -376,8 +365,9 @@ def from_streaming_query(
         One batch at a time: Spark waits in ``foreachBatch`` for demand.
 
     Concurrency:
-        Signals come from Spark's callback thread and a watcher thread, serialised by a
-        drain loop (Rule 1.3).
+        Signals come from Spark's callback thread and a watcher thread, serialised by the
+        subscription's emit loop (Rule 1.3); a Rule 3.9 error or a cancel is handled on
+        the thread that calls ``request`` or ``cancel``.
 
     Raises:
         SparkConnectUnsupportedError: a Spark Connect DataFrame (``foreachBatch`` would
