@@ -205,6 +205,22 @@ class TestScheduledInterval(_FlowVerification):
         return flow.on_backpressure_buffer(max(elements, 1))
 
 
+class TestGroupByMain(_FlowVerification):
+    """``group_by``'s main stream: one group per distinct key, the groups left unconsumed.
+
+    Every key is new, so each element opens a group; ``prefetch`` and ``max_groups``
+    cover the largest publisher, so the main stream completes with its groups still full.
+    """
+
+    max_elements_from_publisher = 256
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _numbers(elements).group_by(lambda x: x, max_groups=512, prefetch=512)
+
+    def create_failed_publisher(self) -> Publisher[Any] | None:
+        return Flow.error(RuntimeError("TCK: failed publisher")).group_by(lambda x: x)
+
+
 class TestShare(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return _numbers(elements).share(prefetch=16)

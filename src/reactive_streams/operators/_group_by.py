@@ -11,14 +11,11 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from .._core import (
-    MAX_DEMAND,
     DrainLoop,
     MemberSubscription,
-    ProtocolViolationError,
     StageOperator,
     StageStatistics,
     WorkGuard,
-    add_demand,
     cancel_quietly,
     check_positive,
     replenish_threshold,
@@ -28,7 +25,6 @@ from .._core import (
     signal_on_error,
     signal_on_subscribe,
     signal_terminal,
-    validate_request,
 )
 from ..api import Publisher, Subscriber, Subscription
 
@@ -135,8 +131,13 @@ class _Group(Publisher[Any], MemberSubscription):
         self.group_by._schedule()
 
 
-class _GroupBy(Subscriber[Any], Subscription):
-    """The coordinator: upstream subscriber, main subscription, the groups' drain loop."""
+class _GroupBy(Subscriber[Any]):
+    """The coordinator: upstream subscriber and the drain loop of the main and the groups.
+
+    The main subscriber's ``Subscription``, like each group's, is one of the kit's
+    ``MemberSubscription``: its demand, its parked Rule 3.9 error and its cancel, served
+    by this stage's one drain loop.
+    """
 
     def __init__(
         self,
@@ -150,7 +151,7 @@ class _GroupBy(Subscriber[Any], Subscription):
         self._group = group
         self._guard = WorkGuard(self._lock)
         self._loop = DrainLoop(self._drain, guard=self._guard, on_failure=self._fail_now)
-        self._downstream: Subscriber[Any] | None = downstream
+        self._main = MemberSubscription(self, downstream)
         self._key = key
         self._max_groups = max_groups
         self._prefetch = prefetch
@@ -159,12 +160,8 @@ class _GroupBy(Subscriber[Any], Subscription):
         self._groups: dict[Any, _Group] = {}
         self._new: deque[_Group] = deque()
         self._live: list[_Group] = []  # every group not finished, emitted or not
-        self._demand = 0
-        self._requested = 0
         self._delivered = 0
         self._consumed = 0
-        self._cancelled = False  # the main subscriber cancelled
-        self._main_error: ProtocolViolationError | None = None
         self._done = False
         self._error: Exception | None = None
         self._urgent = False
@@ -175,35 +172,13 @@ class _GroupBy(Subscriber[Any], Subscription):
     def statistics(self) -> StageStatistics:
         with self._lock:
             return StageStatistics(
-                requested=self._requested,
+                requested=self._main.requested,
                 delivered=self._delivered,
                 buffered=sum(len(group.queue) for group in self._live),
-                cancelled=self._cancelled,
+                cancelled=self._main.cancelled,
                 terminated=self._main_ended,
                 dropped=self._dropped,
             )
-
-    # ------------------------------------------------------------------ main subscription
-    def request(self, n: int) -> None:
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            with self._lock:
-                if self._main_error is None:
-                    self._main_error = error
-            self._schedule()
-            return
-        with self._lock:
-            self._demand = add_demand(self._demand, count)
-            self._requested = add_demand(self._requested, count)
-        self._schedule()
-
-    def cancel(self) -> None:
-        with self._lock:
-            if self._cancelled:
-                return
-            self._cancelled = True
-        self._schedule()
 
     # ------------------------------------------------------------------ upstream
     def on_subscribe(self, subscription: Subscription) -> None:
@@ -213,9 +188,10 @@ class _GroupBy(Subscriber[Any], Subscription):
             subscription.cancel()  # Rule 2.5
             return
         self._upstream = subscription
-        downstream = self._downstream
-        if downstream is None or not signal_on_subscribe(downstream, self):
-            self.cancel()
+        main = self._main
+        downstream = main.subscriber
+        if downstream is None or not signal_on_subscribe(downstream, main):
+            main.cancel()
             return
         try:
             subscription.request(self._prefetch)
@@ -237,7 +213,7 @@ class _GroupBy(Subscriber[Any], Subscription):
         with self._lock:
             group = self._groups.get(key)
             if group is None:
-                if self._cancelled:  # nobody can take a new group any more: count it
+                if self._main.cancelled:  # nobody can take a new group any more: count it
                     self._dropped += 1
                     self._consumed += 1
                 elif len(self._groups) >= self._max_groups:
@@ -306,42 +282,44 @@ class _GroupBy(Subscriber[Any], Subscription):
 
     def _serve_main(self) -> bool:
         error: Exception | None
+        main = self._main
+        parked = False  # ending with the main's own Rule 3.9 error
         with self._lock:
-            downstream = self._downstream
+            downstream = main.subscriber
             if self._main_ended or downstream is None:
                 return False
-            if self._cancelled or self._main_error is not None:
+            if main.cancelled or main.error is not None:
                 self._main_ended = True
-                self._downstream = None
-                error = None if self._cancelled else self._main_error
-                self._cancelled = True
+                main.subscriber = None  # Rule 3.13
+                error = None if main.cancelled else main.error
+                main.cancelled = True
                 self._drop_unemitted_locked(self._new)
                 self._new.clear()
+                if error is None:
+                    return True
                 batch: list[_Group] = []
-                finished = False
+                finished = parked = True
             else:
                 error = self._error
-                count = 0 if error is not None else min(len(self._new), self._demand)
+                count = 0 if error is not None else main.take_locked(len(self._new))
                 batch = [self._new.popleft() for _ in range(count)]
-                if count and self._demand != MAX_DEMAND:
-                    self._demand -= count
                 self._delivered += count
                 finished = error is not None or (self._done and not self._new)
                 if finished:
                     error = self._error
                     self._main_ended = True
-                    self._downstream = None
+                    main.subscriber = None  # Rule 3.13
         emitted = (self._group(group.key, group) for group in batch)
-        sent, ok = signal_each(downstream, emitted, lambda: self._cancelled)
+        sent, ok = signal_each(downstream, emitted, main.is_cancelled)
         if sent < len(batch):  # a cancel (or a raise) cut the run short
             with self._lock:
                 self._drop_unemitted_locked(batch[sent + (not ok) :])
                 self._delivered -= len(batch) - sent
         if not ok:  # Rule 2.13
-            self.cancel()
+            main.cancel()
             return True
-        if self._main_ended and (finished or error is not None):
-            if not self._cancelled:  # not cancelled from inside on_next
+        if self._main_ended and finished:
+            if parked or not main.cancelled:  # not cancelled from inside on_next
                 signal_terminal(downstream, error)
             return True
         return bool(batch) or self._main_ended
@@ -431,7 +409,7 @@ class _GroupBy(Subscriber[Any], Subscription):
     def _fail_now(self, error: Exception) -> None:
         """A drain pass raised (a bug of ours): one on_error everywhere, upstream cancelled."""
         with self._lock:
-            downstream, self._downstream = self._downstream, None
+            downstream, self._main.subscriber = self._main.subscriber, None
             groups = [g for g in self._live if g.subscriber is not None]
             self._live = []
             upstream = self._upstream
