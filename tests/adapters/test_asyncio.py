@@ -522,6 +522,17 @@ def test_closing_the_loop_without_cancelling_tasks_ends_the_stream(then_request:
     assert subscriber.violations == []
 
 
+def test_a_loop_closed_before_it_ran_anything_still_signals_on_subscribe_first() -> None:
+    loop = asyncio.new_event_loop()
+    subscriber: RecordingSubscriber[int] = RecordingSubscriber(initial_request=1)
+    from_async_iterable(_count(3), loop=loop).subscribe(subscriber)
+    loop.close()  # the first pass (on_subscribe) was queued there and can never run
+    assert subscriber.wait_terminated(TIMEOUT)
+    assert subscriber.subscription is not None  # Rule 1.9: on_subscribe before on_error
+    assert isinstance(subscriber.error, SourceCancelledError)
+    assert subscriber.violations == []
+
+
 class _StallingPublisher(Publisher[int]):
     """Emits ``0`` inside ``request`` and then blocks there until ``seen`` is set.
 

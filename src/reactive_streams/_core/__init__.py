@@ -17,7 +17,8 @@ The kit itself imports nothing of the package but ``reactive_streams.api``.
   (``_statistics``), the schedulers (``_schedulers``, public as
   ``reactive_streams.schedulers``), ``LoopThread`` (``_loop_thread``: a private event
   loop on a daemon thread), ``DaemonThreadPool`` (``_executors``: worker threads
-  whose shutdown has a timeout), and ``set_public_module`` (``_public``), which
+  whose shutdown has a timeout), ``LoopExecutor`` (``_executors``: an event loop as an
+  executor, each call one callback), and ``set_public_module`` (``_public``), which
   every public ``__init__`` calls so that reprs show public names.
 * Fusion capabilities (``_capabilities``): ``ExecutorSubscribable`` (a source that
   emits on a given executor) and ``RunSubscriber``/``run_receiver`` (a subscriber that
@@ -63,7 +64,7 @@ from ._exceptions import (
     SourceCancelledError,
     StreamInterruptedError,
 )
-from ._executors import DaemonThreadPool
+from ._executors import DaemonThreadPool, LoopExecutor
 from ._hooks import UndeliverableHook, report_undeliverable, set_undeliverable_hook
 from ._loop_thread import LoopThread
 from ._member import MemberSubscription, SharedDrainOwner
@@ -121,6 +122,7 @@ __all__ = [
     "ExecutorSubscribable",
     "HasStatistics",
     "InnerSubscriber",
+    "LoopExecutor",
     "LoopThread",
     "MemberSubscription",
     "MissingBackpressureError",

@@ -293,6 +293,22 @@ class EmitterElection(WorkGuard):
                 self._demand -= count
             return self._demand
 
+    def seize(self) -> bool:
+        """Take the election for good from an owner that can never run again.
+
+        For a subscription whose executor is gone for good (its event loop was closed):
+        an owner, if any, is a pass that will never run, so the caller takes over. Returns
+        ``True`` if the stream was live: the caller must then send the terminal signal
+        (the subscription counts as terminated from now on, Rules 1.6, 1.7). ``False``:
+        it was already cancelled or terminated. Never call it while a pass may still run.
+        """
+        with self._lock:
+            live = not self._cancelled
+            self._cancelled = True
+            self._terminated = self._terminated or live
+            self._owned = self._retired = True
+            return live
+
     def terminate(self) -> None:
         """Owner only: mark that a terminal signal is about to be sent.
 

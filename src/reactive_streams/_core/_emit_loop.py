@@ -143,6 +143,20 @@ class EmitLoopSubscription(Subscription, Generic[T]):
         if self._election.acquire():
             self._loop.start_owned()
 
+    def abandon(self, error: Exception) -> None:
+        """The loop's executor is gone for good (its event loop closed): end the stream here.
+
+        Nothing can run on that executor any more, so no pass can overlap this call (Rule
+        1.3): it takes the election over, and unless the stream was cancelled or had
+        ended, the subscriber gets ``on_subscribe`` (if it never did) and then
+        ``on_error(error)``. The source is closed either way. Call it only once the
+        executor can never run a pass again; safe from any thread.
+        """
+        if self._election.seize():
+            self._end_with(error)
+        elif self._subscriber is not None:  # cancelled, and its last pass never ran
+            self._finish()
+
     def statistics(self) -> StreamStatistics:
         """A snapshot of this subscription's counters."""
         election = self._election
@@ -217,6 +231,10 @@ class EmitLoopSubscription(Subscription, Generic[T]):
     def _on_rejected(self, error: Exception) -> None:
         # The executor refused the loop's task, or a pass raised (the source broke, or a
         # KeyboardInterrupt on the executor): we still own the election, so we may signal.
+        self._end_with(error)
+
+    def _end_with(self, error: Exception) -> None:
+        """Owner only: close the source and signal ``on_error(error)`` (after ``on_subscribe``)."""
         subscriber = self._subscriber
         if subscriber is None:
             return

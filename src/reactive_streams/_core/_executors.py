@@ -1,4 +1,6 @@
-"""A thread pool of daemon threads whose shutdown waits a bounded time.
+"""Executors of the kit: a pool of daemon threads, and an asyncio event loop as an executor.
+
+``DaemonThreadPool``: a thread pool of daemon threads whose shutdown waits a bounded time.
 
 ``concurrent.futures.ThreadPoolExecutor`` is the right pool for work that always ends, but
 its threads are joined at interpreter exit and ``shutdown(wait=True)`` has no timeout, so
@@ -16,9 +18,10 @@ from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    import asyncio
     from collections.abc import Callable
 
-__all__ = ["DaemonThreadPool"]
+__all__ = ["DaemonThreadPool", "LoopExecutor"]
 
 T = TypeVar("T")
 
@@ -143,3 +146,51 @@ class DaemonThreadPool(Executor):
                 thread.join()
             else:
                 thread.join(max(0.0, deadline - time.monotonic()))
+
+
+class LoopExecutor(Executor):
+    """Runs each submitted call as one callback of an asyncio event loop.
+
+    For an ``EmitLoopSubscription`` whose signals must all come from an event loop (an
+    async iterable's stream): every pass of its emit loop is one
+    ``loop.call_soon_threadsafe`` callback, so ``submit`` may be called from any thread
+    and never blocks the loop.
+
+    Args:
+        loop: the event loop; it runs the calls whenever it runs.
+
+    Raises:
+        RuntimeError: from ``submit``, once the loop is closed (a call can never run).
+    """
+
+    __slots__ = ("_loop",)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """Queue ``fn(*args, **kwargs)`` on the loop; its ``Future`` gets the outcome.
+
+        An exception that is not an ``Exception`` (``KeyboardInterrupt``) fails the
+        ``Future`` and propagates out of the loop's callback, as asyncio does with it.
+
+        Raises:
+            RuntimeError: the loop is closed.
+        """
+        future: Future[T] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except Exception as exc:
+                future.set_exception(exc)
+            except BaseException as exc:
+                future.set_exception(exc)
+                raise
+            else:
+                future.set_result(result)
+
+        self._loop.call_soon_threadsafe(run)
+        return future

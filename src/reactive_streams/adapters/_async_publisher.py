@@ -5,31 +5,28 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from .._core import (
-    MAX_DEMAND,
+    EmitLoopSubscription,
+    ExecutorRejectedError,
+    LoopExecutor,
     LoopThread,
-    ProtocolViolationError,
     SourceCancelledError,
-    StreamStatistics,
-    add_demand,
     report_undeliverable,
-    signal_on_complete,
-    signal_on_error,
-    signal_on_next,
-    signal_on_subscribe,
-    validate_request,
 )
-from ..api import Publisher, Subscriber, Subscription
+from ..api import Publisher, Subscriber
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine
+    from collections.abc import AsyncIterable, AsyncIterator, Coroutine
     from typing import Any
 
 __all__ = ["AsyncIterablePublisher", "from_async_iterable"]
 
 T = TypeVar("T")
+
+_BATCH: Final = 64
+"""The emit loop's batch: more than the one item a pass can deliver, so it never yields."""
 
 
 class AsyncIterablePublisher(Publisher[T], Generic[T]):
@@ -70,13 +67,28 @@ class AsyncIterablePublisher(Publisher[T], Generic[T]):
         return f"AsyncIterablePublisher({self._aiterable!r})"
 
 
-class _AsyncIterableSubscription(Subscription, Generic[T]):
-    """One subscriber's iteration. Signals run on the loop; ``request``/``cancel`` hop there.
+class _AsyncIterableSubscription(EmitLoopSubscription[T]):
+    """One subscriber's iteration: the kit's emit loop, run as callbacks of the event loop.
 
-    The pump task is the single emitter (Rule 1.3): it is started when demand appears and
-    nobody is pumping, and it stops when demand is used up. It awaits exactly one item per
-    unit of demand, so the source never runs ahead of the subscriber.
+    The emit loop's executor is the event loop (``LoopExecutor``), so every pass, and with
+    it every signal, runs there; ``request``/``cancel`` from any thread only update the
+    election and hop there (Rule 1.3). The source gives one item at a time: a pass with
+    demand and no item starts one fetch task (``await anext(iterator)``), which stores
+    the item (or the end, or the error) and wakes the loop. So exactly one item is awaited
+    per unit of demand, and the source never runs ahead of the subscriber.
     """
+
+    __slots__ = (
+        "_aiterable",
+        "_ended",
+        "_error",
+        "_event_loop",
+        "_fetch",
+        "_item",
+        "_iterator",
+        "_private",
+        "_tasks",
+    )
 
     def __init__(
         self,
@@ -85,218 +97,32 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
         loop: asyncio.AbstractEventLoop,
         private: LoopThread | None,
     ) -> None:
-        self._subscriber: Subscriber[T] | None = subscriber
+        super().__init__(subscriber, executor=LoopExecutor(loop), batch_size=_BATCH)
         self._aiterable: AsyncIterable[T] | None = aiterable
         self._iterator: AsyncIterator[T] | None = None
-        self._loop = loop
+        self._event_loop = loop
         self._private = private
-        self._lock = threading.Lock()
-        self._demand = 0
-        self._requested = 0
-        self._delivered = 0
-        self._error: ProtocolViolationError | None = None
-        self._cancelled = False
-        self._terminated = False
-        self._started = False  # on_subscribe was signalled and the iterator is ready
-        self._pumping = False
-        self._awaiting_source = False  # the pump is inside `await anext(iterator)`
-        self._task: asyncio.Task[None] | None = None
+        # The source's state below is only touched on the loop (or once it is closed).
+        self._fetch: asyncio.Task[None] | None = None  # the task awaiting the next item
+        self._item: T | None = None  # an item fetched and not yet delivered
+        self._ended = False  # the iterator is exhausted or failed
+        self._error: Exception | None = None
         self._tasks: set[asyncio.Task[None]] = set()  # every task started, until done
 
     # -- any thread ----------------------------------------------------------------------------
 
     def start(self) -> None:
+        """Signal ``on_subscribe`` on the loop, then serve the demand (Rule 1.9)."""
         if self._private is None:
             _LOOP_WATCH.add(self)  # a loop we do not own may be closed under the stream
-        if not self._hop(self._begin):
-            _LOOP_WATCH.remove(self)
-            # The loop is closed: nothing can ever run there. Tell the subscriber here.
-            subscriber, self._subscriber = self._subscriber, None
-            self._terminated = self._cancelled = True
-            if subscriber is not None and signal_on_subscribe(subscriber, self):
-                signal_on_error(subscriber, SourceCancelledError("the event loop is closed"))
-
-    def request(self, n: int) -> None:
-        """Add demand (Rule 3.8) or park a Rule 3.9 error; never raises (Rule 3.16)."""
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            count = 0
-            bad: ProtocolViolationError | None = error
-        else:
-            bad = None
-        with self._lock:
-            if self._cancelled:
-                return  # Rule 3.6
-            if bad is not None:
-                self._error = self._error or bad
-            else:
-                self._demand = add_demand(self._demand, count)
-                self._requested = add_demand(self._requested, count)
-            start = self._started and not self._pumping
-            if start:
-                self._pumping = True
-        if self._loop.is_closed() or (start and not self._hop(self._start_pump)):
-            self.abandon()
-
-    def cancel(self) -> None:
-        """Stop pulling, close the async iterator (``aclose``) and drop the subscriber."""
-        with self._lock:
-            if self._cancelled:
-                return  # Rule 3.7
-            self._cancelled = True
-        self._subscriber = None  # Rule 3.13
-        if not self._hop(self._on_cancel):
-            _LOOP_WATCH.remove(self)
-
-    def statistics(self) -> StreamStatistics:
-        """Requested and delivered counts; ``buffered`` is always 0 (no read-ahead)."""
-        with self._lock:
-            return StreamStatistics(
-                requested=self._requested,
-                delivered=self._delivered,
-                buffered=0,
-                cancelled=self._cancelled,
-                terminated=self._terminated,
-            )
+        super().start()
 
     @property
     def loop_closed(self) -> bool:
         """Whether the stream's event loop is closed."""
-        return self._loop.is_closed()
+        return self._event_loop.is_closed()
 
-    def _hop(self, callback: Callable[[], None]) -> bool:
-        try:
-            self._loop.call_soon_threadsafe(callback)
-        except RuntimeError:  # the loop is closed
-            return False
-        return True
-
-    # -- on the loop ---------------------------------------------------------------------------
-
-    def _begin(self) -> None:
-        subscriber = self._subscriber
-        if subscriber is None:
-            self._finished()
-            return
-        if not signal_on_subscribe(subscriber, self):  # Rule 2.13: treat as cancelled
-            self.cancel()
-            return
-        aiterable, self._aiterable = self._aiterable, None
-        try:
-            self._iterator = aiter(aiterable)  # type: ignore[arg-type]
-        except Exception as exc:  # Rule 1.4
-            self._terminate(exc)
-            return
-        with self._lock:
-            self._started = True
-            start = not self._cancelled and (self._demand > 0 or self._error is not None)
-            self._pumping = start
-        if start:
-            self._start_pump()
-
-    def _start_pump(self) -> None:
-        self._task = self._spawn(self._pump())
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        """Start a task on the loop and keep it referenced until done (asyncio keeps weak ones)."""
-        task = self._loop.create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def _pump(self) -> None:
-        iterator = self._iterator
-        if iterator is None:  # closed by a cancel that overtook this pump's start
-            self._finished()
-            return
-        try:
-            while True:
-                with self._lock:
-                    if self._cancelled:
-                        break
-                    error, self._error = self._error, None
-                    if error is None and self._demand == 0:
-                        self._pumping = False
-                        return
-                if error is not None:  # Rule 3.9
-                    self._terminate(error)
-                    return
-                try:
-                    self._awaiting_source = True
-                    element = await anext(iterator)
-                except StopAsyncIteration:
-                    self._terminate(None)
-                    return
-                except Exception as exc:  # Rule 1.4
-                    self._terminate(exc)
-                    return
-                finally:
-                    self._awaiting_source = False
-                if element is None:
-                    self._terminate(TypeError("Rule 2.13: the async iterable produced None"))
-                    return
-                with self._lock:
-                    if self._cancelled_meanwhile():
-                        break  # the subscriber cancelled while we awaited: it wants no more
-                    if self._demand != MAX_DEMAND:
-                        self._demand -= 1
-                    self._delivered += 1
-                subscriber = self._subscriber
-                if subscriber is None or not signal_on_next(subscriber, element):
-                    self.cancel()  # Rule 2.13
-                    break
-        except asyncio.CancelledError:
-            if not self._cancelled:  # cancelled by someone other than the subscriber
-                self._terminate(SourceCancelledError("the task feeding the stream was cancelled"))
-            else:
-                await self._close_iterator()
-                self._finished()
-            raise
-        await self._close_iterator()
-        self._finished()
-
-    def _cancelled_meanwhile(self) -> bool:
-        return self._cancelled
-
-    def _on_cancel(self) -> None:
-        task = self._task
-        if task is not None and not task.done():
-            if self._awaiting_source:
-                task.cancel()  # interrupt the wait for the source; the pump then closes it
-            return  # otherwise the pump sees the cancel at its next step and closes
-        if self._pumping:
-            return  # a pump start is queued behind us: it sees the cancel and closes
-        self._spawn(self._close_and_finish())
-
-    async def _close_and_finish(self) -> None:
-        await self._close_iterator()
-        self._finished()
-
-    async def _close_iterator(self) -> None:
-        iterator, self._iterator = self._iterator, None
-        aclose = getattr(iterator, "aclose", None)
-        if aclose is None:
-            return
-        try:
-            await aclose()
-        except Exception as exc:
-            report_undeliverable(exc)
-
-    def _terminate(self, error: Exception | None) -> None:
-        """Signal the terminal state (Rules 1.4, 1.5) and make the subscription inert."""
-        with self._lock:
-            already = self._cancelled
-            self._cancelled = self._terminated = True  # Rule 1.6
-        subscriber, self._subscriber = self._subscriber, None
-        if not already and subscriber is not None:
-            if error is None:
-                signal_on_complete(subscriber)
-            else:
-                signal_on_error(subscriber, error)
-        self._spawn(self._close_and_finish())
-
-    def abandon(self) -> None:
+    def abandon(self, error: Exception | None = None) -> None:
         """The loop was closed before the stream ended: end it here (any thread).
 
         Nothing can run on a closed loop any more, so no signal from the loop can overlap
@@ -304,9 +130,6 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
         ``on_error(SourceCancelledError)``: the stream never ends without a terminal signal.
         """
         _LOOP_WATCH.remove(self)
-        with self._lock:
-            already = self._cancelled
-            self._cancelled = self._terminated = True
         for task in list(self._tasks):
             # A task queued on the loop that never got to start can never run now; close its
             # coroutine, or its "never awaited" warning surfaces at some later collection.
@@ -316,20 +139,117 @@ class _AsyncIterableSubscription(Subscription, Generic[T]):
                 and inspect.getcoroutinestate(coroutine) == inspect.CORO_CREATED
             ):
                 coroutine.close()
-        subscriber, self._subscriber = self._subscriber, None
-        if not already and subscriber is not None:
-            signal_on_error(
-                subscriber,
-                SourceCancelledError(
-                    "the event loop running from_async_iterable was closed before the stream ended"
-                ),
+        super().abandon(error or _closed_under_the_stream())
+
+    def _on_rejected(self, error: Exception) -> None:
+        # The loop refused the pass: it is closed, and can never run one again.
+        if isinstance(error, ExecutorRejectedError) and self._event_loop.is_closed():
+            if self._election.cancelled:  # the subscriber cancelled: it wants no signal
+                self._finish()
+                return
+            error = (
+                _closed_under_the_stream()
+                if self._subscribed
+                else SourceCancelledError("the event loop is closed")
             )
+        super()._on_rejected(error)
+
+    # -- on the loop: the source of the emit loop -----------------------------------------------
+
+    def _open(self) -> None:
+        aiterable, self._aiterable = self._aiterable, None
+        try:
+            self._iterator = aiter(aiterable)  # type: ignore[arg-type]
+        except Exception as exc:  # Rule 1.4
+            self._ended = True
+            self._error = exc
+
+    def _emit(self, subscriber: Subscriber[T], count: int) -> int:
+        sent = 0
+        item, self._item = self._item, None
+        if item is not None:
+            try:
+                subscriber.on_next(item)
+            except Exception as exc:  # Rule 2.13
+                self._deliver_failed(subscriber, exc)
+                return 0
+            sent = 1
+            if self._election.cancelled:
+                return sent
+        if sent < count and self._fetch is None and not self._ended:
+            self._fetch = self._spawn(self._pull())  # one item for one unit of demand
+        return sent
+
+    async def _pull(self) -> None:
+        iterator = self._iterator
+        assert iterator is not None  # _open made it, or the stream ended (no pull then)
+        try:
+            item = await anext(iterator)
+        except StopAsyncIteration:
+            self._ended = True
+        except asyncio.CancelledError:
+            if not self._election.cancelled:  # cancelled by someone other than the subscriber
+                self._ended = True
+                self._error = SourceCancelledError("the task feeding the stream was cancelled")
+            raise
+        except Exception as exc:  # Rule 1.4
+            self._ended = True
+            self._error = exc
+        else:
+            if item is None:
+                self._ended = True
+                self._error = TypeError("Rule 2.13: the async iterable produced None")
+            else:
+                self._item = item
+        finally:
+            self._fetch = None
+            self.wake()
+
+    def _exhausted(self) -> bool:
+        return self._ended and self._item is None
+
+    def _failure(self) -> Exception | None:
+        return self._error if self._item is None else None
+
+    def _close(self) -> None:
+        if self._event_loop.is_closed():  # nothing can run there any more
+            self._finished()
+            return
+        fetch = self._fetch
+        if fetch is not None:
+            fetch.cancel()  # interrupt the wait for the source; then close the iterator
+        self._spawn(self._shut(fetch))
+
+    async def _shut(self, fetch: asyncio.Task[None] | None) -> None:
+        if fetch is not None and not fetch.done():
+            await asyncio.wait((fetch,))  # an async generator cannot close while it runs
+        iterator, self._iterator = self._iterator, None
+        aclose = getattr(iterator, "aclose", None)
+        if aclose is not None:
+            try:
+                await aclose()
+            except Exception as exc:
+                report_undeliverable(exc)
+        self._finished()
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Start a task on the loop and keep it referenced until done (asyncio keeps weak ones)."""
+        task = self._event_loop.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     def _finished(self) -> None:
         _LOOP_WATCH.remove(self)
         if self._private is not None:
             private, self._private = self._private, None
             private.stop()
+
+
+def _closed_under_the_stream() -> SourceCancelledError:
+    return SourceCancelledError(
+        "the event loop running from_async_iterable was closed before the stream ended"
+    )
 
 
 class _LoopWatch:
