@@ -456,6 +456,15 @@ class DrainLoop:
             else:
                 self._on_rejected(rejected)
 
+    def start_here(self) -> None:
+        """``start_owned`` on this thread even with an executor: no hop.
+
+        For an owner that already runs where the passes belong (a task on the event loop
+        that is the executor): the passes run now, on this thread, serially as ever.
+        """
+        self._budget = None
+        self._run()
+
     def start_borrowed(self) -> None:
         """``start_owned`` for a caller that came to ask (``request``, ``subscribe``).
 

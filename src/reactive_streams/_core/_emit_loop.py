@@ -143,6 +143,15 @@ class EmitLoopSubscription(Subscription, Generic[T]):
         if self._election.acquire():
             self._loop.start_owned()
 
+    def wake_here(self) -> None:
+        """``wake`` for a caller already where the loop runs: the pass runs here, now.
+
+        For a source whose helper runs on the loop's own executor (a task on the event
+        loop that is the executor): no hop through the executor. Never from elsewhere.
+        """
+        if self._election.acquire():
+            self._loop.start_here()
+
     def abandon(self, error: Exception) -> None:
         """The loop's executor is gone for good (its event loop closed): end the stream here.
 

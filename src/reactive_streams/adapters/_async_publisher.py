@@ -75,7 +75,9 @@ class _AsyncIterableSubscription(EmitLoopSubscription[T]):
     election and hop there (Rule 1.3). The source gives one item at a time: a pass with
     demand and no item starts one fetch task (``await anext(iterator)``), which stores
     the item (or the end, or the error) and wakes the loop. So exactly one item is awaited
-    per unit of demand, and the source never runs ahead of the subscriber.
+    per unit of demand, and the source never runs ahead of the subscriber. The fetch
+    task runs the pass itself (``wake_here``: it is on the loop already) and goes on
+    awaiting while that pass wants more, so a steady stream costs no hop per item.
     """
 
     __slots__ = (
@@ -88,6 +90,7 @@ class _AsyncIterableSubscription(EmitLoopSubscription[T]):
         "_iterator",
         "_private",
         "_tasks",
+        "_want",
     )
 
     def __init__(
@@ -107,6 +110,7 @@ class _AsyncIterableSubscription(EmitLoopSubscription[T]):
         self._item: T | None = None  # an item fetched and not yet delivered
         self._ended = False  # the iterator is exhausted or failed
         self._error: Exception | None = None
+        self._want = False  # a pass run by the fetch task asked it for one more item
         self._tasks: set[asyncio.Task[None]] = set()  # every task started, until done
 
     # -- any thread ----------------------------------------------------------------------------
@@ -176,34 +180,51 @@ class _AsyncIterableSubscription(EmitLoopSubscription[T]):
             sent = 1
             if self._election.cancelled:
                 return sent
-        if sent < count and self._fetch is None and not self._ended:
-            self._fetch = self._spawn(self._pull())  # one item for one unit of demand
+        if sent < count and not self._ended:  # one item for one unit of demand
+            if self._fetch is None:
+                self._fetch = self._spawn(self._pull())
+            else:
+                self._want = True  # the fetch task runs this pass: it awaits one more
         return sent
 
     async def _pull(self) -> None:
+        """Await items one by one, each handed to a pass run here, while the pass wants more.
+
+        A source that does not suspend runs its items through in this one task step, as
+        an ``async for`` would; the task ends when the demand is used up or the source is.
+        """
         iterator = self._iterator
         assert iterator is not None  # _open made it, or the stream ended (no pull then)
         try:
-            item = await anext(iterator)
-        except StopAsyncIteration:
-            self._ended = True
-        except asyncio.CancelledError:
-            if not self._election.cancelled:  # cancelled by someone other than the subscriber
-                self._ended = True
-                self._error = SourceCancelledError("the task feeding the stream was cancelled")
-            raise
-        except Exception as exc:  # Rule 1.4
-            self._ended = True
-            self._error = exc
-        else:
-            if item is None:
-                self._ended = True
-                self._error = TypeError("Rule 2.13: the async iterable produced None")
-            else:
+            while True:
+                try:
+                    item = await anext(iterator)
+                except StopAsyncIteration:
+                    self._ended = True
+                    return
+                except asyncio.CancelledError:
+                    if not self._election.cancelled:  # cancelled by someone but the subscriber
+                        self._ended = True
+                        self._error = SourceCancelledError(
+                            "the task feeding the stream was cancelled"
+                        )
+                    raise
+                except Exception as exc:  # Rule 1.4
+                    self._ended = True
+                    self._error = exc
+                    return
+                if item is None:
+                    self._ended = True
+                    self._error = TypeError("Rule 2.13: the async iterable produced None")
+                    return
                 self._item = item
+                self._want = False
+                self.wake_here()  # a pass delivers it now; it sets _want for one more
+                if not self._want:
+                    return
         finally:
             self._fetch = None
-            self.wake()
+            self.wake_here()  # the end, the error, or a pass that was busy elsewhere
 
     def _exhausted(self) -> bool:
         return self._ended and self._item is None
