@@ -38,6 +38,7 @@ from ._signals import report_violation, signal_on_complete, signal_on_error, sig
 from ._statistics import StreamStatistics
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from concurrent.futures import Executor
 
 
@@ -255,6 +256,28 @@ class EmitLoopSubscription(Subscription, Generic[T]):
         self._finish()
         self._election.terminate()
         signal_on_error(subscriber, error)
+
+    def _deliver_each(self, subscriber: Subscriber[T], elements: Iterable[T]) -> int:
+        """For ``_emit``: ``on_next`` each of ``elements``; return how many calls returned.
+
+        Stops when ``on_next`` raises (Rule 2.13: ``_deliver_failed``, the subscription is
+        now cancelled) or the subscriber cancelled (Rule 3.12). The cancel is checked after
+        each element, so nothing more is taken from ``elements`` after it: a lazy source
+        (a Spark iterator, a queue) reads no element it will not deliver. An exception
+        from ``elements`` itself propagates.
+        """
+        sent = 0
+        election = self._election
+        for element in elements:
+            try:
+                subscriber.on_next(element)
+            except Exception as exc:
+                self._deliver_failed(subscriber, exc)
+                return sent
+            sent += 1
+            if election.cancelled:
+                break
+        return sent
 
     def _deliver_failed(self, subscriber: Subscriber[T], error: Exception) -> None:
         """``on_next`` raised: Rule 2.13 says the subscription is now cancelled."""

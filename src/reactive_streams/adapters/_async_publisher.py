@@ -169,17 +169,10 @@ class _AsyncIterableSubscription(EmitLoopSubscription[T]):
             self._error = exc
 
     def _emit(self, subscriber: Subscriber[T], count: int) -> int:
-        sent = 0
         item, self._item = self._item, None
-        if item is not None:
-            try:
-                subscriber.on_next(item)
-            except Exception as exc:  # Rule 2.13
-                self._deliver_failed(subscriber, exc)
-                return 0
-            sent = 1
-            if self._election.cancelled:
-                return sent
+        sent = 0 if item is None else self._deliver_each(subscriber, (item,))
+        if self._election.cancelled:  # on_next cancelled, or raised (Rule 2.13)
+            return sent
         if sent < count and not self._ended:  # one item for one unit of demand
             if self._fetch is None:
                 self._fetch = self._spawn(self._pull())

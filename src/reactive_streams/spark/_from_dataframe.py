@@ -114,27 +114,17 @@ class _DataFrameSubscription(EmitLoopSubscription[Any]):
             except Exception as exc:
                 self._fail(exc, 0)
                 return 0
-        sent = 0
-        try:
-            for element in itertools.islice(elements, count):
-                try:
-                    subscriber.on_next(element)
-                except Exception as exc:  # Rule 2.13: treat as cancelled
-                    self._deliver_failed(subscriber, exc)
-                    self._interrupt()
-                    return sent
-                sent += 1
-                # An unlocked read of a flag that only goes False -> True: a cancel seen
-                # one element late is allowed (Rules 2.8, 3.12), a lock per row is slow.
-                if self._election.cancelled:
-                    return sent
-        except Exception as exc:
-            # The rows of the round the failure interrupted count too.
-            self._fail(exc, self._election.delivered + sent)
-            return sent
-        if sent < count:
+        source_error: list[Exception] = []
+        sent = self._deliver_each(subscriber, _rows(elements, count, source_error))
+        if source_error:  # the rows of the round the failure interrupted count too
+            self._fail(source_error[0], self._election.delivered + sent)
+        elif sent < count and not self._election.cancelled:
             self._ended = True
         return sent
+
+    def _deliver_failed(self, subscriber: Subscriber[Any], error: Exception) -> None:
+        super()._deliver_failed(subscriber, error)  # Rule 2.13: treat as cancelled
+        self._interrupt()
 
     def _fail(self, exc: Exception, delivered: int) -> None:
         failure = SparkBridgeError(
@@ -157,6 +147,14 @@ class _DataFrameSubscription(EmitLoopSubscription[Any]):
         if elements is not None:
             _close(elements)
         self._pool.shutdown(wait=False)  # the thread ends once this pass returns
+
+
+def _rows(elements: Iterator[Any], count: int, error: list[Exception]) -> Iterator[Any]:
+    """Up to ``count`` elements; a failure of the iterator (a Spark job) ends them in ``error``."""
+    try:
+        yield from itertools.islice(elements, count)
+    except Exception as exc:
+        error.append(exc)
 
 
 def _is_flat(schema: StructType) -> bool:

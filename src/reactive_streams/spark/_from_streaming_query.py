@@ -21,7 +21,7 @@ from ._errors import StreamingQueryFailedError
 from .session import require_classic, spark_is_running
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
     from pyspark.sql import DataFrame
@@ -107,24 +107,19 @@ class _QuerySubscription(EmitLoopSubscription[MicroBatch]):
         """Nothing to prepare: ``subscribe`` starts the query after ``on_subscribe``."""
 
     def _emit(self, subscriber: Subscriber[MicroBatch], count: int) -> int:
-        sent = 0
-        while sent < count:
+        return self._deliver_each(subscriber, self._queued(count))
+
+    def _queued(self, count: int) -> Iterator[MicroBatch]:
+        """Up to ``count`` queued batches; at the empty queue, invite ``foreachBatch``."""
+        for _ in range(count):
             with self._cond:
                 if not self._queue:
                     if not self._reserved:  # demand left: foreachBatch may take a batch
                         self._invited = True
                         self._cond.notify_all()
-                    break
+                    return
                 batch = self._queue.popleft()
-            try:
-                subscriber.on_next(batch)
-            except Exception as exc:  # Rule 2.13: treat as cancelled
-                self._deliver_failed(subscriber, exc)
-                return sent
-            sent += 1
-            if self._election.cancelled:
-                break
-        return sent
+            yield batch
 
     def _exhausted(self) -> bool:
         with self._cond:
