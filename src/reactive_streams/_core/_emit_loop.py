@@ -1,4 +1,4 @@
-"""The emit loop shared by the single-emitter sources (ranges, interval, Spark bridges).
+"""The emit loop shared by the single-emitter sources (ranges, interval, Spark, asyncio).
 
 One ``EmitLoopSubscription`` links one subscriber to one source. All of its signals come
 from a single emit loop run under an ``EmitterElection``:
