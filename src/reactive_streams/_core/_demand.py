@@ -327,6 +327,15 @@ class EmitterElection(WorkGuard):
             return self._demand
 
     @property
+    def error_parked(self) -> bool:
+        """Whether a Rule 3.9 error waits for ``take_error`` (an unlocked peek).
+
+        A ``False`` that is stale cannot lose the error: the ``request`` that parks it
+        marks the guard missed, so the owner makes one more pass and sees it then.
+        """
+        return self._error is not None
+
+    @property
     def cancelled(self) -> bool:
         """Whether the subscription was cancelled or terminated (Rule 1.6)."""
         return self._cancelled

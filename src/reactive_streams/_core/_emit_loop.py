@@ -196,7 +196,7 @@ class EmitLoopSubscription(Subscription, Generic[T]):
         if election.cancelled:  # Rule 3.12: stop, release the source, drop the subscriber
             self._finish()
             return False
-        error = election.take_error() or self._failure()
+        error = (election.take_error() if election.error_parked else None) or self._failure()
         if error is not None:  # Rules 3.9 and 1.4: a terminal error needs no demand
             self._finish()
             election.terminate()
