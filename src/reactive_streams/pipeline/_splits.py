@@ -24,7 +24,6 @@ records, with nothing lost or counted twice across retries and checkpoint restar
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ..files import DEAD_LETTER_COLUMN, DeadLetter, FileSplit, InputFile, dead_letters_of
 from ._late import NO_KEY
+from ._parts import write_part
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -98,15 +98,7 @@ class DeadLetterSplitter:
             )
         if not dead:
             return data
-        text = "".join(line + "\n" for line in dead)
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-        directory = Path(self.directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        final = directory / f"{digest}.jsonl"
-        if not final.exists():
-            temporary = directory / f".{digest}.{os.getpid()}.tmp"
-            temporary.write_text(text, encoding="utf-8")
-            temporary.replace(final)
+        write_part(self.directory, "".join(line + "\n" for line in dead), ".jsonl")
         return data.filter(pc.is_null(batch.column(DEAD_LETTER_COLUMN)))
 
 
