@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import tempfile
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -143,21 +142,26 @@ def test_bad_partitions_and_starts_are_refused(files: list[InputFile]) -> None:
         FilePartitions.plan(files, schema=SCHEMA, batch_rows=0)
 
 
-@functools.cache
-def _partitions_of(records: int) -> FilePartitions:
-    directory = Path(tempfile.mkdtemp(prefix="rs-partitions-tck-"))
-    path = directory / f"{records}.jsonl"
-    path.write_text("".join(f'{{"id": {number}}}\n' for number in range(records)))
-    schema = pa.schema([("id", pa.int64())])
-    return FilePartitions.plan(list_files(path), schema=schema, partitions=1, batch_rows=1)
-
-
 class TestFilePartitionTck(PublisherVerification):
     """One partition of one file, a record per batch: ``elements`` batches."""
 
     max_elements_from_publisher: ClassVar[int] = 300
+    directory: ClassVar[Path]
 
     def create_publisher(self, elements: int) -> Publisher[Any]:
         if elements == 0:
-            return _partitions_of(1).open(0, 1)  # from the end of its partition
-        return _partitions_of(elements).open(0, 0)
+            return _partitions_of(self.directory, 1).open(0, 1)  # from its partition's end
+        return _partitions_of(self.directory, elements).open(0, 0)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tck_directory(tmp_path_factory: pytest.TempPathFactory) -> None:
+    TestFilePartitionTck.directory = tmp_path_factory.mktemp("tck")
+
+
+@functools.cache
+def _partitions_of(directory: Path, records: int) -> FilePartitions:
+    path = directory / f"{records}.jsonl"
+    path.write_text("".join(f'{{"id": {number}}}\n' for number in range(records)))
+    schema = pa.schema([("id", pa.int64())])
+    return FilePartitions.plan(list_files(path), schema=schema, partitions=1, batch_rows=1)

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import base64
-import functools
 import json
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pytest
@@ -223,20 +221,21 @@ def test_an_unnamed_route_is_refused() -> None:
         partitioned_routes("", FilePartitions([], SCHEMA))
 
 
-@functools.cache
-def _tck_routes() -> dict[str, Callable[[bytes], Publisher[bytes]]]:
-    files = write_inputs(Path(tempfile.mkdtemp(prefix="rs-partitioned-tck-")))
-    source = FilePartitions.plan(files, schema=SCHEMA, batch_rows=1)
-    return partitioned_routes("events", source)
-
-
 class TestPartitionedStreamTck(PublisherVerification):
     """The stream route's publisher itself (as the server subscribes to it): batches of 1."""
 
     max_elements_from_publisher = RECORDS
+    routes: ClassVar[dict[str, Callable[[bytes], Publisher[bytes]]]]
 
     def create_publisher(self, elements: int) -> Publisher[Any]:
-        return _tck_routes()["events"](ask(0, RECORDS - elements))
+        return self.routes["events"](ask(0, RECORDS - elements))
 
     def create_failed_publisher(self) -> Publisher[Any] | None:
-        return _tck_routes()["events"](b"not json")
+        return self.routes["events"](b"not json")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _tck_routes(tmp_path_factory: pytest.TempPathFactory) -> None:
+    files = write_inputs(tmp_path_factory.mktemp("tck"))
+    source = FilePartitions.plan(files, schema=SCHEMA, batch_rows=1)
+    TestPartitionedStreamTck.routes = partitioned_routes("events", source)
