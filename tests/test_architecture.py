@@ -30,7 +30,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "operators": KIT | {"adapters"},
     "spark": KIT | {"_arrow_literals", "files", "operators"},
     "pipeline": KIT | {"_arrow_literals", "files", "metrics", "operators", "spark"},
-    "cli": KIT | {"__init__", "pipeline", "reference", "tck"},
+    "cli": KIT | {"__init__", "files", "pipeline", "reference", "rsocket", "tck"},
     "_cli_entry": {"cli"},
     "__main__": {"_cli_entry"},
     "__init__": KIT | {"operators"},
