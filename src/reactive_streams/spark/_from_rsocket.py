@@ -132,6 +132,12 @@ def _close_clients() -> None:
         client.close(1.0)
 
 
+def _cause(error: BaseException) -> str:
+    """A failed connection's own reason (the socket's), without the URL said again."""
+    cause = error.__cause__
+    return str(cause) if isinstance(cause, (OSError, TimeoutError)) and str(cause) else str(error)
+
+
 def _where(url: str, route: str) -> str:
     return f"{url} route {route!r}"
 
@@ -156,7 +162,7 @@ def shared_client(url: str, token: str | None, timeout: float) -> RSocketClient:
         try:
             client = connect(url, token=token, timeout=timeout)
         except (RSocketError, OSError, ValueError) as exc:
-            raise RemoteRouteError(f"{url}: cannot connect: {exc}") from exc
+            raise RemoteRouteError(f"{url}: cannot connect: {_cause(exc)}") from exc
         old = _CLIENTS.get(key)
         _CLIENTS[key] = client
     if old is not None:
@@ -282,7 +288,7 @@ def describe_route(
     try:
         client = connect(url, token=token, timeout=timeout)
     except (RSocketError, OSError, ValueError) as exc:
-        raise RemoteRouteError(f"{_where(url, route)}: cannot connect: {exc}") from exc
+        raise RemoteRouteError(f"{_where(url, route)}: cannot connect: {_cause(exc)}") from exc
     with client:
         return _info(client, url, route, timeout)
 
