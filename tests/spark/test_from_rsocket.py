@@ -13,7 +13,7 @@ import pytest
 from pyspark import cloudpickle
 
 from reactive_streams.rsocket import serve
-from reactive_streams.spark import RemoteRouteError, describe_route, from_rsocket
+from reactive_streams.spark import RemoteRouteError, RSocketSplit, describe_route, from_rsocket
 from tests.spark import rsocket_producer
 from tests.spark.rsocket_producer import PartitionedRoute, numbered_partitions
 
@@ -174,3 +174,55 @@ def test_a_producer_that_dies_mid_stream_fails_the_query_naming_the_partition(
     # The task reading the stalled partition, or another one cut off with it.
     assert re.search(rf"split {re.escape(url)} route 'numbers' partition \d \(element", message)
     assert "RSocketConnectionError" in message
+
+
+def test_a_producer_that_sends_more_than_requested_fails_the_read_naming_rule_1_1() -> None:
+    """The worker requests one batch; a producer that sends three breaks Rule 1.1."""
+    from reactive_streams.rsocket._frames import FrameType, encode_payload
+    from reactive_streams.spark._from_rsocket import _RouteReader
+    from reactive_streams.spark._splits_source import (
+        SplitPartition,
+        SplitPlan,
+        read_partition,
+    )
+    from tests.rsocket.rawpeer import RawServer
+
+    partitions, schema = numbered_partitions([9], 3)
+    payloads = [rsocket_producer.ipc_stream(batch) for batch in partitions[0]]
+    server = RawServer()
+    url = f"tcp://127.0.0.1:{server.port}"
+    split = RSocketSplit(url, "numbers", 0)
+    reader = _RouteReader(url, None, 10.0)
+    plan = SplitPlan(
+        splits=(split,),
+        names=(str(split),),
+        opener=reader.open,
+        count=reader.count,
+        arrow=True,
+        read_timeout=60.0,
+    )
+    failures: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            list(read_partition(plan, SplitPartition(0, split, str(split), 0, 9), schema))
+        except BaseException as exc:
+            failures.append(exc)
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    peer = server.accept()
+    try:
+        _setup, request = peer.frames(2)
+        assert request.frame_type == FrameType.REQUEST_STREAM
+        assert request.number == 1  # the worker's demand: one batch
+        peer.send(b"".join(encode_payload(request.stream_id, data) for data in payloads))
+        worker.join(TIMEOUT)
+    finally:
+        peer.close()
+        server.close()
+    assert not worker.is_alive()
+    (failure,) = failures
+    assert re.search(
+        rf"split {re.escape(url)} route 'numbers' partition 0 .*Rule 1\.1", str(failure)
+    )
