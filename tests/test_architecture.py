@@ -28,7 +28,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "metrics": KIT,
     "files": KIT | {"_arrow_literals"},
     "operators": KIT | {"adapters"},
-    "spark": KIT | {"_arrow_literals", "files", "operators"},
+    "spark": KIT | {"_arrow_literals", "files", "operators", "rsocket"},
     "pipeline": KIT | {"_arrow_literals", "files", "metrics", "operators", "spark"},
     "cli": KIT | {"__init__", "files", "pipeline", "reference", "rsocket", "tck"},
     "_cli_entry": {"cli"},

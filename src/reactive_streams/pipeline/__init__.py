@@ -36,6 +36,7 @@ from ._errors import PipelineUsageError as PipelineUsageError
 from ._errors import signal_exit_code as signal_exit_code
 from ._errors import signal_name as signal_name
 from ._inputs import InputPlan as InputPlan
+from ._inputs import RemoteInput as RemoteInput
 from ._inputs import default_input as default_input
 from ._inputs import plan_inputs as plan_inputs
 from ._output import ResultWriter as ResultWriter
@@ -69,6 +70,7 @@ __all__ = [
     "PipelineProgress",
     "PipelineResult",
     "PipelineUsageError",
+    "RemoteInput",
     "ResultSink",
     "ResultWriter",
     "SinkStatistics",

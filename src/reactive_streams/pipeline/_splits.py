@@ -117,9 +117,10 @@ def merge_dead_letters(
 ) -> list[DeadLetter]:
     """Write every dead letter of the part files once, in input order, to ``target``.
 
-    Each dead letter is keyed by its file and position, so one written twice (a retried
-    task, a micro-batch replayed after a restart) is kept once. ``target`` is written only
-    when there is a dead letter (and replaced whole).
+    ``splits`` give the input order (empty: dead letters are ordered by source, then
+    position). Each dead letter is keyed by its file and position, so one written twice
+    (a retried task, a micro-batch replayed after a restart) is kept once. ``target`` is
+    written only when there is a dead letter (and replaced whole).
 
     Returns:
         The dead letters written, in order.
@@ -135,7 +136,11 @@ def merge_dead_letters(
                 letter = DeadLetter.from_json(line)
                 key = (letter.source, letter.position_kind, letter.position)
                 found.setdefault(key, (line, letter))
-    ranked = sorted(found.items(), key=lambda entry: (order.get(entry[0][0], -1), entry[0][2]))
+    # In input order: by split, then position (sources that are no split here, such as a
+    # remote producer's files, come first, by name).
+    ranked = sorted(
+        found.items(), key=lambda entry: (order.get(entry[0][0], -1), entry[0][0], entry[0][2])
+    )
     if ranked:
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
