@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 import pytest
+from click.testing import CliRunner
 
+import reactive_streams
+from reactive_streams.cli import main
 from reactive_streams.files import SplitReader, plan_splits
 from reactive_streams.pipeline import Pipeline, PipelineConfig, PipelineUsageError, RemoteInput
 from reactive_streams.rsocket import serve
@@ -17,13 +29,12 @@ from .conftest import SPARK_MARKS, run_to_end
 from .test_read_on_executors import _dead_letters, _inputs
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from pyspark.sql import SparkSession
 
 pytestmark = SPARK_MARKS
 
 BATCH_ROWS = 64
+SOURCE = str(Path(reactive_streams.__file__).resolve().parent.parent)
 
 
 def _producer(directory: Path, partitions: int) -> PartitionedRoute:
@@ -115,3 +126,74 @@ def test_route_urls() -> None:
     assert RemoteInput.parse("data/flights.csv") is None
     with pytest.raises(PipelineUsageError, match="expected rsocket://HOST:PORT/ROUTE"):
         RemoteInput.parse("rsocket://h/flights")
+
+
+def _serve(directory: Path, token: str) -> tuple[subprocess.Popen[str], int]:
+    """``reactive-streams serve`` on a free port in a subprocess; its process and port."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reactive_streams", "serve", "--input", str(directory),
+         "--port", "0", "--route", "flights", "--partitions", "3", "--batch-rows", "100",
+         "--token", token],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SOURCE},  # the code under test, installed or not
+    )  # fmt: skip
+    assert process.stderr is not None
+    lines: queue.Queue[str] = queue.Queue()
+
+    def read() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            lines.put(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    while True:
+        line = lines.get(timeout=120)  # planning the files; a hang fails here
+        found = re.search(r"on tcp://[^:]+:(\d+)$", line.strip())
+        if found is not None:
+            return process, int(found.group(1))
+
+
+def test_serve_in_another_process_and_the_pipeline_reading_it_match_the_local_run(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The whole path on loopback: ``serve`` in a subprocess, the command reading it."""
+    _inputs(tmp_path / "in")
+    sql = "SELECT origin, count(*) AS flights, sum(dep_delay) AS delay FROM events GROUP BY origin"
+    local = CliRunner().invoke(
+        main,
+        ["pipeline", "--input", str(tmp_path / "in"), "--sql", sql, "--output",
+         str(tmp_path / "local"), "--max-records-per-trigger", "700",
+         "--summary-json", str(tmp_path / "local.json"), "--quiet"],
+    )  # fmt: skip
+    assert local.exit_code == 0, (local.stdout, local.stderr)
+    process, port = _serve(tmp_path / "in", "s3cret")
+    try:
+        summary_file = tmp_path / "summary.json"
+        remote = CliRunner().invoke(
+            main,
+            ["pipeline", "--input", f"rsocket://127.0.0.1:{port}/flights", "--token", "s3cret",
+             "--sql", sql, "--output", str(tmp_path / "remote"),
+             "--max-records-per-trigger", "700", "--summary-json", str(summary_file),
+             "--quiet"],
+        )  # fmt: skip
+        assert remote.exit_code == 0, (remote.stdout, remote.stderr)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(timeout=60)
+        if process.stderr is not None:
+            process.stderr.close()
+    assert status == 0
+    ours = pq.read_table(tmp_path / "remote" / "result.parquet")
+    theirs = pq.read_table(tmp_path / "local" / "result.parquet")
+    keys = [(name, "ascending") for name in theirs.column_names]
+    assert ours.sort_by(keys).equals(theirs.sort_by(keys))
+    summary = json.loads(summary_file.read_text(encoding="utf-8"))
+    expected = json.loads((tmp_path / "local.json").read_text(encoding="utf-8"))
+    # A --sql query reads time_hour as the files give it (text: "not a time" fits), so
+    # 2 dead letters of the 2,403 records, on both sides.
+    assert (summary["input_rows"], summary["dead_letters"]) == (2_403, 2)
+    for figure in ("input_rows", "rows_into_spark", "dead_letters", "output_groups"):
+        assert summary[figure] == expected[figure], figure
+    assert summary["micro_batches"] >= 4  # 2,403 records at 700 per micro-batch
