@@ -363,9 +363,20 @@ class Flow(Publisher[T], Generic[T]):
         >>> Flow.range(0, 1_000_000_000).skip(2).take(3).to_list()
         [2, 3, 4]
 
-        Backpressure: never reads past the ``count``-th element of an iterable source.
+        Marble (``take(2)``, downstream requests unbounded)::
 
-        Concurrency: runs on the thread that delivers the element.
+            request:  (2)                  upstream never sees more than 2
+            source:   -1-2|
+            result:   -1-2|
+
+        Backpressure: never reads past the ``count``-th element of an iterable source.
+        After any other publisher the upstream demand is capped at ``count`` in total,
+        even when downstream requests without bound (Reactor's ``limitRequest``);
+        elements dropped before the take (a ``filter`` ahead of it) are re-requested
+        on top. So a network source sends ``count`` elements, not a prefetch's worth.
+
+        Concurrency: runs on the thread that delivers the element; the cap is kept
+        under the stage's lock, as ``request`` may come from any thread.
         """
         return self._fuse(TakeOp(_check_count("take", count)))
 
