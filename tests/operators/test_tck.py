@@ -231,3 +231,8 @@ class TestPublishOnProcessor(IdentityProcessorVerification):
 
     def create_failed_publisher(self) -> Publisher[Any] | None:
         return Flow.error(RuntimeError("TCK: failed publisher"))
+
+
+class TestLimitRate(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).limit_rate(4)

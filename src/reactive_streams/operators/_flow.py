@@ -16,6 +16,7 @@ from .._core import (
     Overflow,
     StageStatistics,
     check_positive,
+    replenish_threshold,
     walk,
 )
 from ..adapters.asyncio import AsyncIteratorSubscriber, from_async_iterable, to_async_iterator
@@ -27,6 +28,7 @@ from ._flat_map import FlatMapOperator
 from ._fusion import UNSET, FusedOp
 from ._group_by import GroupByOperator
 from ._interval import IntervalPublisher
+from ._limit_rate import LimitRateOperator
 from ._map import MapOp
 from ._multicast import MulticastOperator
 from ._publish_on import PublishOnOperator
@@ -507,6 +509,44 @@ class Flow(Publisher[T], Generic[T]):
         return Flow(
             OnBackpressureOperator(self._node, 1, "drop_oldest", on_drop, "on_backpressure_latest")
         )
+
+    def limit_rate(self, high_tide: int, low_tide: int | None = None) -> Flow[T]:
+        """Split downstream demand into upstream requests of at most ``high_tide``.
+
+        >>> Flow.range(0, 5).limit_rate(2).to_list()
+        [0, 1, 2, 3, 4]
+
+        Marble (``limit_rate(4, low_tide=3)``, downstream requests unbounded)::
+
+            request up:  (4)------(3)------(3)...
+            source:      -1-2-3-4-5-6-7-...
+            result:      -1-2-3-4-5-6-7-...
+
+        Args:
+            high_tide: the most elements upstream is ever owed (requested, not received).
+            low_tide: after this many arrived, the stage requests again (refilling to
+                ``high_tide``); 75% of ``high_tide`` by default (Reactor's
+                ``limitRate``). ``low_tide == high_tide`` refills only once all arrived.
+
+        Backpressure: never more than downstream asked for, and never more than
+        ``high_tide`` outstanding upstream; an unbounded downstream demand becomes
+        bounded requests (a network source sends batches, not everything at once).
+
+        Concurrency: delivery runs on the stage's one drain loop; ``request`` may come
+        from any thread.
+
+        Raises:
+            TypeError: a non-int tide.
+            ValueError: ``high_tide <= 0``, or ``low_tide`` not in ``1..high_tide``.
+        """
+        high = check_positive("high_tide", high_tide)
+        if low_tide is None:
+            low = replenish_threshold(high)
+        else:
+            low = check_positive("low_tide", low_tide)
+        if low > high:
+            raise ValueError(f"limit_rate() needs low_tide <= high_tide, got {low} > {high}")
+        return Flow(LimitRateOperator(self._node, high, low))
 
     # ------------------------------------------------------------------ multicast
     def publish(self, *, prefetch: int = 256) -> ConnectableFlow[T]:
