@@ -236,3 +236,21 @@ class TestPublishOnProcessor(IdentityProcessorVerification):
 class TestLimitRate(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return _pushed(elements).limit_rate(4)
+
+
+class TestTap(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        seen: list[object] = []
+        return _pushed(elements).tap(
+            on_next=seen.append,
+            on_error=seen.append,
+            on_complete=lambda: None,
+            on_cancel=lambda: None,
+            on_request=seen.append,
+            on_subscribe=seen.append,
+        )
+
+
+class TestLog(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _numbers(elements).log("tck")

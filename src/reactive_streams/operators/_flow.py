@@ -8,6 +8,7 @@ are fused into one stage (see ``_fusion``).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._core import (
@@ -51,6 +52,7 @@ from ._sources import DeferPublisher, ErrorPublisher, WrappedPublisher
 from ._subscribe_on import SubscribeOnOperator
 from ._take import TakeOp
 from ._take_while import TakeWhileOp
+from ._tap import TapCallbacks, TapOperator
 from ._time import (
     DebounceOperator,
     DelayOperator,
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
     from .._core import Scheduler
+    from ..api import Subscription
 
 __all__ = ["ConnectableFlow", "Flow", "GroupedFlow"]
 
@@ -547,6 +550,162 @@ class Flow(Publisher[T], Generic[T]):
         if low > high:
             raise ValueError(f"limit_rate() needs low_tide <= high_tide, got {low} > {high}")
         return Flow(LimitRateOperator(self._node, high, low))
+
+    # ------------------------------------------------------------------ side effects
+    def tap(
+        self,
+        *,
+        on_next: Callable[[T], object] | None = None,
+        on_error: Callable[[Exception], object] | None = None,
+        on_complete: Callable[[], object] | None = None,
+        on_cancel: Callable[[], object] | None = None,
+        on_request: Callable[[int], object] | None = None,
+        on_subscribe: Callable[[Subscription], object] | None = None,
+    ) -> Flow[T]:
+        """Call the given callbacks on the signals that pass; the stream is unchanged.
+
+        >>> seen = []
+        >>> flow = Flow.just(1, 2).tap(on_next=seen.append, on_complete=lambda: seen.append("end"))
+        >>> flow.to_list()
+        [1, 2]
+        >>> seen
+        [1, 2, 'end']
+
+        Marble (``tap(on_next=f)``)::
+
+            source:  -1-2-|
+            f:        1 2
+            result:  -1-2-|
+
+        A callback that raises ends the stream with its exception: upstream is
+        cancelled and downstream gets ``on_error`` (an ``on_error`` callback's exception
+        carries the original error as ``__context__``; an ``on_complete`` callback's
+        replaces the completion). An ``on_cancel`` callback's exception goes to the
+        undeliverable hook. ``on_request`` sees each valid ``request(n)`` (Rule 3.9
+        errors are the stage's own); ``on_cancel`` runs once, and not after the stream
+        ended.
+
+        Backpressure: demand passes through unchanged; at most the elements downstream
+        asked for wait in the stage.
+
+        Concurrency: ``on_next``/``on_error``/``on_complete``/``on_subscribe`` run on
+        the thread that delivers the upstream signal, ``on_request``/``on_cancel`` on
+        the caller's; downstream signals stay serial (Rule 1.3).
+        """
+        callbacks = TapCallbacks(
+            on_next, on_error, on_complete, on_cancel, on_request, on_subscribe
+        )
+        return Flow(TapOperator(self._node, callbacks, label="tap"))
+
+    def _tap(self, label: str, **callbacks: Any) -> Flow[T]:
+        return Flow(TapOperator(self._node, TapCallbacks(**callbacks), label=label))
+
+    def do_on_next(self, fn: Callable[[T], object]) -> Flow[T]:
+        """``tap(on_next=fn)``: ``fn`` sees each element before downstream does.
+
+        Marble::
+
+            source:  -1-2-|
+            fn:       1 2
+            result:  -1-2-|
+
+        Backpressure: demand passes through. Concurrency: ``fn`` runs on the thread
+        that delivers the element. A raising ``fn`` cancels upstream and fails the flow.
+        """
+        return self._tap("do_on_next", on_next=fn)
+
+    def do_on_error(self, fn: Callable[[Exception], object]) -> Flow[T]:
+        """``tap(on_error=fn)``: ``fn`` sees the upstream error before downstream does.
+
+        Marble::
+
+            source:  -1-X
+            fn:         X
+            result:  -1-X
+
+        Backpressure: demand passes through. Concurrency: runs on the thread that
+        delivers the error. A raising ``fn`` replaces the error (the original is its
+        ``__context__``).
+        """
+        return self._tap("do_on_error", on_error=fn)
+
+    def do_on_complete(self, fn: Callable[[], object]) -> Flow[T]:
+        """``tap(on_complete=fn)``: ``fn`` runs when upstream completes.
+
+        Marble::
+
+            source:  -1-|
+            fn:         *
+            result:  -1-|
+
+        Backpressure: demand passes through. Concurrency: runs on the thread that
+        delivers the completion. A raising ``fn`` turns the completion into ``on_error``.
+        """
+        return self._tap("do_on_complete", on_complete=fn)
+
+    def do_on_cancel(self, fn: Callable[[], object]) -> Flow[T]:
+        """``tap(on_cancel=fn)``: ``fn`` runs once when downstream cancels.
+
+        Marble::
+
+            source:  -1-2-3-...
+            result:  -1-2-^        (downstream cancels; fn runs, then upstream is cancelled)
+
+        Backpressure: demand passes through. Concurrency: runs on the thread that calls
+        ``cancel``; an exception goes to the undeliverable hook.
+        """
+        return self._tap("do_on_cancel", on_cancel=fn)
+
+    def do_on_request(self, fn: Callable[[int], object]) -> Flow[T]:
+        """``tap(on_request=fn)``: ``fn(n)`` for each valid ``request(n)`` from downstream.
+
+        Marble::
+
+            request: (2)----(1)
+            fn:       2      1
+            source:  -1-2----3-|
+
+        Backpressure: ``n`` is then passed upstream unchanged. Concurrency: runs on the
+        thread that calls ``request``. A raising ``fn`` cancels upstream and fails the flow.
+        """
+        return self._tap("do_on_request", on_request=fn)
+
+    def do_on_subscribe(self, fn: Callable[[Subscription], object]) -> Flow[T]:
+        """``tap(on_subscribe=fn)``: ``fn`` sees the upstream subscription first.
+
+        Marble::
+
+            subscribe: *          (fn(subscription), then downstream's on_subscribe)
+            source:    -1-|
+            result:    -1-|
+
+        Backpressure: demand passes through. Concurrency: runs on the thread that
+        subscribes. A raising ``fn`` cancels upstream and fails the flow right after
+        downstream's ``on_subscribe``.
+        """
+        return self._tap("do_on_subscribe", on_subscribe=fn)
+
+    def log(self, name: str = "flow", *, level: int = logging.INFO) -> Flow[T]:
+        """Log every signal, with the outstanding demand, on the ``reactive_streams`` logger.
+
+        Lines look like ``prices | request(16) demand=16 [thread MainThread]`` and
+        ``prices | on_next(3) demand=15 [thread MainThread]``; ``demand`` is what
+        downstream requested and has not yet been given, ``unbounded`` after a
+        ``request`` that reached ``MAX_DEMAND`` (Reactor's ``log()``).
+
+        Marble::
+
+            source:  -1-2-|
+            log:      on_subscribe, request(n), on_next(1), on_next(2), on_complete()
+            result:  -1-2-|
+
+        Backpressure: demand passes through. Concurrency: each line is written on the
+        thread of the signal, whose name it shows. Nothing is formatted unless the
+        logger is enabled for ``level``.
+        """
+        return Flow(
+            TapOperator(self._node, TapCallbacks(), label="log", log_name=name, level=level)
+        )
 
     # ------------------------------------------------------------------ multicast
     def publish(self, *, prefetch: int = 256) -> ConnectableFlow[T]:
