@@ -254,3 +254,32 @@ class TestTap(_FlowVerification):
 class TestLog(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return _numbers(elements).log("tck")
+
+
+def _failing_after(elements: int) -> Flow[int]:
+    """``elements`` numbers then an error (an endless flow for ``MAX_DEMAND``)."""
+    if elements == MAX_DEMAND:
+        return _numbers(elements)
+    return Flow.concat(Flow.range(0, elements), Flow.error(RuntimeError("TCK: upstream error")))
+
+
+class TestOnErrorReturn(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == 0:
+            return Flow.empty().on_error_return(-1)
+        return _failing_after(elements - 1 if elements != MAX_DEMAND else elements).on_error_return(
+            lambda error: -1
+        )
+
+
+class TestOnErrorMap(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).on_error_map(lambda error: ValueError(str(error)))
+
+    def create_failed_publisher(self) -> Publisher[Any] | None:
+        return Flow.error(RuntimeError("TCK")).on_error_map(lambda error: ValueError("mapped"))
+
+
+class TestOnErrorComplete(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _failing_after(elements).on_error_complete()

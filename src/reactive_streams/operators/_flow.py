@@ -460,6 +460,94 @@ class Flow(Publisher[T], Generic[T]):
         """
         return Flow(ResumeOperator(self._node, fallback=fn, label="on_error_resume"))
 
+    def on_error_return(self, value: T | Callable[[Exception], T]) -> Flow[T]:
+        """On an upstream error, emit one last element and complete (Reactor's ``onErrorReturn``).
+
+        >>> Flow.concat(Flow.just(1), Flow.error(KeyError("k"))).on_error_return(0).to_list()
+        [1, 0]
+        >>> Flow.error(KeyError("k")).on_error_return(lambda e: type(e).__name__).to_list()
+        ['KeyError']
+
+        Marble (``on_error_return(0)``)::
+
+            source:  -1-2-X
+            result:  -1-2-0|
+
+        Args:
+            value: the element; a callable is called with the error and its result is
+                the element. A ``None`` (or a callable that raises) fails the flow
+                with that error, whose ``__context__`` is the upstream error.
+
+        Backpressure: the element is emitted only once downstream has demand for it.
+
+        Concurrency: the callable runs on the thread that delivered ``on_error``.
+        """
+        if callable(value):
+            fn = value
+            return Flow(
+                ResumeOperator(
+                    self._node, fallback=lambda error: Flow.just(fn(error)), label="on_error_return"
+                )
+            )
+        element = value
+        return Flow(
+            ResumeOperator(
+                self._node, fallback=lambda _: Flow.just(element), label="on_error_return"
+            )
+        )
+
+    def on_error_map(self, fn: Callable[[Exception], Exception]) -> Flow[T]:
+        """On an upstream error, signal ``fn(error)`` instead (Reactor's ``onErrorMap``).
+
+        >>> Flow.error(KeyError("k")).on_error_map(lambda e: LookupError("missing")).to_list()
+        Traceback (most recent call last):
+        ...
+        LookupError: missing
+
+        Marble::
+
+            source:  -1-X
+            result:  -1-Y        (Y = fn(X))
+
+        ``fn`` must return an ``Exception``; otherwise, or if it raises, that failure is
+        signalled, with the upstream error as its ``__context__``.
+
+        Backpressure: demand passes through. Concurrency: ``fn`` runs on the thread
+        that delivered ``on_error``.
+        """
+
+        def mapped(error: Exception) -> Publisher[T]:
+            replacement = fn(error)
+            if not isinstance(replacement, Exception):
+                raise TypeError(
+                    "the function given to on_error_map() must return an Exception, "
+                    f"got {type(replacement).__qualname__}"
+                )
+            return Flow.error(replacement)
+
+        return Flow(ResumeOperator(self._node, fallback=mapped, label="on_error_map"))
+
+    def on_error_complete(self) -> Flow[T]:
+        """On an upstream error, complete instead (Reactor's ``onErrorComplete``).
+
+        >>> Flow.concat(Flow.just(1), Flow.error(KeyError("k"))).on_error_complete().to_list()
+        [1]
+
+        Marble::
+
+            source:  -1-X
+            result:  -1-|
+
+        The error is dropped on purpose: it reaches neither downstream nor the
+        undeliverable hook.
+
+        Backpressure: demand passes through. Concurrency: completes on the thread that
+        delivered ``on_error``.
+        """
+        return Flow(
+            ResumeOperator(self._node, fallback=lambda _: Flow.empty(), label="on_error_complete")
+        )
+
     def retry(self, times: int) -> Flow[T]:
         """On an upstream error, subscribe again, at most ``times`` times.
 
