@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import operator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactive_streams import MAX_DEMAND, Processor, Publisher
 from reactive_streams.operators import Flow
@@ -21,6 +21,9 @@ from reactive_streams.operators._publish_on import PublishOn
 from reactive_streams.reference import RangePublisher
 from reactive_streams.schedulers import default_scheduler
 from reactive_streams.tck import IdentityProcessorVerification, PublisherVerification
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def _numbers(elements: int, extra: int = 0) -> Flow[int]:
@@ -283,3 +286,80 @@ class TestOnErrorMap(_FlowVerification):
 class TestOnErrorComplete(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return _failing_after(elements).on_error_complete()
+
+
+def _one_element(flow: Callable[[Flow[int]], Flow[Any]], elements: int) -> Flow[Any]:
+    """A fold over a pushed range: one element, or none (``skip(1)``) for ``elements == 0``."""
+    folded = flow(_pushed(5))
+    return folded.skip(1) if elements == 0 else folded
+
+
+class TestCount(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.count(), elements)
+
+
+class TestLast(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.last(), elements)
+
+
+class TestAll(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.all(lambda x: x < 3), elements)
+
+
+class TestAny(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.any(lambda x: x > 3), elements)
+
+
+class TestCollect(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.collect(list, list.append), elements)
+
+
+class TestToDict(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.to_dict(lambda x: x % 2), elements)
+
+
+class TestElementAt(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.element_at(2), elements)
+
+
+class TestTakeLast(_FlowVerification):
+    max_elements_from_publisher = 4096  # it emits only at completion: no endless variant
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements + 3).take_last(elements)
+
+
+class TestDefaultIfEmpty(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        empty = Flow.from_publisher(RangePublisher(0, 0))
+        if elements == 0:
+            return empty.default_if_empty(-1).skip(1)
+        if elements == 1:
+            return empty.default_if_empty(-1)
+        return _pushed(elements).default_if_empty(-1)
+
+
+class TestSwitchIfEmpty(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.from_publisher(RangePublisher(0, 0)).switch_if_empty(_pushed(elements))

@@ -26,6 +26,17 @@ from ._buffer import BufferOperator
 from ._distinct import DistinctUntilChangedOp
 from ._filter import FilterOp
 from ._flat_map import FlatMapOperator
+from ._fold import (
+    AllFold,
+    AnyFold,
+    CollectFold,
+    CountFold,
+    ElementAtFold,
+    FoldOperator,
+    LastFold,
+    TakeLastFold,
+    ToDictFold,
+)
 from ._fusion import UNSET, FusedOp
 from ._group_by import GroupByOperator
 from ._interval import IntervalPublisher
@@ -66,7 +77,14 @@ from ._zip import ZipOperator
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+    from collections.abc import (
+        AsyncIterable,
+        AsyncIterator,
+        Callable,
+        Hashable,
+        Iterable,
+        Iterator,
+    )
     from concurrent.futures import Executor
 
     from .._core import Scheduler
@@ -402,6 +420,196 @@ class Flow(Publisher[T], Generic[T]):
         Concurrency: runs on the thread that delivers the element.
         """
         return self._fuse(TakeWhileOp(predicate))
+
+    # ------------------------------------------------------------------ folds
+    def count(self) -> Flow[int]:
+        """The number of elements, as a one-element flow (Reactor's ``count``).
+
+        >>> Flow.range(0, 5).count().to_list()
+        [5]
+
+        Marble::
+
+            source:  -a-b-c-|
+            result:  -------3|
+
+        Backpressure: unbounded upstream demand from downstream's first ``request``;
+        the count waits for downstream demand. Concurrency: counts on the thread that
+        delivers each element.
+        """
+        return Flow(FoldOperator(self._node, CountFold()))
+
+    def last(self, default: T = NO_DEFAULT) -> Flow[T]:
+        """The last element, or ``default`` for an empty flow (Reactor's ``last``).
+
+        >>> Flow.range(0, 5).last().to_list()
+        [4]
+        >>> Flow.empty().last(default=-1).to_list()
+        [-1]
+
+        Marble::
+
+            source:  -a-b-c-|
+            result:  -------c|
+
+        An empty flow without ``default`` fails with ``LookupError``.
+
+        Backpressure: unbounded upstream demand (one element kept). Concurrency: runs on
+        the thread that delivers each element.
+        """
+        return Flow(FoldOperator(self._node, LastFold(default)))
+
+    def all(self, predicate: Callable[[T], object]) -> Flow[bool]:
+        """``True`` if ``predicate`` holds for every element (an empty flow: ``True``).
+
+        >>> Flow.range(0, 5).all(lambda x: x < 3).to_list()
+        [False]
+
+        Marble (``all(< 3)``)::
+
+            source:  -1-2-5-...
+            result:  -----False|   (upstream cancelled at the first failing element)
+
+        Backpressure: unbounded upstream demand until the answer is known.
+        Concurrency: ``predicate`` runs on the thread that delivers each element.
+        """
+        return Flow(FoldOperator(self._node, AllFold(predicate)))
+
+    def any(self, predicate: Callable[[T], object]) -> Flow[bool]:
+        """``True`` if ``predicate`` holds for some element (an empty flow: ``False``).
+
+        >>> Flow.range(0, 5).any(lambda x: x > 3).to_list()
+        [True]
+
+        Marble (``any(> 3)``)::
+
+            source:  -1-2-5-...
+            result:  -----True|    (upstream cancelled at the first matching element)
+
+        Backpressure: unbounded upstream demand until the answer is known.
+        Concurrency: ``predicate`` runs on the thread that delivers each element.
+        """
+        return Flow(FoldOperator(self._node, AnyFold(predicate)))
+
+    def collect(self, factory: Callable[[], A], add: Callable[[A, T], object]) -> Flow[A]:
+        """Call ``add(container, x)`` for each element; emit ``factory()``'s container at the end.
+
+        >>> Flow.just(3, 1, 3).collect(set, set.add).to_list()
+        [{1, 3}]
+
+        Marble (``collect(list, list.append)``)::
+
+            source:  -a-b-|
+            result:  -----[a, b]|
+
+        ``factory`` runs once per subscriber, at subscribe time.
+
+        Backpressure: unbounded upstream demand; the container holds what ``add``
+        keeps. Concurrency: ``add`` runs on the thread that delivers each element.
+        """
+        return Flow(FoldOperator(self._node, CollectFold(factory, add)))
+
+    def to_dict(
+        self, key: Callable[[T], Hashable], value: Callable[[T], Any] | None = None
+    ) -> Flow[dict[Any, Any]]:
+        """One ``{key(x): value(x) or x}`` dict of every element; later keys win.
+
+        >>> Flow.just("a", "bb", "cc").to_dict(len).to_list()
+        [{1: 'a', 2: 'cc'}]
+
+        Marble (``to_dict(len)``)::
+
+            source:  -a-bb-cc-|
+            result:  ---------{1: a, 2: cc}|
+
+        Backpressure: unbounded upstream demand; one entry per distinct key.
+        Concurrency: ``key``/``value`` run on the thread that delivers each element.
+        """
+        return Flow(FoldOperator(self._node, ToDictFold(key, value)))
+
+    def element_at(self, index: int, default: T = NO_DEFAULT) -> Flow[T]:
+        """The element at 0-based ``index``, or ``default`` (Reactor's ``elementAt``).
+
+        >>> Flow.range(10, 20).element_at(3).to_list()
+        [13]
+
+        Marble (``element_at(1)``)::
+
+            source:  -a-b-c-|
+            result:  ---b|         (upstream cancelled)
+
+        A flow too short for ``index`` fails with ``IndexError`` unless ``default``.
+
+        Backpressure: ``request(index + 1)`` upstream, once, at downstream's first
+        ``request``. Concurrency: runs on the thread that delivers each element.
+        """
+        return Flow(
+            FoldOperator(self._node, ElementAtFold(_check_count("element_at", index), default))
+        )
+
+    def take_last(self, count: int) -> Flow[T]:
+        """The last ``count`` elements, emitted once upstream completes.
+
+        >>> Flow.range(0, 10).take_last(3).to_list()
+        [7, 8, 9]
+
+        Marble (``take_last(2)``)::
+
+            source:  -a-b-c-|
+            result:  -------b-c|
+
+        Backpressure: unbounded upstream demand; at most ``count`` elements kept (a
+        ring), then delivered within downstream demand. Concurrency: runs on the
+        thread that delivers each element; delivery on the stage's drain loop.
+        """
+        return Flow(FoldOperator(self._node, TakeLastFold(_check_count("take_last", count))))
+
+    # ------------------------------------------------------------------ empty streams
+    def default_if_empty(self, value: T) -> Flow[T]:
+        """``value`` alone if upstream completes without an element (Reactor's ``defaultIfEmpty``).
+
+        >>> Flow.empty().default_if_empty(0).to_list()
+        [0]
+        >>> Flow.just(1).default_if_empty(0).to_list()
+        [1]
+
+        Marble::
+
+            source:  ---|
+            result:  ---0|
+
+        Backpressure: demand passes through; the default waits for demand.
+        Concurrency: the switch happens on the thread that delivered ``on_complete``.
+
+        Raises:
+            TypeError: ``value`` is ``None`` (Rule 2.13).
+        """
+        return self._if_empty(Flow.just(value), "default_if_empty")
+
+    def switch_if_empty(self, publisher: Publisher[T]) -> Flow[T]:
+        """Continue with ``publisher`` if upstream completes without an element.
+
+        >>> Flow.empty().switch_if_empty(Flow.range(0, 2)).to_list()
+        [0, 1]
+
+        Marble::
+
+            source:       ---|
+            publisher:       -a-b-|
+            result:       ----a-b-|
+
+        Backpressure: outstanding demand is carried over to ``publisher``.
+        Concurrency: ``publisher`` is subscribed on the thread that delivered
+        ``on_complete``.
+        """
+        if not isinstance(publisher, Publisher):
+            raise TypeError(
+                f"switch_if_empty() needs a Publisher, got {type(publisher).__qualname__}"
+            )
+        return self._if_empty(publisher, "switch_if_empty")
+
+    def _if_empty(self, publisher: Publisher[T], label: str) -> Flow[T]:
+        return Flow(ResumeOperator(self._node, if_empty=publisher, label=label))
 
     # ------------------------------------------------------------------ stage operators
     def flat_map(
