@@ -363,3 +363,22 @@ class TestDefaultIfEmpty(_FlowVerification):
 class TestSwitchIfEmpty(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return Flow.from_publisher(RangePublisher(0, 0)).switch_if_empty(_pushed(elements))
+
+
+class TestSkipWhile(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == MAX_DEMAND:
+            return _pushed(elements).skip_while(lambda x: x < 3)
+        return Flow.from_publisher(RangePublisher(-3, elements)).skip_while(lambda x: x < 0)
+
+
+class TestDistinct(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == MAX_DEMAND:
+            return _pushed(elements).distinct(max_keys=64)
+        return _pushed(elements * 2).distinct(lambda x: x // 2)
+
+
+class TestTakeUntil(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).take_until(Flow.empty())

@@ -23,7 +23,7 @@ from .._core import (
 from ..adapters.asyncio import AsyncIteratorSubscriber, from_async_iterable, to_async_iterator
 from ..api import Processor, Publisher, Subscriber
 from ._buffer import BufferOperator
-from ._distinct import DistinctUntilChangedOp
+from ._distinct import DistinctOp, DistinctUntilChangedOp
 from ._filter import FilterOp
 from ._flat_map import FlatMapOperator
 from ._fold import (
@@ -59,9 +59,11 @@ from ._sinks import (
     for_each,
 )
 from ._skip import SkipOp
+from ._skip_while import SkipWhileOp
 from ._sources import DeferPublisher, ErrorPublisher, WrappedPublisher
 from ._subscribe_on import SubscribeOnOperator
 from ._take import TakeOp
+from ._take_until import TakeUntilOperator
 from ._take_while import TakeWhileOp
 from ._tap import TapCallbacks, TapOperator
 from ._time import (
@@ -610,6 +612,75 @@ class Flow(Publisher[T], Generic[T]):
 
     def _if_empty(self, publisher: Publisher[T], label: str) -> Flow[T]:
         return Flow(ResumeOperator(self._node, if_empty=publisher, label=label))
+
+    def skip_while(self, predicate: Callable[[T], object]) -> Flow[T]:
+        """Drop elements while ``predicate`` holds; from the first that fails, emit all.
+
+        >>> Flow.just(1, 2, 5, 1).skip_while(lambda x: x < 3).to_list()
+        [5, 1]
+
+        Marble (``skip_while(< 3)``)::
+
+            source:  -1-2-5-1-|
+            result:  -----5-1-|
+
+        Backpressure: dropped elements are re-requested upstream.
+
+        Concurrency: fused; runs on the thread that delivers the element.
+        """
+        return self._fuse(SkipWhileOp(predicate))
+
+    def distinct(
+        self, key: Callable[[T], object] | None = None, *, max_keys: int = 100_000
+    ) -> Flow[T]:
+        """Drop elements whose key (``key(x)``, or ``x``) was seen before.
+
+        >>> Flow.just(1, 2, 1, 3, 2).distinct().to_list()
+        [1, 2, 3]
+
+        Marble::
+
+            source:      -1-2-1-3-2-|
+            distinct()   -1-2---3---|
+
+        Memory is bounded: at most ``max_keys`` keys are remembered; a new key beyond
+        that forgets the key seen least recently, which would then pass again (Reactor
+        and Rx remember every key, without bound).
+
+        Backpressure: dropped elements are re-requested upstream.
+
+        Concurrency: fused; runs on the thread that delivers the element, with a set of
+        keys per subscriber.
+
+        Raises:
+            TypeError, ValueError: ``max_keys`` is not a positive int.
+        """
+        return self._fuse(DistinctOp(key, check_positive("max_keys", max_keys)))
+
+    def take_until(self, other: Publisher[Any]) -> Flow[T]:
+        """Emit elements until ``other`` emits its first element; then complete.
+
+        >>> Flow.range(0, 5).take_until(Flow.empty()).to_list()  # completion alone: no stop
+        [0, 1, 2, 3, 4]
+
+        Marble::
+
+            source:  -1-2-3-4-5-|
+            other:   ------x
+            result:  -1-2-3|          (source and other cancelled)
+
+        ``other`` is subscribed first (Reactor's ``takeUntilOther``); its completion
+        without an element changes nothing; its error fails the flow.
+
+        Backpressure: downstream demand passes to the source unchanged; ``other`` is
+        asked for one element.
+
+        Concurrency: ``other`` may signal on any thread; downstream signals stay serial
+        (the stage's one drain loop).
+        """
+        if not isinstance(other, Publisher):
+            raise TypeError(f"take_until() needs a Publisher, got {type(other).__qualname__}")
+        return Flow(TakeUntilOperator(self._node, other))
 
     # ------------------------------------------------------------------ stage operators
     def flat_map(
