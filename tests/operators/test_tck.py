@@ -382,3 +382,20 @@ class TestDistinct(_FlowVerification):
 class TestTakeUntil(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return _pushed(elements).take_until(Flow.empty())
+
+
+class TestSlidingBuffer(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).buffer(3, 1)  # one list opens per element
+
+
+class TestSkippingBuffer(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == MAX_DEMAND:
+            return _pushed(elements).buffer(2, 3)
+        return _pushed(elements * 3).buffer(2, 3)
+
+
+class TestSlidingWindow(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).window(2, skip=1)

@@ -60,6 +60,7 @@ from ._sinks import (
 )
 from ._skip import SkipOp
 from ._skip_while import SkipWhileOp
+from ._sliding import SlidingBufferOperator
 from ._sources import DeferPublisher, ErrorPublisher, WrappedPublisher
 from ._subscribe_on import SubscribeOnOperator
 from ._take import TakeOp
@@ -716,17 +717,43 @@ class Flow(Publisher[T], Generic[T]):
             FlatMapOperator(self._node, fn, concurrency=1, prefetch=prefetch, label="concat_map")
         )
 
-    def buffer(self, size: int, *, timeout: float | None = None) -> Flow[list[T]]:
-        """Lists of ``size`` elements; with ``timeout`` seconds, partial lists are flushed.
+    def buffer(
+        self, size: int, skip: int | None = None, *, timeout: float | None = None
+    ) -> Flow[list[T]]:
+        """Lists of ``size`` elements; a new list every ``skip`` elements (``size`` by default).
 
         >>> Flow.range(0, 5).buffer(2).to_list()
         [[0, 1], [2, 3], [4]]
+        >>> Flow.range(0, 7).buffer(3, 2).to_list()
+        [[0, 1, 2], [2, 3, 4], [4, 5, 6], [6]]
+        >>> Flow.range(0, 7).buffer(2, 3).to_list()
+        [[0, 1], [3, 4], [6]]
 
-        Backpressure: ``request(n)`` becomes ``request(n * size)`` upstream.
+        Marble (``buffer(3, 2)``)::
+
+            source:  -0-1-2-3-4-5-6-|
+            result:  -----[0,1,2]-[2,3,4]-[4,5,6]-[6]|
+
+        ``skip < size`` overlaps the lists (sliding windows), ``skip > size`` drops the
+        elements between them; the lists open at completion are emitted, shorter.
+        With ``timeout`` seconds (only without ``skip``), a partial list is flushed.
+
+        Backpressure: ``request(n)`` becomes ``request(n * size)`` upstream (``n *
+        skip`` with ``skip``; ``size + (n - 1) * skip`` the first time when the lists
+        overlap); at most ``ceil(size / skip)`` lists are open.
 
         Concurrency: the timeout runs on a timer thread; delivery is serial.
+
+        Raises:
+            ValueError: a non-positive ``size`` or ``skip``, or ``skip`` with ``timeout``.
         """
-        return Flow(BufferOperator(self._node, size, timeout))
+        if skip is None or skip == size:
+            return Flow(BufferOperator(self._node, size, timeout))
+        check_positive("buffer size", size)
+        check_positive("buffer skip", skip)
+        if timeout is not None:
+            raise ValueError("buffer(): a timeout works only without skip")
+        return Flow(SlidingBufferOperator(self._node, size, skip))
 
     def via(self, processor: Processor[T, R] | Callable[[], Processor[T, R]]) -> Flow[R]:
         """Route the flow through a ``Processor`` (an instance, or a factory of them)."""
@@ -1313,6 +1340,7 @@ class Flow(Publisher[T], Generic[T]):
         count: int | None = None,
         timespan: float | None = None,
         *,
+        skip: int | None = None,
         scheduler: Scheduler | None = None,
     ) -> Flow[Flow[T]]:
         """Windows of ``count`` elements and/or ``timespan`` seconds, each a cold ``Flow``.
@@ -1323,6 +1351,13 @@ class Flow(Publisher[T], Generic[T]):
         A window is emitted when it closes (full, at a ``timespan`` tick, or at
         completion); empty windows are skipped.
 
+        With ``skip`` (count windows only), a window opens every ``skip`` elements:
+        ``skip < count`` overlaps them, ``skip > count`` leaves gaps, as ``buffer(count,
+        skip)`` does, each list a window:
+
+        >>> [w.to_list() for w in Flow.range(0, 5).window(3, skip=2).to_list()]
+        [[0, 1, 2], [2, 3, 4], [4]]
+
         Backpressure: with ``count``, ``request(n)`` becomes ``request(n * count)``; with
         ``timespan`` only, unbounded upstream demand and ``MissingBackpressureError`` for a
         window closed without downstream demand.
@@ -1330,6 +1365,10 @@ class Flow(Publisher[T], Generic[T]):
         Raises:
             ValueError: neither ``count`` nor ``timespan``, or a non-positive one.
         """
+        if skip is not None and skip != count:
+            if count is None or timespan is not None:
+                raise ValueError("window(): skip works with count only, not with timespan")
+            return self.buffer(count, skip).map(Flow.from_iterable)
         return Flow(WindowOperator(self._node, count, timespan, scheduler, Flow))
 
     def rebatch(self, *, max_rows: int | None = None, max_bytes: int | None = None) -> Flow[T]:
