@@ -322,9 +322,9 @@ class Flow(Publisher[T], Generic[T]):
     # ------------------------------------------------------------------ fused operators
     def _fuse(self, op: FusedOp) -> Flow[Any]:
         node = self._node
-        if isinstance(node, PullPublisher | PushPublisher):
+        if isinstance(node, PullPublisher) or (isinstance(node, PushPublisher) and op.push_capable):
             return Flow(node.with_op(op))
-        if isinstance(op, ReduceOp):
+        if isinstance(op, ReduceOp):  # ends a push chain: a stage of its own
             return Flow(ReducePublisher(node, op.fn, op.initial))
         return Flow(PushPublisher(node, (op,)))
 

@@ -225,14 +225,22 @@ class LimitedFusedSubscriber(FusedSubscriber):
 
     ``_cap`` is the most upstream may ever be asked for in total: ``n`` plus the elements
     dropped before the take (a ``filter`` ahead of it, which the take never counted);
-    ``_up`` is what was asked so far. Both are guarded by ``_lock``. Downstream demand is
-    forwarded clipped to ``_cap - _up``; a dropped element is replaced only within the
-    cap. So the upstream's outstanding demand is at most what the take can still pass,
-    and a plain ``take(n)`` sees at most ``request(n)`` in total, whatever downstream
-    requested (Reactor's ``limitRequest``).
+    ``_up`` is what was asked so far. Both are guarded by ``_lock`` and ``_up`` never
+    exceeds ``_cap``. Downstream demand is forwarded clipped to the cap; a dropped
+    element is replaced only within it. So upstream's outstanding demand is at most what
+    the take can still pass, and a plain ``take(n)`` sees at most ``request(n)`` in total,
+    whatever downstream requested (Reactor's ``limitRequest``).
+
+    Drops are counted by the ``on_next`` thread alone (``_drops_before``: before the take,
+    raising the cap; ``_drops``: all of them, each owed a replacement) and settled under
+    the lock in batches of ``REPLACE_BATCH``, or as soon as upstream owes nothing more
+    (so a stream never waits on a replacement held back): a ``filter`` that drops most
+    elements costs one ``request`` per batch, not a lock and a ``request`` per element.
     """
 
-    __slots__ = ("_cap", "_reached_before", "_up")
+    __slots__ = ("_cap", "_drops", "_drops_before", "_reached_before", "_received", "_up")
+
+    REPLACE_BATCH = 32
 
     def __init__(
         self,
@@ -246,23 +254,40 @@ class LimitedFusedSubscriber(FusedSubscriber):
         super().__init__(downstream, push, control, take_zero=take_zero)
         self._cap = limit
         self._up = 0
+        # Written by on_next only (serial, Rule 1.3):
+        self._received = 0
+        self._drops = 0
+        self._drops_before = 0
         self._reached_before = 0
 
     def on_next(self, element: Any) -> None:
-        """Note how many elements had reached the take, then run the chain."""
-        self._reached_before = self._control.reached  # on_next is serial (Rule 1.3)
+        """Run the chain; then settle the drops once a batch is due or upstream owes none."""
+        self._reached_before = self._control.reached
+        self._received += 1
         super().on_next(element)
+        drops = self._drops
+        # An unlocked read of _up, which only grows: a stale value settles early, harmlessly.
+        if drops and (drops >= self.REPLACE_BATCH or self._up <= self._received):
+            self._settle_drops()
 
     def _replace_dropped(self) -> None:
-        """Replace a dropped element within the cap; a drop before the take raises it."""
+        """Count the drop; a drop before the take also raises the cap (settled later)."""
+        self._drops += 1
+        if self._control.reached == self._reached_before:
+            self._drops_before += 1  # the take never saw this element: it may have another
+
+    def _settle_drops(self) -> None:
+        """Raise the cap by the drops before the take; request the replacements within it."""
+        if self._done:
+            return
         with self._lock:
-            if self._control.reached == self._reached_before:
-                self._cap += 1  # the take never saw this element: it may have another
-            go = self._up < self._cap
-            if go:
-                self._up += 1
-        if go:
-            super()._replace_dropped()
+            self._cap += self._drops_before
+            count = max(0, min(self._drops, self._cap - self._up))
+            self._up += count
+        self._drops = self._drops_before = 0
+        upstream = self._upstream
+        if count and upstream is not None:
+            self._request_upstream(upstream, count)
 
     def request(self, n: int) -> None:
         """Forward downstream demand clipped to the cap; Rule 3.9 errors go upstream."""
@@ -274,8 +299,8 @@ class LimitedFusedSubscriber(FusedSubscriber):
         n = int(n)
         with self._lock:
             self._requested = add_demand(self._requested, n)
-            forward = min(n, self._cap - self._up)
-            self._up += max(forward, 0)
+            forward = max(0, min(n, self._cap - self._up))
+            self._up += forward
         upstream = self._upstream
         if forward > 0 and upstream is not None:
             self._request_upstream(upstream, forward)
