@@ -365,3 +365,11 @@ def test_templates_are_filled_in_not_patched(source: Any) -> None:
     # own text contains "_pos)" must compile as written.
     flow: Flow[Any] = Flow(PullPublisher(source, (_Numbered(),), "source"))
     assert flow.to_list() == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_reduce_after_a_push_chain_is_a_stage_of_its_own() -> None:
+    """``reduce`` cannot end a push chain: it follows it as its own stage, at subscribe."""
+    from reactive_streams.reference import IterablePublisher
+
+    flow = Flow.from_publisher(IterablePublisher(list(range(10)))).map(lambda x: x * 2)
+    assert flow.filter(lambda x: x % 3 == 0).reduce(operator.add, 0).to_list() == [36]

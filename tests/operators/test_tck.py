@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import operator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactive_streams import MAX_DEMAND, Processor, Publisher
 from reactive_streams.operators import Flow
@@ -21,6 +21,9 @@ from reactive_streams.operators._publish_on import PublishOn
 from reactive_streams.reference import RangePublisher
 from reactive_streams.schedulers import default_scheduler
 from reactive_streams.tck import IdentityProcessorVerification, PublisherVerification
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def _numbers(elements: int, extra: int = 0) -> Flow[int]:
@@ -247,3 +250,168 @@ class TestPublishOnProcessor(IdentityProcessorVerification):
 
     def create_failed_publisher(self) -> Publisher[Any] | None:
         return Flow.error(RuntimeError("TCK: failed publisher"))
+
+
+class TestLimitRate(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).limit_rate(4)
+
+
+class TestTap(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        seen: list[object] = []
+        return _pushed(elements).tap(
+            on_next=seen.append,
+            on_error=seen.append,
+            on_complete=lambda: None,
+            on_cancel=lambda: None,
+            on_request=seen.append,
+            on_subscribe=seen.append,
+        )
+
+
+class TestLog(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _numbers(elements).log("tck")
+
+
+def _failing_after(elements: int) -> Flow[int]:
+    """``elements`` numbers then an error (an endless flow for ``MAX_DEMAND``)."""
+    if elements == MAX_DEMAND:
+        return _numbers(elements)
+    return Flow.concat(Flow.range(0, elements), Flow.error(RuntimeError("TCK: upstream error")))
+
+
+class TestOnErrorReturn(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == 0:
+            return Flow.empty().on_error_return(-1)
+        return _failing_after(elements - 1 if elements != MAX_DEMAND else elements).on_error_return(
+            lambda error: -1
+        )
+
+
+class TestOnErrorMap(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).on_error_map(lambda error: ValueError(str(error)))
+
+    def create_failed_publisher(self) -> Publisher[Any] | None:
+        return Flow.error(RuntimeError("TCK")).on_error_map(lambda error: ValueError("mapped"))
+
+
+class TestOnErrorComplete(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _failing_after(elements).on_error_complete()
+
+
+def _one_element(flow: Callable[[Flow[int]], Flow[Any]], elements: int) -> Flow[Any]:
+    """A fold over a pushed range: one element, or none (``skip(1)``) for ``elements == 0``."""
+    folded = flow(_pushed(5))
+    return folded.skip(1) if elements == 0 else folded
+
+
+class TestCount(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.count(), elements)
+
+
+class TestLast(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.last(), elements)
+
+
+class TestAll(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.all(lambda x: x < 3), elements)
+
+
+class TestAny(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.any(lambda x: x > 3), elements)
+
+
+class TestCollect(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.collect(list, list.append), elements)
+
+
+class TestToDict(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.to_dict(lambda x: x % 2), elements)
+
+
+class TestElementAt(_FlowVerification):
+    max_elements_from_publisher = 1
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _one_element(lambda f: f.element_at(2), elements)
+
+
+class TestTakeLast(_FlowVerification):
+    max_elements_from_publisher = 4096  # it emits only at completion: no endless variant
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements + 3).take_last(elements)
+
+
+class TestDefaultIfEmpty(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        empty = Flow.from_publisher(RangePublisher(0, 0))
+        if elements == 0:
+            return empty.default_if_empty(-1).skip(1)
+        if elements == 1:
+            return empty.default_if_empty(-1)
+        return _pushed(elements).default_if_empty(-1)
+
+
+class TestSwitchIfEmpty(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.from_publisher(RangePublisher(0, 0)).switch_if_empty(_pushed(elements))
+
+
+class TestSkipWhile(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == MAX_DEMAND:
+            return _pushed(elements).skip_while(lambda x: x < 3)
+        return Flow.from_publisher(RangePublisher(-3, elements)).skip_while(lambda x: x < 0)
+
+
+class TestDistinct(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == MAX_DEMAND:
+            return _pushed(elements).distinct(max_keys=64)
+        return _pushed(elements * 2).distinct(lambda x: x // 2)
+
+
+class TestTakeUntil(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).take_until(Flow.empty())
+
+
+class TestSlidingBuffer(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).buffer(3, 1)  # one list opens per element
+
+
+class TestSkippingBuffer(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        if elements == MAX_DEMAND:
+            return _pushed(elements).buffer(2, 3)
+        return _pushed(elements * 3).buffer(2, 3)
+
+
+class TestSlidingWindow(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).window(2, skip=1)

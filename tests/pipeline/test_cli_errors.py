@@ -238,3 +238,24 @@ def test_chunk_rows_must_be_positive(tmp_path: Path) -> None:
     code, _, err = _run("--chunk-rows", "0", "--output", str(tmp_path))
     assert code == 2
     assert "Invalid value for '--chunk-rows': 0 is not in the range x>=1." in err
+
+
+def test_an_rsocket_input_nobody_serves_and_a_token_without_one(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    out = str(tmp_path / "o")
+    code, stdout, stderr = _run("--input", f"rsocket://127.0.0.1:{port}/flights", "--output", out)
+    _assert_one_line_error(
+        code,
+        stdout,
+        stderr,
+        rf"^Error: --input rsocket://127.0.0.1:{port}/flights: tcp://127.0.0.1:{port} route "
+        r"'flights': cannot connect: .*Connect call failed",
+    )
+    code, stdout, stderr = _run("--input", str(tmp_path), "--token", "t", "--output", out)
+    _assert_one_line_error(code, stdout, stderr, r"^Error: --token is for an rsocket:// --input$")
+    code, stdout, stderr = _run("--input", "rsocket://127.0.0.1/flights", "--output", out)
+    _assert_one_line_error(code, stdout, stderr, r"^Error: --input rsocket://127.0.0.1/flights: ")

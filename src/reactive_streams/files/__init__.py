@@ -13,7 +13,10 @@ package, so they agree on what a record is:
 * ``infer_files_schema``, ``infer_file_schema``, ``infer_schema``, ``widen_type``: schema
   inference from a sample of every file, widened across files;
 * ``FileSplit``, ``plan_splits``, ``SplitReader``: files planned once (records counted,
-  record boundaries noted) and read from any offset, one row per record.
+  record boundaries noted) and read from any offset, one row per record;
+* ``FilePartitions``: the input's records cut into P contiguous, replayable partitions,
+  each a publisher of record batches from any position (what ``reactive-streams serve``
+  serves).
 
 Needs pyarrow (the ``spark`` extra); ``import reactive_streams`` does not import this.
 """
@@ -54,6 +57,10 @@ from ._infer import infer_schema as infer_schema
 from ._infer import infer_type as infer_type
 from ._infer import widen_type as widen_type
 from ._listing import list_files as list_files
+from ._partitions import DEFAULT_BATCH_ROWS as DEFAULT_BATCH_ROWS
+from ._partitions import FilePartitions as FilePartitions
+from ._partitions import PartitionPiece as PartitionPiece
+from ._partitions import cut_partitions as cut_partitions
 from ._records import BLOCK_BYTES as BLOCK_BYTES
 from ._records import MAX_RECORD_BYTES as MAX_RECORD_BYTES
 from ._records import Checkpoint as Checkpoint
@@ -75,6 +82,7 @@ __all__ = [
     "BLOCK_BYTES",
     "COMPRESSIONS",
     "DEAD_LETTER_COLUMN",
+    "DEFAULT_BATCH_ROWS",
     "DEFAULT_ENCODING",
     "FORMATS",
     "MAX_RECORD_BYTES",
@@ -89,10 +97,12 @@ __all__ = [
     "CsvDialect",
     "DeadLetter",
     "FileChangedError",
+    "FilePartitions",
     "FileSplit",
     "Format",
     "FormatError",
     "InputFile",
+    "PartitionPiece",
     "RawChunk",
     "RecordScanner",
     "RefusedRecordError",
@@ -103,6 +113,7 @@ __all__ = [
     "check_unchanged",
     "count_records",
     "csv_header",
+    "cut_partitions",
     "dead_letters_of",
     "format_of",
     "header",

@@ -325,8 +325,17 @@ class SplitReader:
             return self.kept_schema
         return self.kept_schema.append(pa.field(self.dead_column, pa.string()))
 
-    def batches(self, split: FileSplit, start: int = 0) -> Iterator[pa.RecordBatch]:
-        """The split's records from record ``start`` (of the split) on, in batches.
+    def batches(
+        self, split: FileSplit, start: int = 0, stop: int | None = None
+    ) -> Iterator[pa.RecordBatch]:
+        """The split's records from record ``start`` (of the split) to ``stop``, in batches.
+
+        Args:
+            split: the split to read.
+            start: the first record, counted from the split's start.
+            stop: the record to stop before (exclusive; at most ``split.records``);
+                ``None``: the split's end. A batch never holds a record at or past it, and
+                nothing past it is read (beyond the block a text reader holds).
 
         Raises:
             FileNotFoundError: the file disappeared since it was planned.
@@ -343,7 +352,8 @@ class SplitReader:
         validator = Validator(schema, self.options)
         # A chunk ends at the next boundary: a micro-batch's share ends at one, so the last
         # chunk reads nothing past it (a Parquet row group is never decoded twice).
-        edges = [edge for edge in split.boundaries if edge > start] + [split.records]
+        end = split.records if stop is None else min(stop, split.records)
+        edges = [edge for edge in split.boundaries if start < edge < end] + [end]
         absolute = split.first + start
         reader = open_reader(
             file,
@@ -355,7 +365,7 @@ class SplitReader:
         )
         try:
             position = start
-            while position < split.records:
+            while position < end:
                 while edges[0] <= position:
                     edges.pop(0)
                 chunk = reader.read(min(self.chunk_rows, edges[0] - position))

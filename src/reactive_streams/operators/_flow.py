@@ -8,6 +8,7 @@ are fused into one stage (see ``_fusion``).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._core import (
@@ -16,17 +17,30 @@ from .._core import (
     Overflow,
     StageStatistics,
     check_positive,
+    replenish_threshold,
     walk,
 )
 from ..adapters.asyncio import AsyncIteratorSubscriber, from_async_iterable, to_async_iterator
 from ..api import Processor, Publisher, Subscriber
 from ._buffer import BufferOperator
-from ._distinct import DistinctUntilChangedOp
+from ._distinct import DistinctOp, DistinctUntilChangedOp
 from ._filter import FilterOp
 from ._flat_map import FlatMapOperator
+from ._fold import (
+    AllFold,
+    AnyFold,
+    CollectFold,
+    CountFold,
+    ElementAtFold,
+    FoldOperator,
+    LastFold,
+    TakeLastFold,
+    ToDictFold,
+)
 from ._fusion import UNSET, FusedOp
 from ._group_by import GroupByOperator
 from ._interval import IntervalPublisher
+from ._limit_rate import LimitRateOperator
 from ._map import MapOp
 from ._multicast import MulticastOperator
 from ._publish_on import PublishOnOperator
@@ -45,10 +59,14 @@ from ._sinks import (
     for_each,
 )
 from ._skip import SkipOp
+from ._skip_while import SkipWhileOp
+from ._sliding import SlidingBufferOperator
 from ._sources import DeferPublisher, ErrorPublisher, WrappedPublisher
 from ._subscribe_on import SubscribeOnOperator
 from ._take import TakeOp
+from ._take_until import TakeUntilOperator
 from ._take_while import TakeWhileOp
+from ._tap import TapCallbacks, TapOperator
 from ._time import (
     DebounceOperator,
     DelayOperator,
@@ -62,10 +80,18 @@ from ._zip import ZipOperator
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+    from collections.abc import (
+        AsyncIterable,
+        AsyncIterator,
+        Callable,
+        Hashable,
+        Iterable,
+        Iterator,
+    )
     from concurrent.futures import Executor
 
     from .._core import Scheduler
+    from ..api import Subscription
 
 __all__ = ["ConnectableFlow", "Flow", "GroupedFlow"]
 
@@ -296,9 +322,9 @@ class Flow(Publisher[T], Generic[T]):
     # ------------------------------------------------------------------ fused operators
     def _fuse(self, op: FusedOp) -> Flow[Any]:
         node = self._node
-        if isinstance(node, PullPublisher | PushPublisher):
+        if isinstance(node, PullPublisher) or (isinstance(node, PushPublisher) and op.push_capable):
             return Flow(node.with_op(op))
-        if isinstance(op, ReduceOp):
+        if isinstance(op, ReduceOp):  # ends a push chain: a stage of its own
             return Flow(ReducePublisher(node, op.fn, op.initial))
         return Flow(PushPublisher(node, (op,)))
 
@@ -363,9 +389,20 @@ class Flow(Publisher[T], Generic[T]):
         >>> Flow.range(0, 1_000_000_000).skip(2).take(3).to_list()
         [2, 3, 4]
 
-        Backpressure: never reads past the ``count``-th element of an iterable source.
+        Marble (``take(2)``, downstream requests unbounded)::
 
-        Concurrency: runs on the thread that delivers the element.
+            request:  (2)                  upstream never sees more than 2
+            source:   -1-2|
+            result:   -1-2|
+
+        Backpressure: never reads past the ``count``-th element of an iterable source.
+        After any other publisher the upstream demand is capped at ``count`` in total,
+        even when downstream requests without bound (Reactor's ``limitRequest``);
+        elements dropped before the take (a ``filter`` ahead of it) are re-requested
+        on top. So a network source sends ``count`` elements, not a prefetch's worth.
+
+        Concurrency: runs on the thread that delivers the element; the cap is kept
+        under the stage's lock, as ``request`` may come from any thread.
         """
         return self._fuse(TakeOp(_check_count("take", count)))
 
@@ -386,6 +423,265 @@ class Flow(Publisher[T], Generic[T]):
         Concurrency: runs on the thread that delivers the element.
         """
         return self._fuse(TakeWhileOp(predicate))
+
+    # ------------------------------------------------------------------ folds
+    def count(self) -> Flow[int]:
+        """The number of elements, as a one-element flow (Reactor's ``count``).
+
+        >>> Flow.range(0, 5).count().to_list()
+        [5]
+
+        Marble::
+
+            source:  -a-b-c-|
+            result:  -------3|
+
+        Backpressure: unbounded upstream demand from downstream's first ``request``;
+        the count waits for downstream demand. Concurrency: counts on the thread that
+        delivers each element.
+        """
+        return Flow(FoldOperator(self._node, CountFold()))
+
+    def last(self, default: T = NO_DEFAULT) -> Flow[T]:
+        """The last element, or ``default`` for an empty flow (Reactor's ``last``).
+
+        >>> Flow.range(0, 5).last().to_list()
+        [4]
+        >>> Flow.empty().last(default=-1).to_list()
+        [-1]
+
+        Marble::
+
+            source:  -a-b-c-|
+            result:  -------c|
+
+        An empty flow without ``default`` fails with ``LookupError``.
+
+        Backpressure: unbounded upstream demand (one element kept). Concurrency: runs on
+        the thread that delivers each element.
+        """
+        return Flow(FoldOperator(self._node, LastFold(default)))
+
+    def all(self, predicate: Callable[[T], object]) -> Flow[bool]:
+        """``True`` if ``predicate`` holds for every element (an empty flow: ``True``).
+
+        >>> Flow.range(0, 5).all(lambda x: x < 3).to_list()
+        [False]
+
+        Marble (``all(< 3)``)::
+
+            source:  -1-2-5-...
+            result:  -----False|   (upstream cancelled at the first failing element)
+
+        Backpressure: unbounded upstream demand until the answer is known.
+        Concurrency: ``predicate`` runs on the thread that delivers each element.
+        """
+        return Flow(FoldOperator(self._node, AllFold(predicate)))
+
+    def any(self, predicate: Callable[[T], object]) -> Flow[bool]:
+        """``True`` if ``predicate`` holds for some element (an empty flow: ``False``).
+
+        >>> Flow.range(0, 5).any(lambda x: x > 3).to_list()
+        [True]
+
+        Marble (``any(> 3)``)::
+
+            source:  -1-2-5-...
+            result:  -----True|    (upstream cancelled at the first matching element)
+
+        Backpressure: unbounded upstream demand until the answer is known.
+        Concurrency: ``predicate`` runs on the thread that delivers each element.
+        """
+        return Flow(FoldOperator(self._node, AnyFold(predicate)))
+
+    def collect(self, factory: Callable[[], A], add: Callable[[A, T], object]) -> Flow[A]:
+        """Call ``add(container, x)`` for each element; emit ``factory()``'s container at the end.
+
+        >>> Flow.just(3, 1, 3).collect(set, set.add).to_list()
+        [{1, 3}]
+
+        Marble (``collect(list, list.append)``)::
+
+            source:  -a-b-|
+            result:  -----[a, b]|
+
+        ``factory`` runs once per subscriber, at subscribe time.
+
+        Backpressure: unbounded upstream demand; the container holds what ``add``
+        keeps. Concurrency: ``add`` runs on the thread that delivers each element.
+        """
+        return Flow(FoldOperator(self._node, CollectFold(factory, add)))
+
+    def to_dict(
+        self, key: Callable[[T], Hashable], value: Callable[[T], Any] | None = None
+    ) -> Flow[dict[Any, Any]]:
+        """One ``{key(x): value(x) or x}`` dict of every element; later keys win.
+
+        >>> Flow.just("a", "bb", "cc").to_dict(len).to_list()
+        [{1: 'a', 2: 'cc'}]
+
+        Marble (``to_dict(len)``)::
+
+            source:  -a-bb-cc-|
+            result:  ---------{1: a, 2: cc}|
+
+        Backpressure: unbounded upstream demand; one entry per distinct key.
+        Concurrency: ``key``/``value`` run on the thread that delivers each element.
+        """
+        return Flow(FoldOperator(self._node, ToDictFold(key, value)))
+
+    def element_at(self, index: int, default: T = NO_DEFAULT) -> Flow[T]:
+        """The element at 0-based ``index``, or ``default`` (Reactor's ``elementAt``).
+
+        >>> Flow.range(10, 20).element_at(3).to_list()
+        [13]
+
+        Marble (``element_at(1)``)::
+
+            source:  -a-b-c-|
+            result:  ---b|         (upstream cancelled)
+
+        A flow too short for ``index`` fails with ``IndexError`` unless ``default``.
+
+        Backpressure: ``request(index + 1)`` upstream, once, at downstream's first
+        ``request``. Concurrency: runs on the thread that delivers each element.
+        """
+        return Flow(
+            FoldOperator(self._node, ElementAtFold(_check_count("element_at", index), default))
+        )
+
+    def take_last(self, count: int) -> Flow[T]:
+        """The last ``count`` elements, emitted once upstream completes.
+
+        >>> Flow.range(0, 10).take_last(3).to_list()
+        [7, 8, 9]
+
+        Marble (``take_last(2)``)::
+
+            source:  -a-b-c-|
+            result:  -------b-c|
+
+        Backpressure: unbounded upstream demand; at most ``count`` elements kept (a
+        ring), then delivered within downstream demand. Concurrency: runs on the
+        thread that delivers each element; delivery on the stage's drain loop.
+        """
+        return Flow(FoldOperator(self._node, TakeLastFold(_check_count("take_last", count))))
+
+    # ------------------------------------------------------------------ empty streams
+    def default_if_empty(self, value: T) -> Flow[T]:
+        """``value`` alone if upstream completes without an element (Reactor's ``defaultIfEmpty``).
+
+        >>> Flow.empty().default_if_empty(0).to_list()
+        [0]
+        >>> Flow.just(1).default_if_empty(0).to_list()
+        [1]
+
+        Marble::
+
+            source:  ---|
+            result:  ---0|
+
+        Backpressure: demand passes through; the default waits for demand.
+        Concurrency: the switch happens on the thread that delivered ``on_complete``.
+
+        Raises:
+            TypeError: ``value`` is ``None`` (Rule 2.13).
+        """
+        return self._if_empty(Flow.just(value), "default_if_empty")
+
+    def switch_if_empty(self, publisher: Publisher[T]) -> Flow[T]:
+        """Continue with ``publisher`` if upstream completes without an element.
+
+        >>> Flow.empty().switch_if_empty(Flow.range(0, 2)).to_list()
+        [0, 1]
+
+        Marble::
+
+            source:       ---|
+            publisher:       -a-b-|
+            result:       ----a-b-|
+
+        Backpressure: outstanding demand is carried over to ``publisher``.
+        Concurrency: ``publisher`` is subscribed on the thread that delivered
+        ``on_complete``.
+        """
+        if not isinstance(publisher, Publisher):
+            raise TypeError(
+                f"switch_if_empty() needs a Publisher, got {type(publisher).__qualname__}"
+            )
+        return self._if_empty(publisher, "switch_if_empty")
+
+    def _if_empty(self, publisher: Publisher[T], label: str) -> Flow[T]:
+        return Flow(ResumeOperator(self._node, if_empty=publisher, label=label))
+
+    def skip_while(self, predicate: Callable[[T], object]) -> Flow[T]:
+        """Drop elements while ``predicate`` holds; from the first that fails, emit all.
+
+        >>> Flow.just(1, 2, 5, 1).skip_while(lambda x: x < 3).to_list()
+        [5, 1]
+
+        Marble (``skip_while(< 3)``)::
+
+            source:  -1-2-5-1-|
+            result:  -----5-1-|
+
+        Backpressure: dropped elements are re-requested upstream.
+
+        Concurrency: fused; runs on the thread that delivers the element.
+        """
+        return self._fuse(SkipWhileOp(predicate))
+
+    def distinct(
+        self, key: Callable[[T], object] | None = None, *, max_keys: int = 100_000
+    ) -> Flow[T]:
+        """Drop elements whose key (``key(x)``, or ``x``) was seen before.
+
+        >>> Flow.just(1, 2, 1, 3, 2).distinct().to_list()
+        [1, 2, 3]
+
+        Marble::
+
+            source:      -1-2-1-3-2-|
+            distinct()   -1-2---3---|
+
+        Memory is bounded: at most ``max_keys`` keys are remembered; a new key beyond
+        that forgets the key seen least recently, which would then pass again (Reactor
+        and Rx remember every key, without bound).
+
+        Backpressure: dropped elements are re-requested upstream.
+
+        Concurrency: fused; runs on the thread that delivers the element, with a set of
+        keys per subscriber.
+
+        Raises:
+            TypeError, ValueError: ``max_keys`` is not a positive int.
+        """
+        return self._fuse(DistinctOp(key, check_positive("max_keys", max_keys)))
+
+    def take_until(self, other: Publisher[Any]) -> Flow[T]:
+        """Emit elements until ``other`` emits its first element; then complete.
+
+        >>> Flow.range(0, 5).take_until(Flow.empty()).to_list()  # completion alone: no stop
+        [0, 1, 2, 3, 4]
+
+        Marble::
+
+            source:  -1-2-3-4-5-|
+            other:   ------x
+            result:  -1-2-3|          (source and other cancelled)
+
+        ``other`` is subscribed first (Reactor's ``takeUntilOther``); its completion
+        without an element changes nothing; its error fails the flow.
+
+        Backpressure: downstream demand passes to the source unchanged; ``other`` is
+        asked for one element.
+
+        Concurrency: ``other`` may signal on any thread; downstream signals stay serial
+        (the stage's one drain loop).
+        """
+        if not isinstance(other, Publisher):
+            raise TypeError(f"take_until() needs a Publisher, got {type(other).__qualname__}")
+        return Flow(TakeUntilOperator(self._node, other))
 
     # ------------------------------------------------------------------ stage operators
     def flat_map(
@@ -421,17 +717,43 @@ class Flow(Publisher[T], Generic[T]):
             FlatMapOperator(self._node, fn, concurrency=1, prefetch=prefetch, label="concat_map")
         )
 
-    def buffer(self, size: int, *, timeout: float | None = None) -> Flow[list[T]]:
-        """Lists of ``size`` elements; with ``timeout`` seconds, partial lists are flushed.
+    def buffer(
+        self, size: int, skip: int | None = None, *, timeout: float | None = None
+    ) -> Flow[list[T]]:
+        """Lists of ``size`` elements; a new list every ``skip`` elements (``size`` by default).
 
         >>> Flow.range(0, 5).buffer(2).to_list()
         [[0, 1], [2, 3], [4]]
+        >>> Flow.range(0, 7).buffer(3, 2).to_list()
+        [[0, 1, 2], [2, 3, 4], [4, 5, 6], [6]]
+        >>> Flow.range(0, 7).buffer(2, 3).to_list()
+        [[0, 1], [3, 4], [6]]
 
-        Backpressure: ``request(n)`` becomes ``request(n * size)`` upstream.
+        Marble (``buffer(3, 2)``)::
+
+            source:  -0-1-2-3-4-5-6-|
+            result:  -----[0,1,2]-[2,3,4]-[4,5,6]-[6]|
+
+        ``skip < size`` overlaps the lists (sliding windows), ``skip > size`` drops the
+        elements between them; the lists open at completion are emitted, shorter.
+        With ``timeout`` seconds (only without ``skip``), a partial list is flushed.
+
+        Backpressure: ``request(n)`` becomes ``request(n * size)`` upstream (``n *
+        skip`` with ``skip``; ``size + (n - 1) * skip`` the first time when the lists
+        overlap); at most ``ceil(size / skip)`` lists are open.
 
         Concurrency: the timeout runs on a timer thread; delivery is serial.
+
+        Raises:
+            ValueError: a non-positive ``size`` or ``skip``, or ``skip`` with ``timeout``.
         """
-        return Flow(BufferOperator(self._node, size, timeout))
+        if skip is None or skip == size:
+            return Flow(BufferOperator(self._node, size, timeout))
+        check_positive("buffer size", size)
+        check_positive("buffer skip", skip)
+        if timeout is not None:
+            raise ValueError("buffer(): a timeout works only without skip")
+        return Flow(SlidingBufferOperator(self._node, size, skip))
 
     def via(self, processor: Processor[T, R] | Callable[[], Processor[T, R]]) -> Flow[R]:
         """Route the flow through a ``Processor`` (an instance, or a factory of them)."""
@@ -443,6 +765,94 @@ class Flow(Publisher[T], Generic[T]):
         Backpressure: outstanding demand is carried over to the new publisher.
         """
         return Flow(ResumeOperator(self._node, fallback=fn, label="on_error_resume"))
+
+    def on_error_return(self, value: T | Callable[[Exception], T]) -> Flow[T]:
+        """On an upstream error, emit one last element and complete (Reactor's ``onErrorReturn``).
+
+        >>> Flow.concat(Flow.just(1), Flow.error(KeyError("k"))).on_error_return(0).to_list()
+        [1, 0]
+        >>> Flow.error(KeyError("k")).on_error_return(lambda e: type(e).__name__).to_list()
+        ['KeyError']
+
+        Marble (``on_error_return(0)``)::
+
+            source:  -1-2-X
+            result:  -1-2-0|
+
+        Args:
+            value: the element; a callable is called with the error and its result is
+                the element. A ``None`` (or a callable that raises) fails the flow
+                with that error, whose ``__context__`` is the upstream error.
+
+        Backpressure: the element is emitted only once downstream has demand for it.
+
+        Concurrency: the callable runs on the thread that delivered ``on_error``.
+        """
+        if callable(value):
+            fn = value
+            return Flow(
+                ResumeOperator(
+                    self._node, fallback=lambda error: Flow.just(fn(error)), label="on_error_return"
+                )
+            )
+        element = value
+        return Flow(
+            ResumeOperator(
+                self._node, fallback=lambda _: Flow.just(element), label="on_error_return"
+            )
+        )
+
+    def on_error_map(self, fn: Callable[[Exception], Exception]) -> Flow[T]:
+        """On an upstream error, signal ``fn(error)`` instead (Reactor's ``onErrorMap``).
+
+        >>> Flow.error(KeyError("k")).on_error_map(lambda e: LookupError("missing")).to_list()
+        Traceback (most recent call last):
+        ...
+        LookupError: missing
+
+        Marble::
+
+            source:  -1-X
+            result:  -1-Y        (Y = fn(X))
+
+        ``fn`` must return an ``Exception``; otherwise, or if it raises, that failure is
+        signalled, with the upstream error as its ``__context__``.
+
+        Backpressure: demand passes through. Concurrency: ``fn`` runs on the thread
+        that delivered ``on_error``.
+        """
+
+        def mapped(error: Exception) -> Publisher[T]:
+            replacement = fn(error)
+            if not isinstance(replacement, Exception):
+                raise TypeError(
+                    "the function given to on_error_map() must return an Exception, "
+                    f"got {type(replacement).__qualname__}"
+                )
+            return Flow.error(replacement)
+
+        return Flow(ResumeOperator(self._node, fallback=mapped, label="on_error_map"))
+
+    def on_error_complete(self) -> Flow[T]:
+        """On an upstream error, complete instead (Reactor's ``onErrorComplete``).
+
+        >>> Flow.concat(Flow.just(1), Flow.error(KeyError("k"))).on_error_complete().to_list()
+        [1]
+
+        Marble::
+
+            source:  -1-X
+            result:  -1-|
+
+        The error is dropped on purpose: it reaches neither downstream nor the
+        undeliverable hook.
+
+        Backpressure: demand passes through. Concurrency: completes on the thread that
+        delivered ``on_error``.
+        """
+        return Flow(
+            ResumeOperator(self._node, fallback=lambda _: Flow.empty(), label="on_error_complete")
+        )
 
     def retry(self, times: int) -> Flow[T]:
         """On an upstream error, subscribe again, at most ``times`` times.
@@ -495,6 +905,200 @@ class Flow(Publisher[T], Generic[T]):
         """Keep only the latest undemanded element; older ones are dropped and counted."""
         return Flow(
             OnBackpressureOperator(self._node, 1, "drop_oldest", on_drop, "on_backpressure_latest")
+        )
+
+    def limit_rate(self, high_tide: int, low_tide: int | None = None) -> Flow[T]:
+        """Split downstream demand into upstream requests of at most ``high_tide``.
+
+        >>> Flow.range(0, 5).limit_rate(2).to_list()
+        [0, 1, 2, 3, 4]
+
+        Marble (``limit_rate(4, low_tide=3)``, downstream requests unbounded)::
+
+            request up:  (4)------(3)------(3)...
+            source:      -1-2-3-4-5-6-7-...
+            result:      -1-2-3-4-5-6-7-...
+
+        Args:
+            high_tide: the most elements upstream is ever owed (requested, not received).
+            low_tide: after this many arrived, the stage requests again (refilling to
+                ``high_tide``); 75% of ``high_tide`` by default (Reactor's
+                ``limitRate``). ``low_tide == high_tide`` refills only once all arrived.
+
+        Backpressure: never more than downstream asked for, and never more than
+        ``high_tide`` outstanding upstream; an unbounded downstream demand becomes
+        bounded requests (a network source sends batches, not everything at once).
+
+        Concurrency: delivery runs on the stage's one drain loop; ``request`` may come
+        from any thread.
+
+        Raises:
+            TypeError: a non-int tide.
+            ValueError: ``high_tide <= 0``, or ``low_tide`` not in ``1..high_tide``.
+        """
+        high = check_positive("high_tide", high_tide)
+        if low_tide is None:
+            low = replenish_threshold(high)
+        else:
+            low = check_positive("low_tide", low_tide)
+        if low > high:
+            raise ValueError(f"limit_rate() needs low_tide <= high_tide, got {low} > {high}")
+        return Flow(LimitRateOperator(self._node, high, low))
+
+    # ------------------------------------------------------------------ side effects
+    def tap(
+        self,
+        *,
+        on_next: Callable[[T], object] | None = None,
+        on_error: Callable[[Exception], object] | None = None,
+        on_complete: Callable[[], object] | None = None,
+        on_cancel: Callable[[], object] | None = None,
+        on_request: Callable[[int], object] | None = None,
+        on_subscribe: Callable[[Subscription], object] | None = None,
+    ) -> Flow[T]:
+        """Call the given callbacks on the signals that pass; the stream is unchanged.
+
+        >>> seen = []
+        >>> flow = Flow.just(1, 2).tap(on_next=seen.append, on_complete=lambda: seen.append("end"))
+        >>> flow.to_list()
+        [1, 2]
+        >>> seen
+        [1, 2, 'end']
+
+        Marble (``tap(on_next=f)``)::
+
+            source:  -1-2-|
+            f:        1 2
+            result:  -1-2-|
+
+        A callback that raises ends the stream with its exception: upstream is
+        cancelled and downstream gets ``on_error`` (an ``on_error`` callback's exception
+        carries the original error as ``__context__``; an ``on_complete`` callback's
+        replaces the completion). An ``on_cancel`` callback's exception goes to the
+        undeliverable hook. ``on_request`` sees each valid ``request(n)`` (Rule 3.9
+        errors are the stage's own); ``on_cancel`` runs once, and not after the stream
+        ended.
+
+        Backpressure: demand passes through unchanged; at most the elements downstream
+        asked for wait in the stage.
+
+        Concurrency: ``on_next``/``on_error``/``on_complete``/``on_subscribe`` run on
+        the thread that delivers the upstream signal, ``on_request``/``on_cancel`` on
+        the caller's; downstream signals stay serial (Rule 1.3).
+        """
+        callbacks = TapCallbacks(
+            on_next, on_error, on_complete, on_cancel, on_request, on_subscribe
+        )
+        return Flow(TapOperator(self._node, callbacks, label="tap"))
+
+    def _tap(self, label: str, **callbacks: Any) -> Flow[T]:
+        return Flow(TapOperator(self._node, TapCallbacks(**callbacks), label=label))
+
+    def do_on_next(self, fn: Callable[[T], object]) -> Flow[T]:
+        """``tap(on_next=fn)``: ``fn`` sees each element before downstream does.
+
+        Marble::
+
+            source:  -1-2-|
+            fn:       1 2
+            result:  -1-2-|
+
+        Backpressure: demand passes through. Concurrency: ``fn`` runs on the thread
+        that delivers the element. A raising ``fn`` cancels upstream and fails the flow.
+        """
+        return self._tap("do_on_next", on_next=fn)
+
+    def do_on_error(self, fn: Callable[[Exception], object]) -> Flow[T]:
+        """``tap(on_error=fn)``: ``fn`` sees the upstream error before downstream does.
+
+        Marble::
+
+            source:  -1-X
+            fn:         X
+            result:  -1-X
+
+        Backpressure: demand passes through. Concurrency: runs on the thread that
+        delivers the error. A raising ``fn`` replaces the error (the original is its
+        ``__context__``).
+        """
+        return self._tap("do_on_error", on_error=fn)
+
+    def do_on_complete(self, fn: Callable[[], object]) -> Flow[T]:
+        """``tap(on_complete=fn)``: ``fn`` runs when upstream completes.
+
+        Marble::
+
+            source:  -1-|
+            fn:         *
+            result:  -1-|
+
+        Backpressure: demand passes through. Concurrency: runs on the thread that
+        delivers the completion. A raising ``fn`` turns the completion into ``on_error``.
+        """
+        return self._tap("do_on_complete", on_complete=fn)
+
+    def do_on_cancel(self, fn: Callable[[], object]) -> Flow[T]:
+        """``tap(on_cancel=fn)``: ``fn`` runs once when downstream cancels.
+
+        Marble::
+
+            source:  -1-2-3-...
+            result:  -1-2-^        (downstream cancels; fn runs, then upstream is cancelled)
+
+        Backpressure: demand passes through. Concurrency: runs on the thread that calls
+        ``cancel``; an exception goes to the undeliverable hook.
+        """
+        return self._tap("do_on_cancel", on_cancel=fn)
+
+    def do_on_request(self, fn: Callable[[int], object]) -> Flow[T]:
+        """``tap(on_request=fn)``: ``fn(n)`` for each valid ``request(n)`` from downstream.
+
+        Marble::
+
+            request: (2)----(1)
+            fn:       2      1
+            source:  -1-2----3-|
+
+        Backpressure: ``n`` is then passed upstream unchanged. Concurrency: runs on the
+        thread that calls ``request``. A raising ``fn`` cancels upstream and fails the flow.
+        """
+        return self._tap("do_on_request", on_request=fn)
+
+    def do_on_subscribe(self, fn: Callable[[Subscription], object]) -> Flow[T]:
+        """``tap(on_subscribe=fn)``: ``fn`` sees the upstream subscription first.
+
+        Marble::
+
+            subscribe: *          (fn(subscription), then downstream's on_subscribe)
+            source:    -1-|
+            result:    -1-|
+
+        Backpressure: demand passes through. Concurrency: runs on the thread that
+        subscribes. A raising ``fn`` cancels upstream and fails the flow right after
+        downstream's ``on_subscribe``.
+        """
+        return self._tap("do_on_subscribe", on_subscribe=fn)
+
+    def log(self, name: str = "flow", *, level: int = logging.INFO) -> Flow[T]:
+        """Log every signal, with the outstanding demand, on the ``reactive_streams`` logger.
+
+        Lines look like ``prices | request(16) demand=16 [thread MainThread]`` and
+        ``prices | on_next(3) demand=15 [thread MainThread]``; ``demand`` is what
+        downstream requested and has not yet been given, ``unbounded`` after a
+        ``request`` that reached ``MAX_DEMAND`` (Reactor's ``log()``).
+
+        Marble::
+
+            source:  -1-2-|
+            log:      on_subscribe, request(n), on_next(1), on_next(2), on_complete()
+            result:  -1-2-|
+
+        Backpressure: demand passes through. Concurrency: each line is written on the
+        thread of the signal, whose name it shows. Nothing is formatted unless the
+        logger is enabled for ``level``.
+        """
+        return Flow(
+            TapOperator(self._node, TapCallbacks(), label="log", log_name=name, level=level)
         )
 
     # ------------------------------------------------------------------ multicast
@@ -736,6 +1340,7 @@ class Flow(Publisher[T], Generic[T]):
         count: int | None = None,
         timespan: float | None = None,
         *,
+        skip: int | None = None,
         scheduler: Scheduler | None = None,
     ) -> Flow[Flow[T]]:
         """Windows of ``count`` elements and/or ``timespan`` seconds, each a cold ``Flow``.
@@ -746,6 +1351,13 @@ class Flow(Publisher[T], Generic[T]):
         A window is emitted when it closes (full, at a ``timespan`` tick, or at
         completion); empty windows are skipped.
 
+        With ``skip`` (count windows only), a window opens every ``skip`` elements:
+        ``skip < count`` overlaps them, ``skip > count`` leaves gaps, as ``buffer(count,
+        skip)`` does, each list a window:
+
+        >>> [w.to_list() for w in Flow.range(0, 5).window(3, skip=2).to_list()]
+        [[0, 1, 2], [2, 3, 4], [4]]
+
         Backpressure: with ``count``, ``request(n)`` becomes ``request(n * count)``; with
         ``timespan`` only, unbounded upstream demand and ``MissingBackpressureError`` for a
         window closed without downstream demand.
@@ -753,6 +1365,10 @@ class Flow(Publisher[T], Generic[T]):
         Raises:
             ValueError: neither ``count`` nor ``timespan``, or a non-positive one.
         """
+        if skip is not None and skip != count:
+            if count is None or timespan is not None:
+                raise ValueError("window(): skip works with count only, not with timespan")
+            return self.buffer(count, skip).map(Flow.from_iterable)
         return Flow(WindowOperator(self._node, count, timespan, scheduler, Flow))
 
     def rebatch(self, *, max_rows: int | None = None, max_bytes: int | None = None) -> Flow[T]:

@@ -55,12 +55,17 @@ UNSET: Final[Any] = _Marker("UNSET")
 
 
 class PushControl:
-    """Per-subscription flags a push chain sets: ``done`` means complete after this element."""
+    """Per-subscription flags a push chain sets.
 
-    __slots__ = ("done",)
+    ``done`` means complete after this element; ``reached`` counts the elements that
+    reached the chain's first ``take`` (its upstream demand is capped by that take).
+    """
+
+    __slots__ = ("done", "reached")
 
     def __init__(self) -> None:
         self.done = False
+        self.reached = 0
 
 
 class FusedOp:

@@ -1,4 +1,8 @@
-"""``on_error_resume`` and ``retry``: continue after an upstream error with a new source."""
+"""``on_error_resume``, ``retry``, ``switch_if_empty``: continue with a new source.
+
+The first two switch after an upstream error, the last after an upstream that completed
+without an element.
+"""
 
 from __future__ import annotations
 
@@ -39,6 +43,8 @@ class ResumeOperator(SingleUpstreamOperator[T]):
     ``on_error_resume(fn)``: on ``on_error(e)``, subscribe to ``fn(e)`` and continue.
     ``retry(times)``: on ``on_error(e)``, subscribe to the same upstream again, at most
     ``times`` times; the last error is signalled.
+    ``switch_if_empty(p)`` (``if_empty=p``): when upstream completes without an element,
+    subscribe to ``p`` and continue (once).
 
     Marble (``retry(1)``)::
 
@@ -59,7 +65,7 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         (Rule 1.7).
     """
 
-    __slots__ = ("_fallback", "_label", "_times")
+    __slots__ = ("_fallback", "_if_empty", "_label", "_times")
 
     def __init__(
         self,
@@ -67,11 +73,13 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         *,
         fallback: Callable[[Exception], Publisher[T]] | None = None,
         times: int = 0,
+        if_empty: Publisher[T] | None = None,
         label: str,
     ) -> None:
         super().__init__(upstream)
         self._fallback = fallback
         self._times = times
+        self._if_empty = if_empty
         self._label = label
 
     @property
@@ -81,7 +89,7 @@ class ResumeOperator(SingleUpstreamOperator[T]):
     def subscribe(self, subscriber: Subscriber[T]) -> None:
         """Subscribe ``subscriber`` through a new stage (Rule 1.9)."""
         check_subscriber(subscriber)
-        stage = _Resume(subscriber, self._upstream, self._fallback, self._times)
+        stage = _Resume(subscriber, self._upstream, self._fallback, self._times, self._if_empty)
         self._track(stage)
         if not signal_on_subscribe(subscriber, stage):
             stage.cancel()
@@ -127,11 +135,13 @@ class _Resume(Subscription):
         "_downstream",
         "_fallback",
         "_guard",
+        "_if_empty",
         "_lock",
         "_loop",
         "_outstanding",
         "_queue",
         "_requested",
+        "_seen",
         "_terminal",
         "_times",
         "_upstream",
@@ -143,11 +153,14 @@ class _Resume(Subscription):
         upstream: Publisher[Any],
         fallback: Callable[[Exception], Publisher[Any]] | None,
         times: int,
+        if_empty: Publisher[Any] | None = None,
     ) -> None:
         self._downstream: Subscriber[Any] | None = downstream
         self._upstream = upstream
         self._fallback = fallback
         self._times = times
+        self._if_empty = if_empty
+        self._seen = False  # an element arrived (switch_if_empty switches only without)
         self._attempts = 0
         self._lock = threading.Lock()
         self._attempt: _Attempt | None = None
@@ -206,6 +219,7 @@ class _Resume(Subscription):
                 return
             if self._outstanding != MAX_DEMAND:
                 self._outstanding -= 1
+            self._seen = True
             self._queue.append(element)
             start = self._guard.acquire_locked()
         if start:
@@ -283,6 +297,13 @@ class _Resume(Subscription):
 
     def attempt_complete(self, attempt: _Attempt) -> None:
         if attempt is not self._attempt:
+            return
+        with self._lock:
+            alternative, self._if_empty = self._if_empty, None  # switch once at most
+            switch = alternative is not None and not self._seen and not self._done
+        if switch:
+            assert alternative is not None
+            self.start(alternative)
             return
         self._finish(None)
 

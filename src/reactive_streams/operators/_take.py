@@ -10,7 +10,7 @@ from ._fusion import CountedOp
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["TakeOp"]
+__all__ = ["LimitingTakeOp", "TakeOp"]
 
 
 class TakeOp(CountedOp):
@@ -39,3 +39,19 @@ class TakeOp(CountedOp):
 
     def wrap(self, iterator: Iterator[Any]) -> Iterator[Any]:
         return itertools.islice(iterator, self.count)
+
+
+class LimitingTakeOp(TakeOp):
+    """The first ``take`` of a push chain: also counts the elements that reach it.
+
+    The push chain's subscriber reads ``_control.reached`` to tell an element dropped
+    before the take (which the take never saw, so upstream may be asked for one more)
+    from one the take counted: the chain's upstream demand is capped at ``count`` plus
+    the drops before the take (Reactor's ``limitRequest``).
+    """
+
+    __slots__ = ()
+
+    def code(self, index: int, skip: str, position: str) -> list[str]:
+        lines = super().code(index, skip, position)
+        return [lines[0], f"_control.reached = c{index}", *lines[1:]]

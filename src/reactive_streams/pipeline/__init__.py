@@ -2,7 +2,8 @@
 
 The pieces, each usable on its own:
 
-* ``plan_inputs`` / ``default_input``: check the input and infer its schema;
+* ``plan_inputs`` / ``default_input``: check the input and infer its schema
+  (``schema_from_ddl`` reads a given one, ``--schema``, without Spark);
 * ``FileSource``: a publisher of the input's records (``dict`` rows, or with
   ``arrow=True`` ``pyarrow.RecordBatch`` chunks), read only on demand, validated against
   the schema (malformed records go to a ``DeadLetterWriter``; ``DeadLetterLimit`` says when
@@ -35,12 +36,14 @@ from ._errors import PipelineUsageError as PipelineUsageError
 from ._errors import signal_exit_code as signal_exit_code
 from ._errors import signal_name as signal_name
 from ._inputs import InputPlan as InputPlan
+from ._inputs import RemoteInput as RemoteInput
 from ._inputs import default_input as default_input
 from ._inputs import plan_inputs as plan_inputs
 from ._output import ResultWriter as ResultWriter
 from ._query import DEFAULT_KEYS as DEFAULT_KEYS
 from ._query import DEFAULT_SQL as DEFAULT_SQL
 from ._run import Pipeline as Pipeline
+from ._schema import schema_from_ddl as schema_from_ddl
 from ._sink import ResultSink as ResultSink
 from ._sink import SinkStatistics as SinkStatistics
 from ._source import DEFAULT_CHUNK_ROWS as DEFAULT_CHUNK_ROWS
@@ -67,6 +70,7 @@ __all__ = [
     "PipelineProgress",
     "PipelineResult",
     "PipelineUsageError",
+    "RemoteInput",
     "ResultSink",
     "ResultWriter",
     "SinkStatistics",
@@ -75,6 +79,7 @@ __all__ = [
     "Validator",
     "default_input",
     "plan_inputs",
+    "schema_from_ddl",
     "signal_exit_code",
     "signal_name",
 ]

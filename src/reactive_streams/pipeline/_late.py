@@ -29,21 +29,21 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import logging
-import os
 import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
 
+from ._parts import write_part
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
     from pyspark.sql import SparkSession
 
@@ -207,14 +207,7 @@ class LateTally:
             },
             separators=(",", ":"),
         )
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-        directory = Path(self.directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        final = directory / f"{digest}.json"
-        if not final.exists():
-            temporary = directory / f".{digest}.{os.getpid()}.tmp"
-            temporary.write_text(text, encoding="utf-8")
-            temporary.replace(final)
+        write_part(self.directory, text, ".json")
 
 
 @dataclass(frozen=True, slots=True)

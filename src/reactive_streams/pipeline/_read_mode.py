@@ -1,6 +1,6 @@
 """What a read mode is to the run: ``events``, its counters, its dead letters, its end.
 
-The pipeline reads its input one of two ways, each its own small object behind the
+The pipeline reads its input one of three ways, each its own small object behind the
 ``ReadMode`` interface, so ``Pipeline`` never asks which one it has:
 
 * ``ExecutorsRead`` (``_read_executors``, ``--read-on executors``, the default): the files
@@ -8,6 +8,9 @@ The pipeline reads its input one of two ways, each its own small object behind t
   written there as part files and merged on the driver at the end;
 * ``DriverRead`` (``_read_driver``, ``--read-on driver`` and ``--rate``): the files read
   in this process (``FileSource``) and sent through the ``to_spark_stream`` bridge.
+* ``RemoteRead`` (``_read_remote``, ``--input rsocket://host:port/route``): a partitioned
+  RSocket route read on the executors (``from_rsocket``), its dead letters handled as in
+  ``ExecutorsRead`` (both are ``_read_parts.PartsRead``).
 
 Both count a watermark query's late rows as input rows where they can (``_late``).
 """

@@ -36,9 +36,9 @@ the executors instead (``reactive_streams.spark.splits``: ``from_splits`` over t
 splits, in input order), and the driver holds no record at all.
 
 Each way of reading is its own object behind ``_read_mode.ReadMode`` (``ExecutorsRead``,
-``DriverRead``): the stream ``events``, the read figures, the dead letters and their
-limit, and what to stop and remove at the end. ``Pipeline`` holds one and never asks
-which.
+``DriverRead``, ``RemoteRead`` for ``--input rsocket://...``): the stream ``events``, the
+read figures, the dead letters and their limit, and what to stop and remove at the end.
+``Pipeline`` holds one and never asks which.
 """
 
 from __future__ import annotations
@@ -76,10 +76,12 @@ from ._errors import (
 )
 from ._inputs import (
     InputPlan,
+    RemoteInput,
     cached_default_input,
     check_default_input,
     default_input,
     plan_inputs,
+    remote_input_plan,
 )
 from ._metrics import PipelineMetrics, StageStreams
 from ._output import check_output_dir, result_path
@@ -87,6 +89,8 @@ from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, check_query
 from ._read_driver import DriverRead
 from ._read_executors import ExecutorsRead
 from ._read_mode import ReadCounts, ReadMode
+from ._read_parts import PartsRead
+from ._read_remote import RemoteRead
 from ._schema import UTC_TIMESTAMP, describe_schema, schema_from_ddl
 from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
@@ -108,6 +112,9 @@ _STOP_WAIT = 30.0
 
 _DEATH_GRACE = 2.0
 """Seconds ``finish`` lets a failing driver JVM take to exit, to name its death as the cause."""
+
+_REMOTE_TIMEOUT = 30.0
+"""Seconds ``prepare`` waits for a remote input's server to connect and to answer."""
 
 _PROGRESS_POLL = 1.0
 
@@ -181,6 +188,8 @@ class Pipeline:
         self.notes: list[str] = []
         # How the input is read (``_read_mode``): set by ``prepare``.
         self._read: ReadMode | None = None
+        # --input rsocket://...: the route, and what it said of itself (``prepare``).
+        self._remote: tuple[RemoteInput, Any] | None = None
         # Per-stage metrics: the display's bottleneck, and --metrics-port (see _metrics).
         self.metrics = PipelineMetrics(self)
         # --max-dead-letters: why the run was failed for its dead letters (set once).
@@ -212,7 +221,11 @@ class Pipeline:
         self._check_output_and_java()
         self.tables = plan_tables(config.tables)
         start_now = start_spark and not spark_is_running()
-        if config.inputs:
+        if config.input_url is not None:
+            plan = self._remote_plan(config.input_url)
+            if start_now:
+                self._start_spark_in_background()
+        elif config.inputs:
             # Every input problem is reported before the JVM starts (it takes seconds).
             schema, options = self._schema_and_options()
             plan = self._checked(
@@ -256,6 +269,41 @@ class Pipeline:
             plan = self._checked(self._default_input())
         self.plan = plan
         return plan
+
+    def _remote_plan(self, text: str) -> InputPlan:
+        """The plan of ``--input rsocket://...``: the route's schema, asked over the network.
+
+        Raises:
+            PipelineUsageError: options that only files take, or the route cannot be
+                reached or described (one line naming the URL and the route).
+        """
+        config = self.config
+        remote = RemoteInput.parse(text)
+        if remote is None:
+            raise PipelineUsageError(f"--input {text}: not an rsocket:// URL")
+        if config.inputs:
+            raise PipelineUsageError(
+                f"--input {text}: a route is the whole input; it cannot be mixed with files"
+            )
+        given = [
+            option
+            for option, value in (
+                ("--schema", config.schema),
+                ("--null-value", config.null_values),
+                ("--timestamp-format", config.timestamp_format),
+                ("--rate", config.rate),
+                ("--read-on driver", config.read_on == "driver"),
+            )
+            if value
+        ]
+        if given:
+            raise PipelineUsageError(
+                f"{', '.join(given)}: not for --input {text} (the route gives the schema and "
+                "its records are read on the executors)"
+            )
+        plan, info = remote_input_plan(remote, token=config.token, timeout=_REMOTE_TIMEOUT)
+        self._remote = (remote, info)
+        return self._checked(plan)
 
     def _schema_and_options(self) -> tuple[pa.Schema | None, ConversionOptions]:
         """``--schema`` read, and ``--null-value`` and ``--timestamp-format`` checked.
@@ -336,7 +384,10 @@ class Pipeline:
         # Mode and key problems that do not depend on the query's plan fail here, early.
         choose_mode(config.sql, requested=config.output_mode, keys=config.keys,
                     aggregates=None, columns=plan.schema.names)  # fmt: skip
-        splits = self._split_plan(plan) if config.reads_on == "executors" else None
+        remote = self._remote
+        splits = (
+            self._split_plan(plan) if config.reads_on == "executors" and remote is None else None
+        )
         if config.checkpoint is not None:
             try:
                 expected = fingerprint(
@@ -344,7 +395,7 @@ class Pipeline:
                     output_mode=config.output_mode,
                     inputs=[item.path for item in plan.files],
                     default_input=plan.description
-                    if plan.table is not None or plan.label is not None
+                    if plan.table is not None or plan.label is not None or remote is not None
                     else None,
                     schema=str(plan.schema)
                     + ("" if plan.options == ConversionOptions() else f"\n{plan.options}"),
@@ -356,7 +407,16 @@ class Pipeline:
                 raise PipelineUsageError(
                     f"--checkpoint {config.checkpoint}: {exc.strerror or exc}"
                 ) from None
-        if splits is not None:
+        if remote is not None:
+            self._read = RemoteRead(
+                config,
+                plan,
+                remote=remote[0],
+                info=remote[1],
+                progress=self._query_progress,
+                notes=self.notes,
+            )
+        elif splits is not None:
             self._read = ExecutorsRead(config, plan, splits, self._query_progress, self.notes)
         else:
             self._read = DriverRead(config, plan, self._dead, self.notes)
@@ -373,7 +433,7 @@ class Pipeline:
 
         Set once ``start`` planned them (the query's columns).
         """
-        return self._read.stream_columns if isinstance(self._read, ExecutorsRead) else None
+        return self._read.stream_columns if isinstance(self._read, PartsRead) else None
 
     def _check_output_and_java(self) -> None:
         """The checks of ``prepare`` that need no input: output, checkpoint, Java."""

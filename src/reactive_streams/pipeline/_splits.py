@@ -24,7 +24,6 @@ records, with nothing lost or counted twice across retries and checkpoint restar
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ..files import DEAD_LETTER_COLUMN, DeadLetter, FileSplit, InputFile, dead_letters_of
 from ._late import NO_KEY
+from ._parts import write_part
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -98,15 +98,7 @@ class DeadLetterSplitter:
             )
         if not dead:
             return data
-        text = "".join(line + "\n" for line in dead)
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-        directory = Path(self.directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        final = directory / f"{digest}.jsonl"
-        if not final.exists():
-            temporary = directory / f".{digest}.{os.getpid()}.tmp"
-            temporary.write_text(text, encoding="utf-8")
-            temporary.replace(final)
+        write_part(self.directory, "".join(line + "\n" for line in dead), ".jsonl")
         return data.filter(pc.is_null(batch.column(DEAD_LETTER_COLUMN)))
 
 
@@ -125,9 +117,10 @@ def merge_dead_letters(
 ) -> list[DeadLetter]:
     """Write every dead letter of the part files once, in input order, to ``target``.
 
-    Each dead letter is keyed by its file and position, so one written twice (a retried
-    task, a micro-batch replayed after a restart) is kept once. ``target`` is written only
-    when there is a dead letter (and replaced whole).
+    ``splits`` give the input order (empty: dead letters are ordered by source, then
+    position). Each dead letter is keyed by its file and position, so one written twice
+    (a retried task, a micro-batch replayed after a restart) is kept once. ``target`` is
+    written only when there is a dead letter (and replaced whole).
 
     Returns:
         The dead letters written, in order.
@@ -143,7 +136,11 @@ def merge_dead_letters(
                 letter = DeadLetter.from_json(line)
                 key = (letter.source, letter.position_kind, letter.position)
                 found.setdefault(key, (line, letter))
-    ranked = sorted(found.items(), key=lambda entry: (order.get(entry[0][0], -1), entry[0][2]))
+    # In input order: by split, then position (sources that are no split here, such as a
+    # remote producer's files, come first, by name).
+    ranked = sorted(
+        found.items(), key=lambda entry: (order.get(entry[0][0], -1), entry[0][0], entry[0][2])
+    )
     if ranked:
         target.parent.mkdir(parents=True, exist_ok=True)
         temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")

@@ -24,6 +24,11 @@ our side                           on the wire
   ``ws://`` URLs and ``serve(..., transport="ws")`` carry RSocket over WebSocket (with the
   ``websockets`` package).
 
+* ``partitioned_routes(name, source)`` serves a ``PartitionedSource`` (partitions of Arrow
+  record batches, readable from any position: ``reactive_streams.files.FilePartitions``)
+  as a partitioned route: ``name.meta``, ``name.offsets``, the stream ``name`` and
+  ``name.commit`` (see ``docs/rsocket.md``, "Partitioned routes").
+
 Routing and bearer authentication use composite metadata
 (``message/x.rsocket.routing.v0``, ``message/x.rsocket.authentication.v0``), as Spring and
 rsocket-py do. The frame codec is our own (see ``docs/rsocket.md`` for why).
@@ -36,6 +41,7 @@ from ._client import RSocketClient, connect
 from ._errors import FrameError, RSocketConnectionError, RSocketError, RSocketStreamError
 from ._frames import MAX_FRAME_SIZE, MAX_REQUEST_N, ErrorCode
 from ._limits import ServerLimits
+from ._partitioned import PARTITIONED_VERSION, PartitionedSource, encode_batch, partitioned_routes
 from ._payload import Payload
 from ._server import AsyncRSocketServer, RSocketServer, serve, serve_async
 from ._statistics import TransportStatistics
@@ -43,9 +49,11 @@ from ._statistics import TransportStatistics
 __all__ = [
     "MAX_FRAME_SIZE",
     "MAX_REQUEST_N",
+    "PARTITIONED_VERSION",
     "AsyncRSocketServer",
     "ErrorCode",
     "FrameError",
+    "PartitionedSource",
     "Payload",
     "RSocketClient",
     "RSocketConnectionError",
@@ -55,6 +63,8 @@ __all__ = [
     "ServerLimits",
     "TransportStatistics",
     "connect",
+    "encode_batch",
+    "partitioned_routes",
     "serve",
     "serve_async",
 ]

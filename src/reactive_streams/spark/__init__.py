@@ -9,6 +9,9 @@
   row groups, shards) as a streaming DataFrame read on the executors;
   ``reactive_streams.spark.splits.file_splits`` makes the splits of Parquet, CSV and JSON
   Lines files.
+* ``from_rsocket(url, route, spark)``: a partitioned RSocket route (``reactive-streams
+  serve``) as a streaming DataFrame read on the executors, with Spark's demand on the wire;
+  ``describe_route`` asks a route for its partitions, schema and offsets.
 * ``from_streaming_query(streaming_df)``: a streaming query as a ``Publisher`` of
   ``MicroBatch``es; ``foreachBatch`` waits for the subscriber's demand.
 * ``reactive_streams.spark.session``: ``require_java``, ``local_session``, Spark Connect
@@ -32,6 +35,7 @@ from .._core import set_public_module
 from ._errors import BridgeClosedError as BridgeClosedError
 from ._errors import JavaNotFoundError as JavaNotFoundError
 from ._errors import JavaVersionError as JavaVersionError
+from ._errors import RemoteRouteError as RemoteRouteError
 from ._errors import SparkBridgeError as SparkBridgeError
 from ._errors import SparkConnectUnsupportedError as SparkConnectUnsupportedError
 from ._errors import SparkTransformError as SparkTransformError
@@ -39,6 +43,10 @@ from ._errors import SplitReadError as SplitReadError
 from ._errors import StreamingQueryFailedError as StreamingQueryFailedError
 from ._from_dataframe import DataFramePublisher as DataFramePublisher
 from ._from_dataframe import from_dataframe as from_dataframe
+from ._from_rsocket import RouteInfo as RouteInfo
+from ._from_rsocket import RSocketSplit as RSocketSplit
+from ._from_rsocket import describe_route as describe_route
+from ._from_rsocket import from_rsocket as from_rsocket
 from ._from_splits import from_splits as from_splits
 from ._from_streaming_query import MicroBatch as MicroBatch
 from ._from_streaming_query import StreamingQueryPublisher as StreamingQueryPublisher
@@ -57,6 +65,9 @@ __all__ = [
     "JavaNotFoundError",
     "JavaVersionError",
     "MicroBatch",
+    "RSocketSplit",
+    "RemoteRouteError",
+    "RouteInfo",
     "SparkBridgeError",
     "SparkConnectUnsupportedError",
     "SparkProcessor",
@@ -65,7 +76,9 @@ __all__ = [
     "SplitReadError",
     "StreamingQueryFailedError",
     "StreamingQueryPublisher",
+    "describe_route",
     "from_dataframe",
+    "from_rsocket",
     "from_splits",
     "from_streaming_query",
     "local_session",

@@ -10,7 +10,8 @@ Hierarchy::
         ├── StreamingQueryFailedError      a streaming query failed; ``__cause__`` is Spark's error
         ├── SparkTransformError            ``spark_processor``'s transform or its Spark job failed
         ├── BridgeClosedError              the loopback bridge of ``to_spark_stream`` went away
-        └── SplitReadError                 ``from_splits`` could not plan or read a split (named)
+        ├── SplitReadError                 ``from_splits`` could not plan or read a split (named)
+        └── RemoteRouteError               ``from_rsocket``'s route could not be reached or read
 
 This module imports nothing from pyspark, so it is safe to import anywhere.
 """
@@ -23,6 +24,7 @@ __all__ = [
     "BridgeClosedError",
     "JavaNotFoundError",
     "JavaVersionError",
+    "RemoteRouteError",
     "SparkBridgeError",
     "SparkConnectUnsupportedError",
     "SparkTransformError",
@@ -75,4 +77,13 @@ class SplitReadError(SparkBridgeError):
     Raised in Spark's processes (the streaming source runner, or an executor's Python
     worker), so it reaches the user inside Spark's own error (``StreamingQueryException``
     or ``StreamingQueryFailedError``), with this message in its text.
+    """
+
+
+class RemoteRouteError(SparkBridgeError):
+    """``from_rsocket`` could not reach, or read, its partitioned route.
+
+    The message names the URL and the route, and says what happened: the connection
+    refused or dropped, the route unknown, the token refused, no answer in time, or an
+    answer that does not follow the partitioned-route protocol.
     """

@@ -40,6 +40,7 @@ def from_splits(
     warm_workers: bool = False,
     max_partitions: int | None = None,
     order: Literal["spread", "sequential"] = "spread",
+    on_commit: Callable[[S, int], None] | None = None,
 ) -> DataFrame:
     """A streaming DataFrame whose micro-batches are read from ``splits`` on the executors.
 
@@ -126,6 +127,12 @@ def from_splits(
             over files drops no row that is not late); with ``boundaries`` and
             ``max_partitions``, a micro-batch's stretch is cut at boundaries into about
             ``max_partitions`` tasks, so it is still read in parallel.
+        on_commit: ``(split, offset) -> None``, called in the streaming source runner
+            after each micro-batch is committed (``DataSourceStreamReader.commit``), for
+            every split in order with its committed offset (elements below it will not be
+            read again by this query): a live source may release what it kept for a
+            replay. Raising fails the query (``SplitReadError`` naming the split); it must
+            pickle, like ``count``.
 
     Returns:
         A streaming DataFrame. Any number of queries may read it (each has its own
@@ -193,12 +200,14 @@ def from_splits(
         boundaries=boundaries,
         max_partitions=max_partitions,
         order=order,
+        on_commit=on_commit,
     )
     try:
         encoded = encode_plan(plan)
     except Exception as exc:
         raise TypeError(
-            f"from_splits: the splits, opener, count, transform and boundaries must pickle "
+            f"from_splits: the splits, opener, count, transform, boundaries and on_commit "
+            "must pickle "
             f"(they run in Spark's processes): {type(exc).__name__}: {exc}"
         ) from exc
     # One registration for every from_splits stream: the option says which stream this is,

@@ -82,6 +82,9 @@ Counter = Callable[[Any], int]
 Transform = Callable[[pa.RecordBatch], pa.RecordBatch]
 """Applied to every chunk in the executor, before it is cast to the stream's schema."""
 
+OnCommit = Callable[[Any, int], None]
+"""``on_commit(split, offset)``: the split's elements below ``offset`` are committed."""
+
 Boundaries = Callable[[Any], Sequence[int]]
 """``boundaries(split)``: the offsets inside the split where a micro-batch may end cheaply
 (for Parquet, where each row group starts), ascending."""
@@ -112,6 +115,7 @@ class SplitPlan:
             elements (``spread``); ``"sequential"``: it takes the next elements in split
             order (``sequential``), and with ``max_partitions`` its shares are cut at
             boundaries into about that many tasks (``cut_shares``).
+        on_commit: optional, see ``OnCommit``; called by ``SplitStreamReader.commit``.
     """
 
     splits: tuple[Any, ...]
@@ -127,6 +131,7 @@ class SplitPlan:
     boundaries: Boundaries | None = None
     max_partitions: int | None = None
     order: Literal["spread", "sequential"] = "spread"
+    on_commit: OnCommit | None = None
 
 
 def encode_plan(plan: SplitPlan) -> str:
@@ -461,7 +466,28 @@ class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return group_shares(shares, plan.max_partitions)
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to release: every read opens its split anew at its start offset."""
+        """A micro-batch ending at ``end`` is committed: tell ``on_commit``, if given.
+
+        Reading needs nothing released (every read opens its split anew at its start
+        offset); ``on_commit(split, offset)`` is called for every split, in order, so a
+        live source may release what it kept for a replay.
+
+        Raises:
+            SplitReadError: ``on_commit`` raised (the query fails), naming the split.
+        """
+        on_commit = self._plan.on_commit
+        if on_commit is None:
+            return
+        for split, name, offset in zip(
+            self._plan.splits, self._plan.names, self._start_rows(end), strict=True
+        ):
+            try:
+                on_commit(split, offset)
+            except Exception as exc:
+                raise SplitReadError(
+                    f"from_splits: committing split {name} at element {offset} failed: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
 
     # ------------------------------------------------------------ the executor side
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

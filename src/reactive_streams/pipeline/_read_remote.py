@@ -1,0 +1,104 @@
+"""``--input rsocket://host:port/route``: a partitioned RSocket route read on the executors.
+
+The route (``reactive-streams serve``, or any producer of the partitioned-route protocol)
+told ``prepare`` its schema and partitions (``remote_input_plan``); here its partitions
+are read on Spark's executors through ``reactive_streams.spark.from_rsocket``, each
+executor's Python worker asking the producer for one batch at a time, so Spark's demand
+is the demand on the wire. The producer sends the records already converted, with the
+dead-letter column (``reactive_streams.files.DEAD_LETTER_COLUMN``) the files layer adds;
+``DeadLetterSplitter`` writes the dead letters to part files next to the data, as for
+files read on the executors (``PartsRead``), and they are merged at the end. No local
+copy of the input is made.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+from ..files import DEAD_LETTER_COLUMN
+from ._read_parts import PartsRead
+from ._schema import spark_schema
+from ._splits import DeadLetterSplitter
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from ._config import PipelineConfig
+    from ._diagnostics import QueryProgress
+    from ._inputs import InputPlan, RemoteInput
+
+__all__ = ["RemoteRead", "SelectColumns"]
+
+
+class SelectColumns:
+    """The transform of a route without dead letters: the query's columns only."""
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` with the columns ``names``, in that order."""
+        return batch.select(list(self.names))
+
+
+class RemoteRead(PartsRead):
+    """A partitioned RSocket route read on the executors (a ``ReadMode``).
+
+    Args:
+        config: the run's options (``token``).
+        plan: the route's records' schema and size (``remote_input_plan``).
+        remote: the route.
+        info: what the route said of itself (a ``reactive_streams.spark.RouteInfo``).
+        progress: the query's progress (rows into Spark, each partition's share).
+        notes: the run's notes (a resume is noted here).
+    """
+
+    def __init__(
+        self,
+        config: PipelineConfig,
+        plan: InputPlan,
+        *,
+        remote: RemoteInput,
+        info: Any,
+        progress: QueryProgress,
+        notes: list[str],
+    ) -> None:
+        super().__init__(config, plan, progress, notes, splits=int(info.partitions))
+        self.remote = remote
+        self._info = info
+
+    @property
+    def trigger(self) -> dict[str, Any] | None:
+        """A route whose partitions are all final ends like files; a live one runs on."""
+        return {"availableNow": True} if self._info.finite else None
+
+    def events(self, spark: SparkSession) -> DataFrame:
+        """``from_rsocket`` over the route, its dead letters split off on the executors.
+
+        Raises:
+            PipelineUsageError: the checkpoint's column record cannot be read.
+            reactive_streams.spark.RemoteRouteError: the route is gone since ``prepare``.
+        """
+        from reactive_streams.spark import from_rsocket  # noqa: PLC0415
+
+        config = self._config
+        parts = self._open_parts()
+        kept = self._kept_columns(spark)
+        schema = pa.schema([self._plan.schema.field(name) for name in kept])
+        if DEAD_LETTER_COLUMN in self._info.schema.names:
+            transform: Any = DeadLetterSplitter(str(parts), kept)
+        else:
+            transform = SelectColumns(kept)
+        return from_rsocket(
+            self.remote.url,
+            self.remote.route,
+            spark,
+            schema=spark_schema(schema),
+            token=config.token,
+            transform=transform,
+            max_records_per_trigger=config.trigger_records,
+            # The executors' Python workers start while the query is analysed and started.
+            warm_workers=True,
+        )

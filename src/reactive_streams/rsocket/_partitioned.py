@@ -1,0 +1,356 @@
+"""Partitioned routes: a partitioned, replayable source served as four RSocket routes.
+
+``partitioned_routes(name, source)`` gives the route factories of the partitioned-route
+protocol, version 1, for a ``PartitionedSource``; pass them to ``serve``/``serve_async``:
+
+* ``name.meta`` (request-response): UTF-8 JSON ``{"version": 1, "partitions": P,
+  "batch_rows": B, "live": false, "schema": "<base64 of the Arrow IPC schema message>"}``;
+* ``name.offsets`` (request-response): ``{"high_water": [n_0, ...], "final": [bool, ...]}``,
+  per partition the records it has now (the end offset, exclusive) and whether that is all;
+* ``name`` (request-stream), data ``{"partition": p, "start": s}``: the partition's records
+  from position ``s`` on, each ``PAYLOAD`` one Arrow IPC stream (the schema and exactly one
+  record batch of 1 to B rows). request-n counts batches. A final partition completes after
+  its last record; ``s`` beyond its size, a partition that does not exist or a request
+  that is not such JSON ends the stream with ``ERROR[APPLICATION_ERROR]`` naming it;
+* ``name.commit`` (fire-and-forget), data ``{"partition": p, "offset": o}``: positions
+  below ``o`` will not be asked for again (``source.commit``).
+
+The stream reads its source only on demand: the requester's request-n reaches the
+source's subscription unchanged (the responder passes it on within its write window), and
+each batch is encoded as it passes. Every failure ends the stream with one ``ERROR``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import TYPE_CHECKING, Final, Protocol
+
+from .._core import (
+    MAX_DEMAND,
+    EmitLoopSubscription,
+    check_subscriber,
+    signal_error_only,
+    signal_on_complete,
+    signal_on_error,
+    signal_on_subscribe,
+)
+from ..api import Publisher, Subscriber, Subscription
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+__all__ = ["PARTITIONED_VERSION", "PartitionedSource", "encode_batch", "partitioned_routes"]
+
+PARTITIONED_VERSION: Final = 1
+"""The version of the partitioned-route protocol ``partitioned_routes`` speaks."""
+
+
+class PartitionedSource(Protocol):
+    """What a partitioned route serves: partitions of record batches, readable by position.
+
+    A record's position is its index in its partition, from 0. ``FilePartitions``
+    (``reactive_streams.files``) is one.
+
+    Attributes:
+        schema: the schema of every batch ``open`` publishes.
+        partitions: how many partitions, ``>= 1``.
+        batch_rows: the most rows in one batch.
+        live: whether partitions may grow (``False``: every one is final from the start).
+    """
+
+    @property
+    def schema(self) -> pa.Schema: ...
+
+    @property
+    def partitions(self) -> int: ...
+
+    @property
+    def batch_rows(self) -> int: ...
+
+    @property
+    def live(self) -> bool: ...
+
+    def high_water(self, partition: int) -> int:
+        """How many records ``partition`` has now (its end offset, exclusive)."""
+        ...
+
+    def final(self, partition: int) -> bool:
+        """Whether ``high_water(partition)`` is all the partition will ever have."""
+        ...
+
+    def open(self, partition: int, start: int) -> Publisher[pa.RecordBatch]:
+        """The records of ``partition`` from position ``start`` on, in order, on demand."""
+        ...
+
+    def commit(self, partition: int, offset: int) -> None:
+        """Positions below ``offset`` of ``partition`` will not be asked for again."""
+        ...
+
+
+def partitioned_routes(
+    name: str, source: PartitionedSource
+) -> dict[str, Callable[[bytes], Publisher[bytes]]]:
+    """The four routes of ``source`` as the partitioned route ``name`` (module doc).
+
+    Args:
+        name: the route's name; the routes are ``name``, ``name.meta``, ``name.offsets``
+            and ``name.commit``.
+        source: what the routes serve.
+
+    Returns:
+        Route name -> factory, for ``serve(routes, ...)`` (merge several dicts to serve
+        several partitioned routes on one server).
+
+    Raises:
+        ValueError: ``name`` is empty.
+    """
+    if not name:
+        raise ValueError("a partitioned route needs a name")
+
+    def meta(data: bytes) -> Publisher[bytes]:
+        return _Answer(lambda: _meta(source))
+
+    def offsets(data: bytes) -> Publisher[bytes]:
+        return _Answer(lambda: _offsets(source))
+
+    def stream(data: bytes) -> Publisher[bytes]:
+        try:
+            partition, start = _request(data, "start", source.partitions)
+            if source.final(partition):
+                size = source.high_water(partition)
+                if start > size:
+                    raise ValueError(
+                        f"start {start:,} is beyond partition {partition}'s {size:,} records "
+                        f"(route {name!r})"
+                    )
+            batches = source.open(partition, start)
+        except Exception as exc:
+            return _Failed(exc)
+        return _EncodedBatches(batches, source.schema)
+
+    def commit(data: bytes) -> Publisher[bytes]:
+        return _Answer(lambda: _commit(source, data))
+
+    return {
+        name: stream,
+        f"{name}.meta": meta,
+        f"{name}.offsets": offsets,
+        f"{name}.commit": commit,
+    }
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def _meta(source: PartitionedSource) -> bytes:
+    schema = base64.b64encode(source.schema.serialize().to_pybytes()).decode("ascii")
+    return _json(
+        {
+            "version": PARTITIONED_VERSION,
+            "partitions": source.partitions,
+            "batch_rows": source.batch_rows,
+            "live": bool(source.live),
+            "schema": schema,
+        }
+    )
+
+
+def _offsets(source: PartitionedSource) -> bytes:
+    partitions = range(source.partitions)
+    return _json(
+        {
+            "high_water": [source.high_water(partition) for partition in partitions],
+            "final": [bool(source.final(partition)) for partition in partitions],
+        }
+    )
+
+
+def _commit(source: PartitionedSource, data: bytes) -> None:
+    partition, offset = _request(data, "offset", source.partitions)
+    source.commit(partition, offset)
+
+
+def _request(data: bytes, position: str, partitions: int) -> tuple[int, int]:
+    """``{"partition": p, position: n}`` read from ``data``: ``(p, n)``.
+
+    Raises:
+        ValueError: not UTF-8 JSON of that shape, or no such partition.
+    """
+    shape = f'{{"partition": p, "{position}": n}}'
+    try:
+        request = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"the request is not UTF-8 JSON {shape}: {exc}") from None
+    if not isinstance(request, dict):
+        raise ValueError(f"the request must be a JSON object {shape}, got {request!r}")
+    values = []
+    for key in ("partition", position):
+        value = request.get(key)
+        if type(value) is not int or value < 0:
+            raise ValueError(f'the request\'s "{key}" must be an integer >= 0, got {value!r}')
+        values.append(value)
+    partition, number = values
+    if partition >= partitions:
+        raise ValueError(
+            f"no partition {partition}: the route has {partitions} (0 to {partitions - 1})"
+        )
+    return partition, number
+
+
+def encode_batch(batch: pa.RecordBatch, schema: pa.Schema) -> bytes:
+    """One Arrow IPC stream: ``schema`` and ``batch`` (what one ``PAYLOAD`` carries).
+
+    Raises:
+        pyarrow.ArrowInvalid: the batch does not have ``schema``.
+    """
+    import pyarrow as pa  # noqa: PLC0415  (the spark extra; rsocket itself does not need it)
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        writer.write_batch(batch)
+    data: bytes = sink.getvalue().to_pybytes()
+    return data
+
+
+class _EncodedBatches(Publisher[bytes]):
+    """``batches`` with each batch encoded by ``encode_batch``; demand goes straight up."""
+
+    __slots__ = ("_batches", "_schema")
+
+    def __init__(self, batches: Publisher[pa.RecordBatch], schema: pa.Schema) -> None:
+        self._batches = batches
+        self._schema = schema
+
+    def subscribe(self, subscriber: Subscriber[bytes]) -> None:
+        check_subscriber(subscriber)
+        self._batches.subscribe(_Encoder(subscriber, self._schema))
+
+
+class _Encoder(Subscriber["pa.RecordBatch"]):
+    """Encodes each batch on its way down; holds nothing, so it has no demand of its own.
+
+    The subscriber gets the source's own subscription: its ``request(n)`` asks the source
+    for exactly ``n`` batches (Rules 1.1, 3.9 are the source's). Upstream signals are serial
+    (Rule 1.3), so ``_done`` needs no lock. A batch that cannot be encoded cancels the
+    source and ends the stream with ``on_error`` (one terminal signal: later upstream
+    signals are dropped).
+    """
+
+    __slots__ = ("_done", "_downstream", "_schema", "_upstream")
+
+    def __init__(self, downstream: Subscriber[bytes], schema: pa.Schema) -> None:
+        self._downstream: Subscriber[bytes] | None = downstream
+        self._schema = schema
+        self._upstream: Subscription | None = None
+        self._done = False
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe() requires a subscription, got None")
+        if self._upstream is not None or self._downstream is None:
+            subscription.cancel()  # Rule 2.5
+            return
+        self._upstream = subscription
+        if not signal_on_subscribe(self._downstream, subscription):
+            self._done = True
+            self._downstream = None
+            subscription.cancel()
+
+    def on_next(self, element: pa.RecordBatch) -> None:
+        if element is None:
+            raise TypeError("Rule 2.13: on_next() requires an element, got None")
+        downstream = self._downstream
+        if self._done or downstream is None:
+            return
+        try:
+            data = encode_batch(element, self._schema)
+        except Exception as exc:
+            self._done = True
+            self._downstream = None
+            if self._upstream is not None:
+                self._upstream.cancel()
+            signal_on_error(downstream, exc)
+            return
+        downstream.on_next(data)  # a raise reaches the source, which cancels (Rule 2.13)
+
+    def on_error(self, error: Exception) -> None:
+        if error is None:
+            raise TypeError("Rule 2.13: on_error() requires an exception, got None")
+        downstream, self._downstream = self._downstream, None
+        if not self._done and downstream is not None:
+            self._done = True
+            signal_on_error(downstream, error)
+
+    def on_complete(self) -> None:
+        downstream, self._downstream = self._downstream, None
+        if not self._done and downstream is not None:
+            self._done = True
+            signal_on_complete(downstream)
+
+
+class _Failed(Publisher[bytes]):
+    """A stream that can only fail: ``on_subscribe``, then ``on_error(error)`` (Rule 1.4)."""
+
+    __slots__ = ("_error",)
+
+    def __init__(self, error: Exception) -> None:
+        self._error = error
+
+    def subscribe(self, subscriber: Subscriber[bytes]) -> None:
+        check_subscriber(subscriber)
+        signal_error_only(subscriber, self._error)
+
+
+class _Answer(Publisher[bytes]):
+    """The one answer ``compute()`` gives (``None``: none), computed after ``on_subscribe``.
+
+    ``compute`` raising ends the stream with ``on_error`` (Rule 1.4), with or without
+    demand.
+    """
+
+    __slots__ = ("_compute",)
+
+    def __init__(self, compute: Callable[[], bytes | None]) -> None:
+        self._compute = compute
+
+    def subscribe(self, subscriber: Subscriber[bytes]) -> None:
+        check_subscriber(subscriber)
+        _AnswerSubscription(subscriber, self._compute).start()
+
+
+class _AnswerSubscription(EmitLoopSubscription[bytes]):
+    __slots__ = ("_compute", "_error", "_value")
+
+    def __init__(self, subscriber: Subscriber[bytes], compute: Callable[[], bytes | None]) -> None:
+        super().__init__(subscriber, batch_size=MAX_DEMAND)
+        self._compute: Callable[[], bytes | None] | None = compute
+        self._value: bytes | None = None
+        self._error: Exception | None = None
+
+    def _open(self) -> None:
+        compute, self._compute = self._compute, None
+        try:
+            assert compute is not None
+            self._value = compute()
+        except Exception as exc:  # Rule 1.4
+            self._error = exc
+
+    def _emit(self, subscriber: Subscriber[bytes], count: int) -> int:
+        value, self._value = self._value, None
+        if value is None:
+            return 0
+        try:
+            subscriber.on_next(value)
+        except Exception as exc:
+            self._deliver_failed(subscriber, exc)
+        return 1
+
+    def _exhausted(self) -> bool:
+        return self._value is None
+
+    def _failure(self) -> Exception | None:
+        return self._error

@@ -1,0 +1,228 @@
+"""``from_rsocket``: a partitioned RSocket route read on Spark's executors (local[2])."""
+
+from __future__ import annotations
+
+import re
+import socket
+import sys
+import threading
+from typing import TYPE_CHECKING
+
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+import pytest
+from pyspark import cloudpickle
+
+from reactive_streams.rsocket import serve
+from reactive_streams.spark import RemoteRouteError, RSocketSplit, describe_route, from_rsocket
+from tests.spark import rsocket_producer
+from tests.spark.rsocket_producer import PartitionedRoute, numbered_partitions
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from pyspark.sql import DataFrame, SparkSession
+
+    from reactive_streams.rsocket import RSocketServer
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call,unused-ignore]
+cloudpickle.register_pickle_by_value(rsocket_producer)  # type: ignore[no-untyped-call,unused-ignore]
+
+TIMEOUT = 120
+SIZES = [53, 0, 31, 40]
+BATCH_ROWS = 7
+
+
+@pytest.fixture
+def route() -> PartitionedRoute:
+    partitions, schema = numbered_partitions(SIZES, BATCH_ROWS)
+    return PartitionedRoute("numbers", partitions, schema, batch_rows=BATCH_ROWS)
+
+
+@pytest.fixture
+def server(route: PartitionedRoute) -> Iterator[RSocketServer]:
+    with serve(route.routes(), token="s3cret") as running:
+        yield running
+    route.release.set()
+
+
+def _url(server: RSocketServer) -> str:
+    return f"tcp://127.0.0.1:{server.port}"
+
+
+def run_available_now(df: DataFrame) -> list[pa.Table]:
+    """Run ``df`` with ``Trigger.AvailableNow``; each micro-batch's rows as a table."""
+    batches: list[pa.Table] = []
+    lock = threading.Lock()
+
+    def keep(frame: DataFrame, batch_id: int) -> None:
+        table = frame.toArrow()
+        with lock:
+            batches.append(table)
+
+    query = df.writeStream.foreachBatch(keep).trigger(availableNow=True).start()
+    try:
+        assert query.awaitTermination(TIMEOUT)
+    finally:
+        query.stop()
+    assert query.exception() is None, query.exception()
+    return batches
+
+
+def expected_rows() -> list[tuple[int, int, str]]:
+    return [
+        (partition, index, f"p{partition}-{index}")
+        for partition, size in enumerate(SIZES)
+        for index in range(size)
+    ]
+
+
+def rows_of(tables: list[pa.Table]) -> list[tuple[int, int, str]]:
+    rows = [(row["p"], row["i"], row["text"]) for table in tables for row in table.to_pylist()]
+    return sorted(rows)
+
+
+def test_every_record_once_in_bounded_micro_batches_with_commits(
+    spark: SparkSession, server: RSocketServer, route: PartitionedRoute
+) -> None:
+    df = from_rsocket(
+        _url(server), "numbers", spark, token="s3cret", max_records_per_trigger=20, read_timeout=60
+    )
+    assert df.columns == ["p", "i", "text"]
+    tables = run_available_now(df)
+    assert rows_of(tables) == expected_rows()  # exact: nothing lost, nothing twice
+    assert len(tables) >= sum(SIZES) // (20 + BATCH_ROWS * len(SIZES))
+    assert len(tables) > 1
+    # A micro-batch ends at most one batch per partition past its budget.
+    assert max(table.num_rows for table in tables) <= 20 + BATCH_ROWS * len(SIZES)
+    # Each micro-batch's end is committed to the producer once the next one starts (Spark
+    # commits a source's previous batch when it plans the next), so all but the last.
+    assert route.wait_committed(sum(SIZES) - tables[-1].num_rows, TIMEOUT)
+    last: dict[int, int] = {}
+    for partition, offset in route.commits:
+        assert 0 <= offset >= last.get(partition, 0)  # commits never go back
+        last[partition] = offset
+    assert sorted(last) == list(range(len(SIZES)))
+    assert all(last[partition] <= size for partition, size in enumerate(SIZES))
+
+
+def test_the_producer_produces_only_what_spark_requested(
+    spark: SparkSession, server: RSocketServer, route: PartitionedRoute
+) -> None:
+    df = from_rsocket(
+        _url(server), "numbers", spark, token="s3cret", max_records_per_trigger=15, read_timeout=60
+    )
+    tables = run_available_now(df)
+    assert rows_of(tables) == expected_rows()
+    batches = sum(len(batches) for batches in route.partitions)
+    # Each stream's demand is the worker's: one batch at a time, up to its share's end.
+    # A share reads at most its batches, plus the batch it starts inside; the producer's
+    # publisher reads one element ahead of the demand.
+    assert route.streams > 0
+    assert route.requested <= batches + 2 * route.streams
+    assert route.produced <= route.requested + route.streams
+
+
+def test_an_unknown_route_a_wrong_token_and_no_server_are_one_clear_error(
+    spark: SparkSession, server: RSocketServer
+) -> None:
+    url = _url(server)
+    with pytest.raises(RemoteRouteError, match=r"route 'nowhere\.meta'.*no route"):
+        from_rsocket(url, "nowhere", spark, token="s3cret")
+    with pytest.raises(RemoteRouteError, match=r"refused the connection.*token"):
+        from_rsocket(url, "numbers", spark, token="wrong", request_timeout=10)
+    with pytest.raises(RemoteRouteError, match=r"authentication required"):
+        from_rsocket(url, "numbers", spark, request_timeout=10)
+    port = closed_port()
+    with pytest.raises(RemoteRouteError, match=rf"tcp://127.0.0.1:{port}.*cannot connect"):
+        describe_route(f"tcp://127.0.0.1:{port}", "numbers", timeout=10)
+
+
+def closed_port() -> int:
+    """A port nobody listens on (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_a_producer_that_dies_mid_stream_fails_the_query_naming_the_partition(
+    spark: SparkSession, route: PartitionedRoute
+) -> None:
+    route.stall_at = (0, 30)
+    server = serve(route.routes())
+    url = f"tcp://127.0.0.1:{server.port}"
+    try:
+        df = from_rsocket(url, "numbers", spark, max_records_per_trigger=1000, read_timeout=60)
+
+        def consume(frame: DataFrame, batch_id: int) -> None:
+            frame.count()
+
+        query = df.writeStream.foreachBatch(consume).trigger(availableNow=True).start()
+        try:
+            assert route.stalled.wait(TIMEOUT), "the stream never reached the stall"
+            server.close(5.0)  # the producer dies with the stream open
+            with pytest.raises(Exception) as caught:
+                query.awaitTermination(TIMEOUT)
+        finally:
+            query.stop()
+    finally:
+        route.release.set()
+        server.close(5.0)
+    message = str(caught.value)
+    # The task reading the stalled partition, or another one cut off with it.
+    assert re.search(rf"split {re.escape(url)} route 'numbers' partition \d \(element", message)
+    assert "RSocketConnectionError" in message
+
+
+def test_a_producer_that_sends_more_than_requested_fails_the_read_naming_rule_1_1() -> None:
+    """The worker requests one batch; a producer that sends three breaks Rule 1.1."""
+    from reactive_streams.rsocket._frames import FrameType, encode_payload
+    from reactive_streams.spark._from_rsocket import _RouteReader
+    from reactive_streams.spark._splits_source import (
+        SplitPartition,
+        SplitPlan,
+        read_partition,
+    )
+    from tests.rsocket.rawpeer import RawServer
+
+    partitions, schema = numbered_partitions([9], 3)
+    payloads = [rsocket_producer.ipc_stream(batch) for batch in partitions[0]]
+    server = RawServer()
+    url = f"tcp://127.0.0.1:{server.port}"
+    split = RSocketSplit(url, "numbers", 0)
+    reader = _RouteReader(url, None, 10.0)
+    plan = SplitPlan(
+        splits=(split,),
+        names=(str(split),),
+        opener=reader.open,
+        count=reader.count,
+        arrow=True,
+        read_timeout=60.0,
+    )
+    failures: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            list(read_partition(plan, SplitPartition(0, split, str(split), 0, 9), schema))
+        except BaseException as exc:
+            failures.append(exc)
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    peer = server.accept()
+    try:
+        _setup, request = peer.frames(2)
+        assert request.frame_type == FrameType.REQUEST_STREAM
+        assert request.number == 1  # the worker's demand: one batch
+        peer.send(b"".join(encode_payload(request.stream_id, data) for data in payloads))
+        worker.join(TIMEOUT)
+    finally:
+        peer.close()
+        server.close()
+    assert not worker.is_alive()
+    (failure,) = failures
+    assert re.search(
+        rf"split {re.escape(url)} route 'numbers' partition 0 .*Rule 1\.1", str(failure)
+    )
