@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+from ._file_options import character, file_options, null_value_list, quote_character
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
@@ -44,13 +46,6 @@ def _fail(message: str, code: int, error: BaseException | None, *, debug: bool) 
         traceback.print_exception(error, file=sys.stderr)
     click.echo(f"Error: {message}", err=True)
     sys.exit(code)
-
-
-def _character(text: str | None) -> str | None:
-    r"""An option's character: ``\t`` and ``tab`` mean a tab."""
-    if text is None:
-        return None
-    return "\t" if text in ("\\t", "tab", "TAB") else text
 
 
 def _spark_output_file() -> Path:
@@ -260,55 +255,7 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     help="Streaming output mode; auto: update for the default query, complete for an "
     "aggregating --sql, append otherwise.",
 )
-@click.option(
-    "--encoding",
-    default="utf-8",
-    show_default=True,
-    help="Text encoding of CSV and JSON Lines inputs (a record that does not decode is a "
-    "dead letter).",
-)
-@click.option(
-    "--delimiter",
-    default=None,
-    help="Field delimiter of CSV inputs, one character ('\\t' or 'tab' for a tab).  "
-    "[default: a tab for .tsv files, else a comma]",
-)
-@click.option(
-    "--follow-symlinks",
-    is_flag=True,
-    help="Read the symbolic links in an input directory that point outside it (left out "
-    "by default).",
-)
-@click.option(
-    "--quote",
-    default='"',
-    show_default=True,
-    help="Quote character of CSV inputs, one character; 'none': values are never quoted.",
-)
-@click.option(
-    "--schema",
-    metavar="DDL",
-    default=None,
-    help="The input's schema as Spark DDL instead of inferring it, e.g. \"id BIGINT, "
-    'rating DOUBLE, ts TIMESTAMP, user STRUCT<name: STRING>" (read without Spark).',
-)
-@click.option(
-    "--null-value",
-    "null_values",
-    multiple=True,
-    metavar="TEXT[,TEXT...]",
-    help="Text read as null in every column, text columns too (repeatable or "
-    "comma-separated). It adds to the defaults ('', NA, N/A, n/a, NULL, null, None, NaN, "
-    "#N/A, ...), which are null in the columns that are not text.",
-)
-@click.option(
-    "--timestamp-format",
-    metavar="FORMAT",
-    default=None,
-    help="strptime format of timestamp text, e.g. '%d.%m.%Y %H:%M' (%z: with an offset, "
-    "else UTC); tried before ISO 8601 and YYYY/MM/DD[ HH:MM[:SS]], which are read "
-    "without it.",
-)
+@file_options
 @click.option(
     "--read-on",
     type=click.Choice(["driver", "executors"]),
@@ -453,11 +400,11 @@ def pipeline(
         keys=keys,
         tables=table_specs,
         encoding=encoding,
-        delimiter=_character(delimiter),
-        quote=None if quote.lower() == "none" else _character(quote),
+        delimiter=character(delimiter),
+        quote=quote_character(quote),
         follow_symlinks=follow_symlinks,
         schema=schema,
-        null_values=tuple(part for value in null_values for part in value.split(",")),
+        null_values=null_value_list(null_values),
         timestamp_format=timestamp_format,
         read_on=read_on,  # type: ignore[arg-type]  # click.Choice guarantees the literal
         metrics_port=metrics_port,

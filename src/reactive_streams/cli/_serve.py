@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
+from ._file_options import character, file_options, null_value_list, quote_character
+
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
@@ -38,13 +40,6 @@ def _fail(message: str, error: BaseException | None, *, debug: bool) -> NoReturn
         traceback.print_exception(error, file=sys.stderr)
     click.echo(f"Error: {message}", err=True)
     sys.exit(2)
-
-
-def _character(text: str | None) -> str | None:
-    r"""An option's character: ``\t`` and ``tab`` mean a tab."""
-    if text is None:
-        return None
-    return "\t" if text in ("\\t", "tab", "TAB") else text
 
 
 def _describe(schema: pa.Schema) -> str:
@@ -95,50 +90,6 @@ def _describe(schema: pa.Schema) -> str:
     help="Records per batch (one PAYLOAD frame) at most.",
 )
 @click.option(
-    "--schema",
-    metavar="DDL",
-    default=None,
-    help="The input's schema as Spark DDL instead of inferring it, e.g. \"id BIGINT, "
-    'rating DOUBLE, ts TIMESTAMP" (read without Spark).',
-)
-@click.option(
-    "--encoding",
-    default="utf-8",
-    show_default=True,
-    help="Text encoding of CSV and JSON Lines inputs.",
-)
-@click.option(
-    "--delimiter",
-    default=None,
-    help="Field delimiter of CSV inputs, one character ('\\t' or 'tab' for a tab).  "
-    "[default: a tab for .tsv files, else a comma]",
-)
-@click.option(
-    "--quote",
-    default='"',
-    show_default=True,
-    help="Quote character of CSV inputs, one character; 'none': values are never quoted.",
-)
-@click.option(
-    "--null-value",
-    "null_values",
-    multiple=True,
-    metavar="TEXT[,TEXT...]",
-    help="Text read as null in every column, text columns too (repeatable or "
-    "comma-separated), besides the defaults.",
-)
-@click.option(
-    "--timestamp-format",
-    metavar="FORMAT",
-    default=None,
-    help="strptime format of timestamp text, e.g. '%d.%m.%Y %H:%M', tried before ISO 8601.",
-)
-@click.option(
-    "--follow-symlinks",
-    is_flag=True,
-    help="Read the symbolic links in an input directory that point outside it.",
-)
-@click.option(
     "--max-connections",
     type=click.IntRange(min=1),
     default=None,
@@ -150,6 +101,7 @@ def _describe(schema: pa.Schema) -> str:
     default=None,
     help="Streams open at once on one connection.  [default: 128]",
 )
+@file_options
 @click.option("--debug", is_flag=True, help="Tracebacks on errors.")
 def serve(
     *,
@@ -210,9 +162,7 @@ def serve(
         _fail(f"--schema: {exc}", exc, debug=debug)
     try:
         options = ConversionOptions(
-            null_values=frozenset(
-                part.strip() for value in null_values for part in value.split(",")
-            ),
+            null_values=frozenset(part.strip() for part in null_value_list(null_values)),
             timestamp_format=timestamp_format,
         )
     except ValueError as exc:
@@ -231,8 +181,8 @@ def serve(
         plan = plan_inputs(
             inputs,
             encoding=encoding,
-            delimiter=_character(delimiter),
-            quote=None if quote.lower() == "none" else _character(quote),
+            delimiter=character(delimiter),
+            quote=quote_character(quote),
             follow_symlinks=follow_symlinks,
             schema=given,
             options=options,
