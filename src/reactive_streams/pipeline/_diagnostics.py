@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import resource
@@ -377,19 +376,6 @@ def resumed_note(checkpoint: Path, resume: ResumePoint) -> str:
     return note
 
 
-def _split_shares(progress: Any) -> tuple[int, ...] | None:
-    """Per split, ``endOffset - startOffset`` of a ``from_splits`` source, else ``None``."""
-    try:
-        source = progress.sources[0]
-        end = json.loads(source.endOffset)["rows"]
-        # The first micro-batch has no start: None, or the JSON text "null" (PySpark 4.3)
-        begin = json.loads(source.startOffset) if source.startOffset else None
-        start = [0] * len(end) if begin is None else begin["rows"]
-        return tuple(int(last) - int(first) for first, last in zip(start, end, strict=True))
-    except Exception:  # another source, or no offsets yet
-        return None
-
-
 class QueryProgress:
     """Input rows and late rows per finished micro-batch, from the query's own progress.
 
@@ -423,10 +409,10 @@ class QueryProgress:
         # The newest micro-batch that read rows: a trigger that found nothing new reports
         # empty shares, and may be all a poll sees after the last real micro-batch.
         shares, batch = None, -1
-        for progress in reversed(recent):
-            found = _split_shares(progress)
-            if found and any(found):
-                shares, batch = found, int(progress.batchId)
+        for batch_id in sorted(ranges, reverse=True):
+            found = ranges[batch_id]
+            if found.per_split and any(found.shares):
+                shares, batch = found.shares, batch_id
                 break
         with self._lock:
             self._batches.update(seen)

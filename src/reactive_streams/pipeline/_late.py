@@ -220,11 +220,19 @@ class BatchRange:
         end: per lane, one past the last position read.
         watermark_ms: the micro-batch's watermark (``eventTime.watermark``), in
             milliseconds since the epoch; ``None`` when the query has none.
+        per_split: the lanes are ``from_splits``' splits (``{"rows": [...]}`` offsets),
+            not the one lane of the driver's bridge.
     """
 
     start: tuple[int, ...]
     end: tuple[int, ...]
     watermark_ms: int | None
+    per_split: bool = False
+
+    @property
+    def shares(self) -> tuple[int, ...]:
+        """Per lane, the positions the micro-batch read (``end - start``)."""
+        return tuple(last - first for first, last in zip(self.start, self.end, strict=True))
 
 
 def watermark_ms(progress: Any) -> int | None:
@@ -261,7 +269,7 @@ def batch_range(progress: Any) -> BatchRange | None:
         return None
     if len(first) != len(last):
         return None
-    return BatchRange(first, last, watermark_ms(progress))
+    return BatchRange(first, last, watermark_ms(progress), per_split="rows" in end)
 
 
 class _Chunk:
