@@ -40,7 +40,7 @@ bridge or adapter goes.
 
 from __future__ import annotations
 
-from ._backpressure import OnBackpressureOperator, Overflow
+from ._backpressure import Admission, OnBackpressureOperator, Overflow, admit
 from ._capabilities import ExecutorSubscribable, RunSubscriber, run_receiver
 from ._demand import (
     CALLER_BUDGET,
@@ -106,6 +106,7 @@ from ._stage import BufferedStage, DownstreamStage, InnerSubscriber, PassThrough
 from ._statistics import StreamStatistics
 
 __all__ = [
+    "Admission",
     "CALLER_BUDGET",
     "MAX_DEMAND",
     "AsyncioScheduler",
@@ -152,6 +153,7 @@ __all__ = [
     "UpstreamStage",
     "WorkGuard",
     "add_demand",
+    "admit",
     "cancel_quietly",
     "check_positive",
     "check_subscriber",

@@ -14,6 +14,9 @@ from ._flow import ConnectableFlow as ConnectableFlow
 from ._flow import Flow as Flow
 from ._flow import GroupedFlow as GroupedFlow
 from ._group_by import TooManyGroupsError as TooManyGroupsError
+from ._push_source import OfferResult as OfferResult
+from ._push_source import PushOverflow as PushOverflow
+from ._push_source import PushSource as PushSource
 from ._sinks import BlockingIterator as BlockingIterator
 from ._sinks import CallbackSubscriber as CallbackSubscriber
 
@@ -24,6 +27,9 @@ __all__ = [
     "Flow",
     "GroupedFlow",
     "NoneResultError",
+    "OfferResult",
+    "PushOverflow",
+    "PushSource",
     "StageStatistics",
     "TooManyGroupsError",
 ]

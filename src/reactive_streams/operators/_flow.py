@@ -46,6 +46,7 @@ from ._multicast import MulticastOperator
 from ._publish_on import PublishOnOperator
 from ._pull import PullPublisher
 from ._push import PushPublisher
+from ._push_source import PushOverflow, PushSource
 from ._rebatch import RebatchOperator
 from ._reduce import ReduceOp, ReducePublisher
 from ._resume import ResumeOperator
@@ -860,6 +861,58 @@ class Flow(Publisher[T], Generic[T]):
         Backpressure: outstanding demand is carried over to the new subscription.
         """
         return Flow(ResumeOperator(self._node, times=_check_count("retry", times), label="retry"))
+
+    # -- live input: push sources, retry with backoff, restart -----------------------------
+
+    @staticmethod
+    def push_source(
+        capacity: int,
+        overflow: PushOverflow = "backpressure",
+        *,
+        on_drop: Callable[[Any], object] | None = None,
+    ) -> tuple[PushSource[Any], Flow[Any]]:
+        """A bounded buffer that callbacks ``offer`` to, and the one ``Flow`` that reads it.
+
+        Reactor's ``Sinks.many().unicast().onBackpressureBuffer()``, Akka's
+        ``Source.queue``: ``offer(x, timeout=None)`` (blocking), ``await
+        offer_async(x)``, ``try_offer(x)``, each returning an ``OfferResult``;
+        ``complete()`` and ``error(exc)`` end the stream.
+
+        >>> source, flow = Flow.push_source(4)
+        >>> [source.try_offer(x).name for x in (1, 2)]
+        ['ENQUEUED', 'ENQUEUED']
+        >>> source.complete()
+        True
+        >>> flow.to_list()
+        [1, 2]
+
+        Marble (``capacity=2``, ``overflow="drop_latest"``)::
+
+            offer:    -1-2-3-4-5-complete
+            request:  (1)........(9)
+            result:   -1.........-3-4-|     dropped: 5
+
+        Args:
+            capacity: elements buffered at most (``>= 1``).
+            overflow: a full buffer makes ``offer`` wait (``"backpressure"``), drops the
+                new element (``"drop_latest"``) or the oldest (``"drop_oldest"``), or
+                fails the stream with ``MissingBackpressureError`` (``"error"``); drops
+                are counted in ``statistics().dropped``.
+            on_drop: called with each dropped element.
+
+        Backpressure: the subscriber's demand paces delivery; at most ``capacity``
+        elements wait in between, and the strategy decides beyond that.
+
+        Concurrency: one subscriber (a second gets ``on_error(RuntimeError)``, Rule
+        1.9); offers from any thread or event loop; ``on_next`` runs on the thread of
+        the ``offer`` or ``request`` that found the stream idle, one at a time.
+
+        Raises:
+            TypeError: ``capacity`` is not an int.
+            ValueError: ``capacity < 1``, or an unknown ``overflow``.
+        """
+        source: PushSource[Any] = PushSource(capacity, overflow, on_drop=on_drop)
+        return source, Flow(source)
 
     def on_backpressure_buffer(
         self,
