@@ -5,6 +5,8 @@ Every other package (``operators``, ``reference``, ``adapters``, ``hubs``, ``met
 ``from .._core import EmitterElection``, never from a private module of another package.
 The kit itself imports nothing of the package but ``reactive_streams.api``.
 
+* ``Backoff`` (``_backoff``): exponential backoff with jitter, bounded by attempts or
+  a deadline, for whatever tries again (public as ``reactive_streams.Backoff``).
 * The demand core (``_demand``): ``MAX_DEMAND``, ``CALLER_BUDGET``, ``add_demand``,
   ``validate_request``, ``WorkGuard``, ``EmitterElection``, ``DrainLoop``,
   ``replenish_threshold``, ``check_positive``; the relay (``_relay``) that takes a
@@ -40,6 +42,7 @@ bridge or adapter goes.
 
 from __future__ import annotations
 
+from ._backoff import Backoff
 from ._backpressure import Admission, OnBackpressureOperator, Overflow, admit
 from ._capabilities import ExecutorSubscribable, RunSubscriber, run_receiver
 from ._demand import (
@@ -107,6 +110,7 @@ from ._statistics import StreamStatistics
 
 __all__ = [
     "Admission",
+    "Backoff",
     "CALLER_BUDGET",
     "MAX_DEMAND",
     "AsyncioScheduler",

@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._core import (
+    Backoff,
     OnBackpressureOperator,
     Operator,
     Overflow,
@@ -863,6 +864,43 @@ class Flow(Publisher[T], Generic[T]):
         return Flow(ResumeOperator(self._node, times=_check_count("retry", times), label="retry"))
 
     # -- live input: push sources, retry with backoff, restart -----------------------------
+
+    def retry_backoff(self, backoff: Backoff, *, scheduler: Scheduler | None = None) -> Flow[T]:
+        """On an upstream error, subscribe again after a growing, jittered delay.
+
+        Reactor's ``retryWhen(Retry.backoff(...))``. Retry ``k`` (0-based) waits
+        ``backoff.delay(k)`` seconds on ``scheduler``: ``min_backoff * factor ** k``
+        capped at ``max_backoff``, moved by up to ``+- jitter`` of itself. Once
+        ``backoff.max_attempts`` retries were made, or the next one would start past
+        ``backoff.deadline`` seconds after the series' first failure, the last error is
+        signalled. With ``backoff.reset_on_success`` (the default) an element ends the
+        series: the next failure starts again from ``min_backoff``, with fresh attempts
+        and deadline.
+
+        Marble (``Backoff(1, 4, jitter=0, max_attempts=2, reset_on_success=False)``,
+        one character a second)::
+
+            source (1st):  a-X
+            source (2nd):     -a-X           (1 s after the 1st failure)
+            source (3rd):         --a-X      (2 s after the 2nd)
+            result:        a----a-----a-X    (2 retries made: the last error)
+
+        With ``reset_on_success=True`` each ``a`` resets the series, so every retry
+        waits 1 s and the retries never run out while elements keep coming.
+
+        Backpressure: outstanding demand (requested, not delivered) is carried over to
+        each new subscription; nothing is requested while waiting.
+
+        Concurrency: the new subscription is made on ``scheduler``'s thread (the
+        default is the package's timer thread); a cancel during the wait stops the
+        timer, and the upstream is never subscribed again.
+
+        Raises:
+            TypeError: ``backoff`` is not a ``Backoff``.
+        """
+        return Flow(
+            ResumeOperator(self._node, backoff=backoff, scheduler=scheduler, label="retry_backoff")
+        )
 
     @staticmethod
     def push_source(
