@@ -111,7 +111,8 @@ def test_a_backoff_is_validated(
 
 def test_the_backoff_docstring_examples_run() -> None:
     runner = doctest.DocTestRunner()
-    for test in doctest.DocTestFinder().find(Backoff, "Backoff", module=False):
+    finder = doctest.DocTestFinder()
+    for test in finder.find(Backoff, "Backoff", module=False, globs={"Backoff": Backoff}):
         runner.run(test)
     results = runner.summarize(verbose=False)
     assert results.attempted >= 2
