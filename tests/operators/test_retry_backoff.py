@@ -257,3 +257,86 @@ class TestRetryBackoffTck(PublisherVerification):
 
     def create_failed_publisher(self) -> Publisher[Any] | None:
         return Flow.error(RuntimeError("TCK")).retry_backoff(Backoff(0.001, 0.01, max_attempts=1))
+
+
+# -- restart ---------------------------------------------------------------------------------
+
+
+def test_restart_makes_the_source_again_after_a_failure() -> None:
+    scheduler = VirtualTimeScheduler()
+    source = FailingSource(scheduler, emit=1)
+    policy = Backoff(1, 8, jitter=0, max_attempts=2, reset_on_success=False)
+    flow = Flow.restart(source.flow, policy, scheduler=scheduler)  # flow() per restart
+    subscriber = _run(flow, scheduler)
+    assert source.subscribed_at == [0, 1, 3]
+    assert subscriber.elements == [(1, 0), (2, 0), (3, 0)]
+    assert str(subscriber.error) == "failure 3"
+
+
+def test_restart_resumes_where_the_factory_says() -> None:
+    scheduler = VirtualTimeScheduler()
+    seen: list[int] = []
+    failures = iter([True, True, False])
+
+    def from_offset() -> Publisher[int]:
+        offset = len(seen)  # resume after what was delivered
+        rest = Flow.range(offset, min(offset + 3, 7)).do_on_next(seen.append)
+        return rest.concat_with(Flow.error(RuntimeError("dropped"))) if next(failures) else rest
+
+    subscriber = _run(Flow.restart(from_offset, Backoff(1, 1), scheduler=scheduler), scheduler)
+    assert subscriber.elements == [0, 1, 2, 3, 4, 5, 6]
+    assert subscriber.completed
+
+
+def test_restart_after_a_completion_only_when_asked() -> None:
+    scheduler = VirtualTimeScheduler()
+    calls: list[float] = []
+
+    def once() -> Publisher[int]:
+        calls.append(scheduler.now())
+        return Flow.just(len(calls))
+
+    policy = Backoff(1, 2, jitter=0, max_attempts=3, reset_on_success=False)
+    subscriber = _run(Flow.restart(once, policy, scheduler=scheduler), scheduler)
+    assert subscriber.elements == [1]
+    assert subscriber.completed
+    calls.clear()
+    restarting = Flow.restart(once, policy, on_complete=True, scheduler=scheduler)
+    subscriber = _run(restarting, scheduler)
+    assert subscriber.elements == [1, 2, 3, 4]
+    assert [later - earlier for earlier, later in itertools.pairwise(calls)] == [1, 2, 2]
+    assert subscriber.completed  # the bound passed: the last completion passes through
+
+
+def test_a_raising_factory_counts_as_a_failure() -> None:
+    scheduler = VirtualTimeScheduler()
+    calls: list[int] = []
+
+    def broken() -> Publisher[int]:
+        calls.append(1)
+        raise ConnectionRefusedError(f"refused {len(calls)}")
+
+    policy = Backoff(1, 1, max_attempts=2)
+    subscriber = _run(Flow.restart(broken, policy, scheduler=scheduler), scheduler)
+    assert len(calls) == 3
+    assert isinstance(subscriber.error, ConnectionRefusedError)
+    assert str(subscriber.error) == "refused 3"
+
+
+def test_a_cancel_during_the_restart_wait_stops_it() -> None:
+    scheduler = VirtualTimeScheduler()
+    source = FailingSource(scheduler)
+    flow = Flow.restart(source.flow, Backoff(1, 1), scheduler=scheduler)
+    subscriber: RecordingSubscriber[Any] = RecordingSubscriber(initial_request=1)
+    flow.subscribe(subscriber)
+    subscriber.cancel()
+    scheduler.advance(5)
+    assert source.subscribed_at == [0]
+
+
+class TestRestartTck(PublisherVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.restart(lambda: Flow.range(0, elements), Backoff(0.001, 0.01))
+
+    def create_failed_publisher(self) -> Publisher[Any] | None:
+        return Flow.restart(lambda: Flow.error(RuntimeError("TCK")), Backoff(0.001, max_attempts=0))

@@ -903,6 +903,52 @@ class Flow(Publisher[T], Generic[T]):
         )
 
     @staticmethod
+    def restart(
+        factory: Callable[[], Publisher[R]],
+        backoff: Backoff,
+        *,
+        on_complete: bool = False,
+        scheduler: Scheduler | None = None,
+    ) -> Flow[R]:
+        """A source made again by ``factory()`` after it fails, once a backoff delay passed.
+
+        Akka's ``RestartSource.onFailuresWithBackoff`` (``withBackoff`` with
+        ``on_complete=True``): ``factory`` is called for the first subscription and again
+        for each restart, so a connection, a file or a query is opened afresh. Restart
+        ``k`` (0-based) waits ``backoff.delay(k)`` seconds; ``backoff.max_attempts``
+        (Akka's ``maxRestarts``) and ``backoff.deadline`` bound them, and once they are
+        used up the last signal passes through: the error, or the completion. An element
+        ends a series of failures (``backoff.reset_on_success``). A factory that raises
+        counts as a failure. Elements delivered before a failure are not repeated by this
+        operator; a restarted source starts wherever ``factory`` makes it start (pass it
+        the offset reached so far to resume).
+
+        Marble (``Backoff(1, 4, jitter=0, max_attempts=1)``, one character a second)::
+
+            factory() (1st):  a-b-X
+            factory() (2nd):        -c-|
+            result:           a-b---c-|
+
+        Backpressure: outstanding demand is carried over to each new source; nothing is
+        requested while waiting.
+
+        Concurrency: each restart subscribes on ``scheduler`` (the package's timer thread
+        by default); a cancel during the wait stops the timer.
+
+        Raises:
+            TypeError: ``backoff`` is not a ``Backoff``.
+        """
+        return Flow(
+            ResumeOperator(
+                DeferPublisher(factory),
+                backoff=backoff,
+                scheduler=scheduler,
+                on_complete=on_complete,
+                label="restart",
+            )
+        )
+
+    @staticmethod
     def push_source(
         capacity: int,
         overflow: PushOverflow = "backpressure",

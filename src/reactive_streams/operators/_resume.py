@@ -51,6 +51,9 @@ class ResumeOperator(SingleUpstreamOperator[T]):
     ``retry_backoff(backoff)`` (``backoff=``): the same, each new subscription after the
     policy's delay on ``scheduler``, within its attempts and deadline; the last error is
     signalled once they are used up.
+    ``restart(factory, backoff)`` (``backoff=``, ``on_complete=True`` to restart after a
+    completion too): ``retry_backoff`` over a ``defer(factory)`` upstream; once the bound
+    is used up, the last signal (error or completion) passes through.
     ``switch_if_empty(p)`` (``if_empty=p``): when upstream completes without an element,
     subscribe to ``p`` and continue (once).
 
@@ -73,7 +76,15 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         (Rule 1.7).
     """
 
-    __slots__ = ("_backoff", "_fallback", "_if_empty", "_label", "_scheduler", "_times")
+    __slots__ = (
+        "_backoff",
+        "_fallback",
+        "_if_empty",
+        "_label",
+        "_on_complete",
+        "_scheduler",
+        "_times",
+    )
 
     def __init__(
         self,
@@ -84,6 +95,7 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         if_empty: Publisher[T] | None = None,
         backoff: Backoff | None = None,
         scheduler: Scheduler | None = None,
+        on_complete: bool = False,
         label: str,
     ) -> None:
         super().__init__(upstream)
@@ -94,6 +106,7 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         self._if_empty = if_empty
         self._backoff = backoff
         self._scheduler = scheduler
+        self._on_complete = on_complete
         self._label = label
 
     @property
@@ -105,7 +118,9 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         check_subscriber(subscriber)
         stage = _Resume(subscriber, self._upstream, self._fallback, self._times, self._if_empty)
         if self._backoff is not None:
-            stage.use_backoff(self._backoff, self._scheduler or default_scheduler())
+            stage.use_backoff(
+                self._backoff, self._scheduler or default_scheduler(), self._on_complete
+            )
         self._track(stage)
         if not signal_on_subscribe(subscriber, stage):
             stage.cancel()
@@ -155,6 +170,7 @@ class _Resume(Subscription):
         "_if_empty",
         "_lock",
         "_loop",
+        "_on_complete",
         "_outstanding",
         "_pending",
         "_queue",
@@ -197,11 +213,16 @@ class _Resume(Subscription):
         self._scheduler: Scheduler | None = None
         self._series_start: float | None = None  # the series of failures began (backoff)
         self._pending: ScheduledTask | None = None  # the next subscription, due later
+        self._on_complete = False  # a completion is retried too (restart)
 
-    def use_backoff(self, backoff: Backoff, scheduler: Scheduler) -> None:
-        """Retry after ``backoff``'s delays on ``scheduler``; before ``start`` only."""
+    def use_backoff(self, backoff: Backoff, scheduler: Scheduler, on_complete: bool) -> None:
+        """Retry after ``backoff``'s delays on ``scheduler``; before ``start`` only.
+
+        With ``on_complete`` a completion is retried like a failure.
+        """
         self._backoff = backoff
         self._scheduler = scheduler
+        self._on_complete = on_complete
 
     def statistics(self) -> StageStatistics:
         return StageStatistics(
@@ -331,8 +352,11 @@ class _Resume(Subscription):
             return
         self._finish(error)
 
-    def _retry_later(self, error: Exception, backoff: Backoff) -> None:
-        """Subscribe upstream again after the policy's delay, or signal ``error``."""
+    def _retry_later(self, error: Exception | None, backoff: Backoff) -> None:
+        """Subscribe upstream again after the policy's delay, or end with ``error``.
+
+        ``error`` is ``None`` for a completion (``restart(..., on_complete=True)``).
+        """
         scheduler = self._scheduler
         assert scheduler is not None
         now = scheduler.now()
@@ -368,6 +392,9 @@ class _Resume(Subscription):
 
     def attempt_complete(self, attempt: _Attempt) -> None:
         if attempt is not self._attempt:
+            return
+        if self._on_complete and self._backoff is not None:
+            self._retry_later(None, self._backoff)
             return
         with self._lock:
             alternative, self._if_empty = self._if_empty, None  # switch once at most
