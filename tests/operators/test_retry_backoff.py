@@ -224,6 +224,49 @@ def test_a_cancel_during_the_wait_stops_the_retry() -> None:
     assert not subscriber.terminated
 
 
+@pytest.mark.parametrize(
+    "retry_on",
+    [ConnectionError, (KeyError, ConnectionError), lambda error: "transient" in str(error)],
+)
+def test_only_the_errors_retry_on_matches_are_retried(retry_on: Any) -> None:
+    scheduler = VirtualTimeScheduler()
+    failures = iter(
+        [ConnectionResetError("transient"), ConnectionAbortedError("transient"), ValueError("no")]
+    )
+    subscribed: list[float] = []
+
+    def failing() -> Publisher[int]:
+        subscribed.append(scheduler.now())
+        return Flow.error(next(failures))
+
+    policy = Backoff(1, 1, jitter=0, max_attempts=10)
+    flow = Flow.defer(failing).retry_backoff(policy, retry_on=retry_on, scheduler=scheduler)
+    subscriber = _run(flow, scheduler)
+    assert subscribed == [0, 1, 2]  # the ValueError is not retried: it ends the flow
+    assert isinstance(subscriber.error, ValueError)
+
+
+def test_a_raising_retry_on_ends_the_flow_with_its_error() -> None:
+    scheduler = VirtualTimeScheduler()
+
+    def broken(error: Exception) -> bool:
+        raise LookupError("the predicate broke")
+
+    flow = Flow.error(ValueError("cause")).retry_backoff(
+        Backoff(1, 1), retry_on=broken, scheduler=scheduler
+    )
+    subscriber = _run(flow, scheduler)
+    assert isinstance(subscriber.error, LookupError)
+    assert isinstance(subscriber.error.__context__, ValueError)
+
+
+def test_retry_on_must_name_exceptions_or_be_a_function() -> None:
+    with pytest.raises(TypeError, match=r"^retry_on must be an exception class"):
+        Flow.range(0, 1).retry_backoff(Backoff(), retry_on=(ValueError, int))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"^retry_on must be an exception class"):
+        Flow.restart(Flow.empty, Backoff(), retry_on=str)
+
+
 def test_retry_backoff_refuses_a_non_backoff() -> None:
     with pytest.raises(TypeError, match=r"^backoff must be a Backoff, got int$"):
         Flow.range(0, 1).retry_backoff(3)  # type: ignore[arg-type]

@@ -50,7 +50,7 @@ from ._push import PushPublisher
 from ._push_source import PushOverflow, PushSource
 from ._rebatch import RebatchOperator
 from ._reduce import ReduceOp, ReducePublisher
-from ._resume import ResumeOperator
+from ._resume import ResumeOperator, RetryOn
 from ._scan import ScanOp
 from ._sinks import (
     NO_DEFAULT,
@@ -865,7 +865,13 @@ class Flow(Publisher[T], Generic[T]):
 
     # -- live input: push sources, retry with backoff, restart -----------------------------
 
-    def retry_backoff(self, backoff: Backoff, *, scheduler: Scheduler | None = None) -> Flow[T]:
+    def retry_backoff(
+        self,
+        backoff: Backoff,
+        *,
+        retry_on: RetryOn = Exception,
+        scheduler: Scheduler | None = None,
+    ) -> Flow[T]:
         """On an upstream error, subscribe again after a growing, jittered delay.
 
         Reactor's ``retryWhen(Retry.backoff(...))``. Retry ``k`` (0-based) waits
@@ -875,7 +881,9 @@ class Flow(Publisher[T], Generic[T]):
         ``backoff.deadline`` seconds after the series' first failure, the last error is
         signalled. With ``backoff.reset_on_success`` (the default) an element ends the
         series: the next failure starts again from ``min_backoff``, with fresh attempts
-        and deadline.
+        and deadline. Only errors that ``retry_on`` matches are retried (exception classes
+        as in ``except``, or a function of the error; every ``Exception`` by default):
+        any other ends the flow at once (Reactor's ``Retry.filter``).
 
         Marble (``Backoff(1, 4, jitter=0, max_attempts=2, reset_on_success=False)``,
         one character a second)::
@@ -896,10 +904,17 @@ class Flow(Publisher[T], Generic[T]):
         timer, and the upstream is never subscribed again.
 
         Raises:
-            TypeError: ``backoff`` is not a ``Backoff``.
+            TypeError: ``backoff`` is not a ``Backoff``, or ``retry_on`` is neither
+                exception classes nor a function.
         """
         return Flow(
-            ResumeOperator(self._node, backoff=backoff, scheduler=scheduler, label="retry_backoff")
+            ResumeOperator(
+                self._node,
+                backoff=backoff,
+                scheduler=scheduler,
+                retry_on=retry_on,
+                label="retry_backoff",
+            )
         )
 
     @staticmethod
@@ -908,6 +923,7 @@ class Flow(Publisher[T], Generic[T]):
         backoff: Backoff,
         *,
         on_complete: bool = False,
+        retry_on: RetryOn = Exception,
         scheduler: Scheduler | None = None,
     ) -> Flow[R]:
         """A source made again by ``factory()`` after it fails, once a backoff delay passed.
@@ -919,9 +935,10 @@ class Flow(Publisher[T], Generic[T]):
         (Akka's ``maxRestarts``) and ``backoff.deadline`` bound them, and once they are
         used up the last signal passes through: the error, or the completion. An element
         ends a series of failures (``backoff.reset_on_success``). A factory that raises
-        counts as a failure. Elements delivered before a failure are not repeated by this
-        operator; a restarted source starts wherever ``factory`` makes it start (pass it
-        the offset reached so far to resume).
+        counts as a failure. Only errors that ``retry_on`` matches restart the source
+        (as in ``retry_backoff``); any other ends the flow. Elements delivered before a
+        failure are not repeated by this operator; a restarted source starts wherever
+        ``factory`` makes it start (pass it the offset reached so far to resume).
 
         Marble (``Backoff(1, 4, jitter=0, max_attempts=1)``, one character a second)::
 
@@ -936,7 +953,8 @@ class Flow(Publisher[T], Generic[T]):
         by default); a cancel during the wait stops the timer.
 
         Raises:
-            TypeError: ``backoff`` is not a ``Backoff``.
+            TypeError: ``backoff`` is not a ``Backoff``, or ``retry_on`` is neither
+                exception classes nor a function.
         """
         return Flow(
             ResumeOperator(
@@ -944,6 +962,7 @@ class Flow(Publisher[T], Generic[T]):
                 backoff=backoff,
                 scheduler=scheduler,
                 on_complete=on_complete,
+                retry_on=retry_on,
                 label="restart",
             )
         )

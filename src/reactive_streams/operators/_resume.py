@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from .._core import (
     MAX_DEMAND,
@@ -37,9 +37,41 @@ if TYPE_CHECKING:
 
     from .._core import ScheduledTask, Scheduler
 
-__all__ = ["ResumeOperator"]
+__all__ = ["ResumeOperator", "RetryOn", "retry_predicate"]
 
 T = TypeVar("T")
+
+RetryOn: TypeAlias = "type[Exception] | tuple[type[Exception], ...] | Callable[[Exception], object]"
+"""Which errors are retried: exception classes (as in ``except``), or a predicate."""
+
+
+def _always(error: Exception) -> bool:
+    return True
+
+
+def retry_predicate(retry_on: RetryOn) -> Callable[[Exception], bool]:
+    """``retry_on`` as a predicate: exception classes (as in ``except``), or a function.
+
+    Raises:
+        TypeError: neither an exception class, a tuple of them, nor a callable.
+    """
+    if isinstance(retry_on, type) and issubclass(retry_on, Exception):
+        kinds: tuple[type[Exception], ...] = (retry_on,)
+    elif isinstance(retry_on, tuple) and all(
+        isinstance(kind, type) and issubclass(kind, Exception) for kind in retry_on
+    ):
+        kinds = retry_on
+    elif callable(retry_on) and not isinstance(retry_on, type):
+        predicate = retry_on
+        return lambda error: bool(predicate(error))
+    else:
+        raise TypeError(
+            "retry_on must be an exception class, a tuple of them, or a function of the "
+            f"error, got {retry_on!r}"
+        )
+    if kinds == (Exception,):
+        return _always
+    return lambda error: isinstance(error, kinds)
 
 
 class ResumeOperator(SingleUpstreamOperator[T]):
@@ -82,6 +114,7 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         "_if_empty",
         "_label",
         "_on_complete",
+        "_retry_on",
         "_scheduler",
         "_times",
     )
@@ -96,6 +129,7 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         backoff: Backoff | None = None,
         scheduler: Scheduler | None = None,
         on_complete: bool = False,
+        retry_on: RetryOn = Exception,
         label: str,
     ) -> None:
         super().__init__(upstream)
@@ -107,6 +141,7 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         self._backoff = backoff
         self._scheduler = scheduler
         self._on_complete = on_complete
+        self._retry_on = retry_predicate(retry_on)
         self._label = label
 
     @property
@@ -119,7 +154,10 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         stage = _Resume(subscriber, self._upstream, self._fallback, self._times, self._if_empty)
         if self._backoff is not None:
             stage.use_backoff(
-                self._backoff, self._scheduler or default_scheduler(), self._on_complete
+                self._backoff,
+                self._scheduler or default_scheduler(),
+                self._on_complete,
+                self._retry_on,
             )
         self._track(stage)
         if not signal_on_subscribe(subscriber, stage):
@@ -175,6 +213,7 @@ class _Resume(Subscription):
         "_pending",
         "_queue",
         "_requested",
+        "_retry_on",
         "_scheduler",
         "_seen",
         "_series_start",
@@ -214,15 +253,24 @@ class _Resume(Subscription):
         self._series_start: float | None = None  # the series of failures began (backoff)
         self._pending: ScheduledTask | None = None  # the next subscription, due later
         self._on_complete = False  # a completion is retried too (restart)
+        self._retry_on: Callable[[Exception], bool] = _always
 
-    def use_backoff(self, backoff: Backoff, scheduler: Scheduler, on_complete: bool) -> None:
+    def use_backoff(
+        self,
+        backoff: Backoff,
+        scheduler: Scheduler,
+        on_complete: bool,
+        retry_on: Callable[[Exception], bool],
+    ) -> None:
         """Retry after ``backoff``'s delays on ``scheduler``; before ``start`` only.
 
-        With ``on_complete`` a completion is retried like a failure.
+        With ``on_complete`` a completion is retried like a failure; only errors for
+        which ``retry_on`` is true are retried.
         """
         self._backoff = backoff
         self._scheduler = scheduler
         self._on_complete = on_complete
+        self._retry_on = retry_on
 
     def statistics(self) -> StageStatistics:
         return StageStatistics(
@@ -344,13 +392,24 @@ class _Resume(Subscription):
             self.start(publisher)
             return
         if self._backoff is not None:
-            self._retry_later(error, self._backoff)
+            if self._retryable(error):
+                self._retry_later(error, self._backoff)
+            else:
+                self._finish(error)
             return
         if self._fallback is None and self._attempts < self._times:
             self._attempts += 1
             self.start(self._upstream)
             return
         self._finish(error)
+
+    def _retryable(self, error: Exception) -> bool:
+        try:
+            return bool(self._retry_on(error))
+        except Exception as exc:  # the predicate broke: end with its error, after the cause
+            exc.__context__ = error
+            self._finish(exc)
+            return False
 
     def _retry_later(self, error: Exception | None, backoff: Backoff) -> None:
         """Subscribe upstream again after the policy's delay, or end with ``error``.
