@@ -250,7 +250,7 @@ class _BoundChecking(RecordingSubscriber[tuple[int, int]]):
         super().on_next(element)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     capacity=st.integers(1, 6),
     overflow=st.sampled_from(["backpressure", "drop_latest", "drop_oldest", "error"]),
