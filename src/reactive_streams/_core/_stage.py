@@ -471,6 +471,41 @@ class BufferedStage(TerminalLatch, UpstreamStage):
     def _upstream_completed(self) -> None:
         """Hook run under the lock by the first ``on_complete`` (e.g. flush a partial)."""
 
+    def on_next(self, element: Any) -> None:
+        """Queue ``element`` for downstream and drain; by default the stage passes it on.
+
+        Dropped once the stage ended or was cancelled (Rule 2.8). A stage that transforms
+        or holds elements overrides this, queueing with ``_push_locked``; one that only
+        keeps books per element extends ``_queued_locked``.
+
+        Raises:
+            TypeError: ``on_next(None)`` (Rule 2.13).
+        """
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        with self._lock:
+            if self._done or self._cancelled:
+                return
+            self._push_locked(element)
+            more = self._queued_locked()
+        self._schedule()
+        if more and self._upstream is not None:
+            self.request_upstream(self._upstream, more)
+
+    def _push_locked(self, element: Any) -> None:
+        """Queue ``element`` behind ``_ready`` (``_lock`` held), keeping the high-water mark."""
+        ready = self._ready
+        ready.append(element)
+        self._high_water = max(self._high_water, len(ready))
+
+    def _queued_locked(self) -> int:
+        """Hook: ``on_next`` queued an element (``_lock`` held); how many to request now.
+
+        The request goes upstream after the drain; 0 by default (the stage requests
+        elsewhere).
+        """
+        return 0
+
     def _reject_request(self, error: ProtocolViolationError) -> None:
         self._fail_urgently(error)
 
