@@ -105,7 +105,15 @@ from ._signals import (
     signal_on_subscribe,
     signal_terminal,
 )
-from ._stage import BufferedStage, DownstreamStage, InnerSubscriber, PassThroughStage, UpstreamStage
+from ._stage import (
+    BufferedStage,
+    DownstreamStage,
+    InnerSubscriber,
+    PassThroughStage,
+    TerminalLatch,
+    UpstreamStage,
+    latch_terminal_locked,
+)
 from ._statistics import StreamStatistics
 
 __all__ = [
@@ -151,6 +159,7 @@ __all__ = [
     "StageStatistics",
     "StreamInterruptedError",
     "StreamStatistics",
+    "TerminalLatch",
     "TaskQueue",
     "ThreadTimerScheduler",
     "UndeliverableHook",
@@ -177,4 +186,5 @@ __all__ = [
     "signal_terminal",
     "validate_request",
     "walk",
+    "latch_terminal_locked",
 ]
