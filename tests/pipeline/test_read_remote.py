@@ -7,6 +7,7 @@ import os
 import queue
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -129,11 +130,13 @@ def test_route_urls() -> None:
         RemoteInput.parse("rsocket://h/flights")
 
 
-def _serve(directory: Path, token: str, *extra: str) -> tuple[subprocess.Popen[str], int]:
-    """``reactive-streams serve`` on a free port in a subprocess; its process and port."""
+def _serve(
+    directory: Path, token: str, *extra: str, port: int = 0
+) -> tuple[subprocess.Popen[str], int]:
+    """``reactive-streams serve`` in a subprocess (``port`` 0: a free one); process, port."""
     process = subprocess.Popen(
         [sys.executable, "-m", "reactive_streams", "serve", "--input", str(directory),
-         "--port", "0", "--route", "flights", "--partitions", "3", "--batch-rows", "100",
+         "--port", str(port), "--route", "flights", "--partitions", "3", "--batch-rows", "100",
          "--token", token, *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -265,3 +268,92 @@ def test_a_followed_route_runs_until_stopped_committing_its_result_each_micro_ba
     summary = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
     assert summary["status"] == "completed" and summary["live_input"] is True
     assert "stopped by SIGTERM" in " ".join(summary["notes"])
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def _pipeline_process(tmp_path: Path, port: int, *extra: str) -> subprocess.Popen[str]:
+    """The command over the route at ``port``, 100 records per micro-batch, checkpointed."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "reactive_streams", "pipeline",
+         "--input", f"rsocket://127.0.0.1:{port}/flights", "--token", "s3cret",
+         "--sql", "SELECT origin, count(*) AS flights FROM events GROUP BY origin",
+         "--output", str(tmp_path / "out"), "--max-records-per-trigger", "100",
+         "--checkpoint", str(tmp_path / "checkpoint"), "--quiet", *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SOURCE},
+    )  # fmt: skip
+
+
+def _after_micro_batches(tmp_path: Path, pipeline: subprocess.Popen[str], count: int) -> None:
+    offsets = tmp_path / "checkpoint" / "query" / "offsets"
+    deadline = time.monotonic() + 240
+    while not (offsets / str(count)).exists():
+        assert pipeline.poll() is None, pipeline.communicate()[1]
+        assert time.monotonic() < deadline, "no micro-batch ran"
+        time.sleep(0.1)
+
+
+def _stop(*processes: subprocess.Popen[str]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=60)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+def test_a_producer_killed_and_served_again_on_its_port_is_resumed_exactly(
+    tmp_path: Path,
+) -> None:
+    _inputs(tmp_path / "in")
+    port = _free_port()
+    server, _ = _serve(tmp_path / "in", "s3cret", port=port)
+    pipeline = _pipeline_process(tmp_path, port)
+    again = None
+    try:
+        _after_micro_batches(tmp_path, pipeline, 2)
+        server.kill()  # SIGKILL, mid-stream: 2,403 records at 100 per micro-batch
+        server.wait(timeout=60)
+        assert pipeline.poll() is None  # the run is still going: it met the drop
+        time.sleep(1.0)
+        again, _ = _serve(tmp_path / "in", "s3cret", port=port)
+        _, errors = pipeline.communicate(timeout=300)
+        assert pipeline.returncode == 0, errors
+    finally:
+        _stop(pipeline, server, *([again] if again is not None else []))
+    local = CliRunner().invoke(
+        main,
+        ["pipeline", "--input", str(tmp_path / "in"), "--sql",
+         "SELECT origin, count(*) AS flights FROM events GROUP BY origin",
+         "--output", str(tmp_path / "local"), "--quiet"],
+    )  # fmt: skip
+    assert local.exit_code == 0, (local.stdout, local.stderr)
+    ours = pq.read_table(tmp_path / "out" / "result.parquet").sort_by("origin")
+    theirs = pq.read_table(tmp_path / "local" / "result.parquet").sort_by("origin")
+    assert ours.equals(theirs)  # exact: nothing lost, nothing twice
+
+
+def test_a_producer_that_stays_away_past_the_bound_fails_the_run_in_one_line(
+    tmp_path: Path,
+) -> None:
+    _inputs(tmp_path / "in")
+    port = _free_port()
+    server, _ = _serve(tmp_path / "in", "s3cret", port=port)
+    pipeline = _pipeline_process(tmp_path, port, "--reconnect-for", "3")
+    try:
+        _after_micro_batches(tmp_path, pipeline, 1)
+        server.kill()
+        _, errors = pipeline.communicate(timeout=300)
+    finally:
+        _stop(pipeline, server)
+    assert pipeline.returncode == 1, errors
+    [line] = [text for text in errors.splitlines() if text.startswith("Error:")]
+    assert f"127.0.0.1:{port}" in line, errors

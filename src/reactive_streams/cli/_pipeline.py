@@ -181,6 +181,15 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     help="The bearer token the rsocket:// input's server requires (serve --token).",
 )
 @click.option(
+    "--reconnect-for",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds to keep dialling an rsocket:// input's server again after the connection "
+    "dropped; a producer restarted on the same port is picked up and every partition "
+    "resumes from the record it reached (0: a drop fails the run).",
+)
+@click.option(
     "--sql",
     help="One streaming query over the view `events` (default: flights per hour); Spark's "
     "parser checks it before anything runs, and any other statement is refused.",
@@ -301,6 +310,7 @@ def pipeline(
     *,
     inputs: tuple[str, ...],
     token: str | None,
+    reconnect_for: float,
     sql: str | None,
     output: Path,
     fmt: str,
@@ -384,6 +394,7 @@ def pipeline(
         inputs=() if urls else tuple(Path(text) for text in inputs),
         input_url=urls[0] if urls else None,
         token=token,
+        reconnect_for=reconnect_for,
         sql=sql,
         output=output,
         fmt=fmt,  # type: ignore[arg-type]  # click.Choice guarantees the literal

@@ -52,6 +52,10 @@ class PipelineConfig:
             (``rsocket://host:port/route``, ``rsocket+ws://host:port[/path]/route``),
             read on the executors (``_read_remote``); ``None``: none.
         token: the bearer token ``input_url``'s server requires; ``None``: none.
+        reconnect_for: seconds the run keeps dialling ``input_url``'s server again after
+            the connection dropped (a producer restarted on the same port is picked up,
+            and every partition is asked again from the record it reached); ``0``: a
+            dropped connection fails the run at once.
         sql: the query over ``events``; ``None`` means the default query.
         output: the output directory.
         fmt: the result's format.
@@ -105,6 +109,7 @@ class PipelineConfig:
     inputs: tuple[Path, ...] = ()
     input_url: str | None = None
     token: str | None = None
+    reconnect_for: float = 60.0
     sql: str | None = None
     output: Path = Path("pipeline-output")
     fmt: OutputFormat = "parquet"

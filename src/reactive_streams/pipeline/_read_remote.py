@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
+from .._core import Backoff
 from ..files import DEAD_LETTER_COLUMN
 from ._read_parts import PartsRead
 from ._schema import spark_schema
@@ -30,6 +31,17 @@ if TYPE_CHECKING:
     from ._inputs import InputPlan, RemoteInput
 
 __all__ = ["RemoteRead", "SelectColumns"]
+
+
+def reconnect_policy(seconds: float) -> Backoff | None:
+    """``--reconnect-for``: dial again for ``seconds`` after a drop; ``None`` for ``0``.
+
+    The delays grow from 0.2 s to 5 s (jittered); reads and offsets requests wait for the
+    reconnection, their timeouts set longer than ``seconds``.
+    """
+    if seconds <= 0:
+        return None
+    return Backoff(min_backoff=0.2, max_backoff=5.0, jitter=0.2, deadline=seconds)
 
 
 class SelectColumns:
@@ -104,6 +116,10 @@ class RemoteRead(PartsRead):
             token=config.token,
             transform=transform,
             max_records_per_trigger=config.trigger_records,
+            reconnect=reconnect_policy(config.reconnect_for),
+            # A read or an offsets request waits for a reconnection: longer than its bound.
+            read_timeout=max(120.0, config.reconnect_for + 30.0),
+            request_timeout=max(30.0, config.reconnect_for + 10.0),
             # The executors' Python workers start while the query is analysed and started.
             warm_workers=True,
         )
