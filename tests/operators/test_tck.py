@@ -415,3 +415,19 @@ class TestSkippingBuffer(_FlowVerification):
 class TestSlidingWindow(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return _pushed(elements).window(2, skip=1)
+
+
+class TestSwitchMap(_FlowVerification):
+    """One source element: the inner carries the whole demand."""
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.just(0).switch_map(lambda _: _pushed(elements))
+
+
+class TestSwitchMapSwitching(_FlowVerification):
+    """Earlier inners are replaced (empty ones, so the count stays exact)."""
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.range(0, 3).switch_map(
+            lambda i: _pushed(elements) if i == 2 else Flow.from_publisher(RangePublisher(0, 0))
+        )

@@ -63,6 +63,7 @@ from ._skip_while import SkipWhileOp
 from ._sliding import SlidingBufferOperator
 from ._sources import DeferPublisher, ErrorPublisher, WrappedPublisher
 from ._subscribe_on import SubscribeOnOperator
+from ._switch_map import SwitchMapOperator
 from ._take import TakeOp
 from ._take_until import TakeUntilOperator
 from ._take_while import TakeWhileOp
@@ -716,6 +717,35 @@ class Flow(Publisher[T], Generic[T]):
         return Flow(
             FlatMapOperator(self._node, fn, concurrency=1, prefetch=prefetch, label="concat_map")
         )
+
+    # ------------------------------------------------------------------ switch, async map, combine
+    def switch_map(self, fn: Callable[[T], Publisher[R] | Iterable[R]]) -> Flow[R]:
+        """Map each element to a publisher; only the newest one's elements pass (Rx switchMap).
+
+        >>> Flow.range(0, 3).switch_map(lambda x: Flow.just(x, x * 10)).to_list()
+        [0, 0, 1, 10, 2, 20]
+
+        Marble::
+
+            source:   -a-----b---------|
+            fn(a):     -1--2--3|           (cancelled when b arrives: 3 never passes)
+            fn(b):           -4--5-|
+            request:  (3)
+            result:   --1--2--4|           (3 elements requested, 3 delivered)
+
+        A new element cancels the inner publisher in use; its elements received but not
+        yet delivered are dropped (``statistics().dropped``). The flow completes when
+        the source and the current inner have completed; the first error (source, inner,
+        or ``fn``) cancels everything and overtakes the waiting elements.
+
+        Backpressure: the source is requested without bound (an element only replaces
+        the inner); the current inner is requested the outstanding downstream demand,
+        which carries over to the next inner (Reactor's ``switchMap``).
+
+        Concurrency: the source and the inners may signal on any threads; downstream
+        signals are serial (the stage's one drain loop).
+        """
+        return Flow(SwitchMapOperator(self._node, fn))
 
     def buffer(
         self, size: int, skip: int | None = None, *, timeout: float | None = None
