@@ -431,3 +431,22 @@ class TestSwitchMapSwitching(_FlowVerification):
         return Flow.range(0, 3).switch_map(
             lambda i: _pushed(elements) if i == 2 else Flow.from_publisher(RangePublisher(0, 0))
         )
+
+
+class TestMapAsync(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).map_async(lambda x: x + 1, 4)
+
+
+class TestMapAsyncUnordered(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).map_async_unordered(lambda x: x + 1, 4, executor=self.executor())
+
+
+async def _increment(x: int) -> int:
+    return x + 1
+
+
+class TestMapAsyncCoroutine(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).map_async(_increment, 3)

@@ -42,6 +42,7 @@ from ._group_by import GroupByOperator
 from ._interval import IntervalPublisher
 from ._limit_rate import LimitRateOperator
 from ._map import MapOp
+from ._map_async import MapAsyncOperator
 from ._multicast import MulticastOperator
 from ._publish_on import PublishOnOperator
 from ._pull import PullPublisher
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
     from collections.abc import (
         AsyncIterable,
         AsyncIterator,
+        Awaitable,
         Callable,
         Hashable,
         Iterable,
@@ -746,6 +748,96 @@ class Flow(Publisher[T], Generic[T]):
         signals are serial (the stage's one drain loop).
         """
         return Flow(SwitchMapOperator(self._node, fn))
+
+    def map_async(
+        self,
+        fn: Callable[[T], R] | Callable[[T], Awaitable[R]],
+        parallelism: int,
+        *,
+        executor: Executor | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Flow[R]:
+        """Apply ``fn`` with up to ``parallelism`` calls at once; results in order (Akka mapAsync).
+
+        >>> import asyncio
+        >>> async def double(x):
+        ...     await asyncio.sleep(0.01 * (3 - x))  # the later elements finish first
+        ...     return x * 2
+        >>> Flow.range(0, 4).map_async(double, 4).to_list(timeout=10)
+        [0, 2, 4, 6]
+        >>> Flow.range(0, 4).map_async(lambda x: x + 1, 2).to_list(timeout=10)
+        [1, 2, 3, 4]
+
+        Marble (``parallelism=2``; ``b`` takes longer than ``c``)::
+
+            source:   -a-b-----c-----|
+            calls:     [a][b-------]
+                                 [c]
+            request:  (2)-(1)-----(1)(1)    (upstream: one per delivered result)
+            result:   --A-------B-C--|
+
+        Args:
+            fn: a plain function, run on ``executor`` (by default a pool of
+                ``parallelism`` daemon threads per subscriber, shut down when the stream
+                ends), or a coroutine function (``async def``), run on ``loop`` (by
+                default one shared event loop on a daemon thread).
+            parallelism: the most calls running or results waiting for delivery.
+            executor: where a plain ``fn`` runs (any ``concurrent.futures.Executor``).
+            loop: where a coroutine ``fn`` runs (it need not be the caller's).
+
+        A call that raises or returns ``None`` (Rule 2.13) fails the flow at once:
+        upstream is cancelled, calls not started are cancelled and the other results
+        are discarded. An upstream error is signalled at once too, discarding the
+        results in flight; completion waits for them.
+
+        Backpressure: ``parallelism`` requested upstream at first, then one element per
+        result delivered downstream, so at most ``parallelism`` calls run or results
+        wait. A result that arrives ahead of an earlier one waits for it.
+
+        Concurrency: the calls run on the executor's threads or the loop; results are
+        delivered serially from the stage's drain loop, on the thread of the call that
+        made them deliverable or of the downstream ``request``.
+
+        Raises:
+            TypeError, ValueError: ``parallelism`` is not a positive int; ``executor=``
+                with a coroutine function, or ``loop=`` with a plain one.
+        """
+        return Flow(
+            MapAsyncOperator(
+                self._node, fn, parallelism, ordered=True, executor=executor, loop=loop
+            )
+        )
+
+    def map_async_unordered(
+        self,
+        fn: Callable[[T], R] | Callable[[T], Awaitable[R]],
+        parallelism: int,
+        *,
+        executor: Executor | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Flow[R]:
+        """``map_async``, each result delivered as soon as it is ready (Akka mapAsyncUnordered).
+
+        >>> sorted(Flow.range(0, 4).map_async_unordered(lambda x: x * 3, 2).to_list(timeout=10))
+        [0, 3, 6, 9]
+
+        Marble (``parallelism=2``; ``b`` takes longer than ``c``)::
+
+            source:   -a-b-----c-----|
+            request:  (2)-(1)---(1)-(1)
+            result:   --A-----C---B--|
+
+        Backpressure: as ``map_async``: at most ``parallelism`` calls running or results
+        waiting; one upstream element requested per result delivered.
+
+        Concurrency: as ``map_async``; the order of the results is the order in which the
+        calls finish.
+        """
+        return Flow(
+            MapAsyncOperator(
+                self._node, fn, parallelism, ordered=False, executor=executor, loop=loop
+            )
+        )
 
     def buffer(
         self, size: int, skip: int | None = None, *, timeout: float | None = None
