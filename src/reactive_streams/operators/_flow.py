@@ -749,14 +749,34 @@ class Flow(Publisher[T], Generic[T]):
         """
         return Flow(SwitchMapOperator(self._node, fn))
 
+    @overload
     def map_async(
         self,
-        fn: Callable[[T], R] | Callable[[T], Awaitable[R]],
+        fn: Callable[[T], Awaitable[R]],
+        parallelism: int,
+        *,
+        executor: None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Flow[R]: ...
+
+    @overload
+    def map_async(
+        self,
+        fn: Callable[[T], R],
+        parallelism: int,
+        *,
+        executor: Executor | None = None,
+        loop: None = None,
+    ) -> Flow[R]: ...
+
+    def map_async(
+        self,
+        fn: Callable[[T], Any],
         parallelism: int,
         *,
         executor: Executor | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
-    ) -> Flow[R]:
+    ) -> Flow[Any]:
         """Apply ``fn`` with up to ``parallelism`` calls at once; results in order (Akka mapAsync).
 
         >>> import asyncio
@@ -808,14 +828,34 @@ class Flow(Publisher[T], Generic[T]):
             )
         )
 
+    @overload
     def map_async_unordered(
         self,
-        fn: Callable[[T], R] | Callable[[T], Awaitable[R]],
+        fn: Callable[[T], Awaitable[R]],
+        parallelism: int,
+        *,
+        executor: None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Flow[R]: ...
+
+    @overload
+    def map_async_unordered(
+        self,
+        fn: Callable[[T], R],
+        parallelism: int,
+        *,
+        executor: Executor | None = None,
+        loop: None = None,
+    ) -> Flow[R]: ...
+
+    def map_async_unordered(
+        self,
+        fn: Callable[[T], Any],
         parallelism: int,
         *,
         executor: Executor | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
-    ) -> Flow[R]:
+    ) -> Flow[Any]:
         """``map_async``, each result delivered as soon as it is ready (Akka mapAsyncUnordered).
 
         >>> sorted(Flow.range(0, 4).map_async_unordered(lambda x: x * 3, 2).to_list(timeout=10))
