@@ -450,3 +450,13 @@ async def _increment(x: int) -> int:
 class TestMapAsyncCoroutine(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return _pushed(elements).map_async(_increment, 3)
+
+
+class TestCombineLatest(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.combine_latest(Flow.just("x"), _pushed(elements))
+
+
+class TestWithLatestFrom(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).with_latest_from(Flow.just("x"))

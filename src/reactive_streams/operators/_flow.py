@@ -23,6 +23,7 @@ from .._core import (
 from ..adapters.asyncio import AsyncIteratorSubscriber, from_async_iterable, to_async_iterator
 from ..api import Processor, Publisher, Subscriber
 from ._buffer import BufferOperator
+from ._combine_latest import CombineLatestOperator, WithLatestFromOperator
 from ._distinct import DistinctOp, DistinctUntilChangedOp
 from ._filter import FilterOp
 from ._flat_map import FlatMapOperator
@@ -878,6 +879,101 @@ class Flow(Publisher[T], Generic[T]):
                 self._node, fn, parallelism, ordered=False, executor=executor, loop=loop
             )
         )
+
+    @overload
+    @staticmethod
+    def combine_latest(
+        *publishers: Publisher[Any], prefetch: int = 32
+    ) -> Flow[tuple[Any, ...]]: ...
+
+    @overload
+    @staticmethod
+    def combine_latest(
+        *publishers: Publisher[Any], combiner: Callable[[tuple[Any, ...]], R], prefetch: int = 32
+    ) -> Flow[R]: ...
+
+    @staticmethod
+    def combine_latest(
+        *publishers: Publisher[Any],
+        combiner: Callable[[tuple[Any, ...]], Any] = tuple,
+        prefetch: int = 32,
+    ) -> Flow[Any]:
+        """``combiner(latest)`` each time a source emits, once every source has emitted (Rx).
+
+        ``latest`` is the tuple of each source's latest element, in the sources' order.
+
+        >>> Flow.combine_latest(Flow.just("a"), Flow.range(0, 3)).to_list()
+        [('a', 0), ('a', 1), ('a', 2)]
+        >>> Flow.combine_latest(Flow.just(1), Flow.just(10), combiner=sum).to_list()
+        [11]
+
+        Marble::
+
+            a:        -1-----2-----|
+            b:        ----x-----y----|
+            request:  (10)
+            result:   ----(1,x)-(2,x)-(2,y)-|
+
+        The flow completes once every source has completed (or at once when one
+        completes without an element); the first error cancels every source. Elements
+        are taken in the order they arrived (Reactor's ``combineLatest``).
+
+        Backpressure: each source is requested ``prefetch`` and refilled at 75% of what
+        was taken from it, so at most ``len(publishers) * prefetch`` elements wait, and a
+        source whose elements wait for demand is not asked for more. A hot source that
+        sends beyond what it was requested ends the flow with
+        ``MissingBackpressureError`` (put ``on_backpressure_latest()`` or ``sample`` in
+        front of it) rather than being buffered without bound.
+
+        Concurrency: sources may emit on any threads; the combiner runs on the stage's one
+        drain loop, and downstream signals are serial.
+
+        Raises:
+            ValueError: no publisher, or a non-positive ``prefetch``.
+        """
+        return Flow(CombineLatestOperator(tuple(publishers), combiner, prefetch))
+
+    @overload
+    def with_latest_from(self, other: Publisher[A], *, prefetch: int = 32) -> Flow[tuple[T, A]]: ...
+
+    @overload
+    def with_latest_from(
+        self, other: Publisher[A], combiner: Callable[[tuple[T, A]], R], *, prefetch: int = 32
+    ) -> Flow[R]: ...
+
+    def with_latest_from(
+        self,
+        other: Publisher[Any],
+        combiner: Callable[[tuple[Any, Any]], Any] = tuple,
+        *,
+        prefetch: int = 32,
+    ) -> Flow[Any]:
+        """``combiner((element, latest))``, ``latest`` being ``other``'s latest element (Rx).
+
+        >>> Flow.range(0, 3).with_latest_from(Flow.just("x")).to_list()
+        [(0, 'x'), (1, 'x'), (2, 'x')]
+
+        Marble::
+
+            source:   -1---2---3---4-|
+            other:    ---a-------b-|
+            result:   -----(2,a)-(3,a)-(4,b)-|     (1 dropped: other had no element)
+
+        ``other`` is subscribed first. An element that arrives before ``other`` emitted is
+        dropped (``statistics().dropped``). The flow completes with the source (``other``
+        cancelled); ``other``'s completion changes nothing; any error fails the flow.
+
+        Backpressure: demand passes to the source, a dropped element is requested again.
+        ``other`` is requested ``prefetch`` at a time, refilled at 75% of what arrived;
+        only its latest element is kept, so a fast ``other`` costs no memory; one that
+        sends beyond its requests ends the flow with ``MissingBackpressureError``.
+
+        Concurrency: ``other`` may emit on any thread; the combiner runs on the thread
+        that delivers the source's element.
+        """
+        if not isinstance(other, Publisher):
+            raise TypeError(f"with_latest_from() needs a Publisher, got {type(other).__qualname__}")
+        return Flow(WithLatestFromOperator(self._node, other, combiner, prefetch))
 
     def buffer(
         self, size: int, skip: int | None = None, *, timeout: float | None = None
