@@ -15,7 +15,8 @@ import operator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from reactive_streams import MAX_DEMAND, Processor, Publisher
+from reactive_streams import MAX_DEMAND, Processor, Publisher, Subscriber
+from reactive_streams._core import EmptySubscription
 from reactive_streams.operators import Flow
 from reactive_streams.operators._publish_on import PublishOn
 from reactive_streams.reference import RangePublisher
@@ -460,3 +461,17 @@ class TestCombineLatest(_FlowVerification):
 class TestWithLatestFrom(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return _pushed(elements).with_latest_from(Flow.just("x"))
+
+
+class _Silent(Publisher[Any]):
+    """A source that never signals anything after ``on_subscribe``."""
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        subscriber.on_subscribe(EmptySubscription())
+
+
+class TestTimeoutFallback(_FlowVerification):
+    """The source stays silent: after 10 ms every element comes from the fallback."""
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.from_publisher(_Silent()).timeout(0.01, _pushed(elements))

@@ -1564,19 +1564,37 @@ class Flow(Publisher[T], Generic[T]):
         """
         return Flow(DebounceOperator(self._node, period, scheduler))
 
-    def timeout(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
-        """Fail with ``TimeoutError`` (upstream cancelled) after ``period`` seconds of silence.
+    def timeout(
+        self,
+        period: float,
+        fallback: Publisher[T] | None = None,
+        *,
+        scheduler: Scheduler | None = None,
+    ) -> Flow[T]:
+        """After ``period`` seconds of silence, cancel upstream; fail or switch to ``fallback``.
+
+        Without ``fallback``, fail with ``TimeoutError``; with it, go on with its elements
+        (Reactor's ``timeout(Duration, Publisher)``; the fallback itself is not timed).
+        The wait starts at subscription and restarts at each element.
 
         Marble (``period=3``)::
 
-            source:  -a-b-------c|
-            result:  -a-b---X(TimeoutError)
+            source:    -a-b-------c|
+            result:    -a-b---X(TimeoutError)
+            fallback:         -x-y|
+            result:    -a-b----x-y|        (timeout(3, fallback))
+            request:   (5)                 (the fallback is requested 5 - 2 = 3)
 
-        Backpressure: demand passes through; the clock runs even without demand.
+        Backpressure: demand passes through; the clock runs even without demand. On a
+        switch, the fallback is requested the outstanding demand, and later requests.
 
         Concurrency: the timer runs on ``scheduler``; signals stay serial.
         """
-        return Flow(TimeoutOperator(self._node, period, scheduler))
+        if fallback is not None and not isinstance(fallback, Publisher):
+            raise TypeError(
+                f"timeout() needs a Publisher as fallback, got {type(fallback).__qualname__}"
+            )
+        return Flow(TimeoutOperator(self._node, period, scheduler, fallback))
 
     def delay(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
         """Shift every element, the completion and the error ``period`` seconds later.
