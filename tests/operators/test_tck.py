@@ -475,3 +475,10 @@ class TestTimeoutFallback(_FlowVerification):
 
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return Flow.from_publisher(_Silent()).timeout(0.01, _pushed(elements))
+
+
+class TestThrottle(_FlowVerification):
+    """A fast rate on the shared timer thread: the TCK's waits stay short."""
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).throttle(10_000, 1.0, burst=4)

@@ -572,6 +572,82 @@ def test_timeout_with_fallback_matches_the_model(
     assert scheduler.pending == 0
 
 
+def _model_throttle(arrivals: list[float], interval: float, burst: int) -> list[float]:
+    """Token bucket as a theoretical arrival time: each element's earliest instant."""
+    due = 0.0  # subscription at 0: the bucket is full
+    out: list[float] = []
+    for arrival in arrivals:
+        instant = max(arrival, due - (burst - 1) * interval, out[-1] if out else 0.0)
+        out.append(instant)
+        due = max(due, instant) + interval
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    _scripts(),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([1.0, 2.0]),
+    st.integers(1, 4),
+)
+def test_throttle_matches_the_token_bucket_model(
+    script: Any, elements: int, per: float, burst: int
+) -> None:
+    """Every element at the earliest instant the bucket allows: none early, none dropped."""
+    events, end = script
+    arrivals: list[float] = []
+
+    def build(flow: Flow[Any], scheduler: VirtualTimeScheduler) -> Flow[Any]:
+        return (
+            flow.on_backpressure_buffer(1_000)
+            .do_on_next(lambda _: arrivals.append(scheduler.now()))
+            .throttle(elements, per, burst=burst, scheduler=scheduler)
+        )
+
+    recorder, scheduler = _run(build, events, end)
+    assert [value for _, value in recorder.elements] == [value for _, value in events]
+    expected = _model_throttle(arrivals, per / elements, burst)
+    assert [instant for instant, _ in recorder.elements] == expected
+    assert recorder.completed_at == max([end, *expected])
+    assert scheduler.pending == 0
+
+
+def test_throttle_spends_tokens_only_on_demanded_elements() -> None:
+    scheduler = VirtualTimeScheduler()
+    recorder = _TimedRecorder(scheduler, request=1)
+    Flow.range(0, 10).throttle(1, 1.0, scheduler=scheduler).subscribe(recorder)
+    scheduler.advance(10)
+    assert recorder.elements == [(0.0, 0)]
+    assert recorder.subscription is not None
+    recorder.subscription.request(3)  # ten quiet seconds, but the bucket holds one token
+    scheduler.advance(10)
+    assert recorder.elements == [(0.0, 0), (10.0, 1), (11.0, 2), (12.0, 3)]
+
+
+def test_throttle_requests_a_bounded_amount_ahead() -> None:
+    scheduler = VirtualTimeScheduler()
+    source = ManualPublisher[int]()
+    recorder: Recorder[int] = Recorder(1_000)
+    Flow.from_publisher(source).throttle(1, 1.0, burst=4, scheduler=scheduler).subscribe(recorder)
+    assert source.subscription.requests == [16]
+    source.next(*range(16))
+    assert recorder.elements == [0, 1, 2, 3]  # the burst
+    assert source.subscription.total_requested == 20  # refilled as delivered
+    source.error(KeyError("late"))
+    scheduler.advance(12)
+    assert recorder.elements == list(range(16))
+    assert isinstance(recorder.errors[0], KeyError)  # after every element before it
+
+
+def test_throttle_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="throttle elements"):
+        Flow.range(0, 1).throttle(0, 1.0)
+    with pytest.raises(ValueError, match="throttle per"):
+        Flow.range(0, 1).throttle(1, 0)
+    with pytest.raises(ValueError, match="throttle burst"):
+        Flow.range(0, 1).throttle(1, 1.0, burst=0)
+
+
 # --------------------------------------------------------------------------- the TCK
 
 

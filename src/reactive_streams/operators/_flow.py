@@ -70,6 +70,7 @@ from ._take import TakeOp
 from ._take_until import TakeUntilOperator
 from ._take_while import TakeWhileOp
 from ._tap import TapCallbacks, TapOperator
+from ._throttle import ThrottleOperator
 from ._time import (
     DebounceOperator,
     DelayOperator,
@@ -974,6 +975,56 @@ class Flow(Publisher[T], Generic[T]):
         if not isinstance(other, Publisher):
             raise TypeError(f"with_latest_from() needs a Publisher, got {type(other).__qualname__}")
         return Flow(WithLatestFromOperator(self._node, other, combiner, prefetch))
+
+    def throttle(
+        self,
+        elements: int,
+        per: float,
+        *,
+        burst: int = 1,
+        scheduler: Scheduler | None = None,
+    ) -> Flow[T]:
+        """Pace to ``elements`` per ``per`` seconds by delaying, never dropping (Akka throttle).
+
+        >>> from reactive_streams.testing import RecordingSubscriber, VirtualTimeScheduler
+        >>> clock = VirtualTimeScheduler()
+        >>> seen = RecordingSubscriber(initial_request=10)
+        >>> Flow.range(0, 5).throttle(1, 2.0, burst=2, scheduler=clock).subscribe(seen)
+        >>> seen.elements                      # the bucket starts full: a burst of 2
+        [0, 1]
+        >>> clock.advance(2.0); seen.elements  # then one element every 2 seconds
+        [0, 1, 2]
+        >>> clock.advance(4.0); seen.elements, seen.completed
+        ([0, 1, 2, 3, 4], True)
+
+        A token bucket (shaping mode): ``burst`` tokens, full at subscription, one more
+        every ``per / elements`` seconds up to ``burst``; each element takes a token and
+        waits for one when there is none. Order is kept; completion and errors come after
+        the elements that arrived before them.
+
+        Marble (``throttle(1, 2, burst=2)``: one token every 2 seconds)::
+
+            source:   -abcd-----|
+            request:  (10)
+            result:   -ab-c-d---|
+
+        Args:
+            elements: tokens per ``per`` seconds (a positive int).
+            per: seconds (positive).
+            burst: the bucket's size: the most elements delivered back to back after a
+                quiet spell; ``1`` spaces every element evenly.
+            scheduler: where the waits run (the shared timer thread by default).
+
+        Backpressure: at most ``min(demand, max(burst, 16))`` elements requested upstream
+        and not yet delivered; a token is spent only on an element downstream has demand
+        for, so a slow consumer never causes a burst above the bucket.
+
+        Concurrency: the waits run on ``scheduler``; delivery is serial.
+
+        Raises:
+            TypeError, ValueError: a non-positive ``elements``, ``per`` or ``burst``.
+        """
+        return Flow(ThrottleOperator(self._node, elements, per, burst, scheduler))
 
     def buffer(
         self, size: int, skip: int | None = None, *, timeout: float | None = None
