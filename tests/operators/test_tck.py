@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from reactive_streams import MAX_DEMAND, Processor, Publisher, Subscriber
 from reactive_streams._core import EmptySubscription
-from reactive_streams.operators import Flow
+from reactive_streams.operators import Flow, KillSwitch
 from reactive_streams.operators._publish_on import PublishOn
 from reactive_streams.reference import RangePublisher
 from reactive_streams.schedulers import default_scheduler
@@ -482,3 +482,23 @@ class TestThrottle(_FlowVerification):
 
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return _pushed(elements).throttle(10_000, 1.0, burst=4)
+
+
+class TestUsing(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.using(lambda: elements, _pushed, lambda _: None)
+
+
+class TestKillSwitch(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).via(KillSwitch().flow())
+
+
+class TestKillSwitchProcessor(IdentityProcessorVerification):
+    max_supported_subscribers = 1
+
+    def create_identity_processor(self, buffer_size: int) -> Processor[Any, Any]:
+        return KillSwitch().flow()()
+
+    def create_failed_publisher(self) -> Publisher[Any] | None:
+        return Flow.error(RuntimeError("TCK: failed publisher"))

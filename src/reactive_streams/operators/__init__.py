@@ -14,6 +14,7 @@ from ._flow import ConnectableFlow as ConnectableFlow
 from ._flow import Flow as Flow
 from ._flow import GroupedFlow as GroupedFlow
 from ._group_by import TooManyGroupsError as TooManyGroupsError
+from ._kill_switch import KillSwitch as KillSwitch
 from ._sinks import BlockingIterator as BlockingIterator
 from ._sinks import CallbackSubscriber as CallbackSubscriber
 
@@ -23,6 +24,7 @@ __all__ = [
     "ConnectableFlow",
     "Flow",
     "GroupedFlow",
+    "KillSwitch",
     "NoneResultError",
     "StageStatistics",
     "TooManyGroupsError",

@@ -79,6 +79,7 @@ from ._time import (
     TimeoutOperator,
     WindowOperator,
 )
+from ._using import UsingPublisher
 from ._via import ViaOperator
 from ._zip import ZipOperator
 
@@ -1025,6 +1026,43 @@ class Flow(Publisher[T], Generic[T]):
             TypeError, ValueError: a non-positive ``elements``, ``per`` or ``burst``.
         """
         return Flow(ThrottleOperator(self._node, elements, per, burst, scheduler))
+
+    @staticmethod
+    def using(
+        resource_factory: Callable[[], A],
+        flow_factory: Callable[[A], Publisher[R]],
+        cleanup: Callable[[A], object],
+    ) -> Flow[R]:
+        """A resource per subscriber, streamed from, then cleaned up once (Reactor ``using``).
+
+        >>> closed = []
+        >>> Flow.using(lambda: [1, 2, 3], Flow.from_iterable, closed.append).to_list()
+        [1, 2, 3]
+        >>> closed
+        [[1, 2, 3]]
+        >>> Flow.using(lambda: "r", lambda r: Flow.range(0, 100), closed.append).take(2).to_list()
+        [0, 1]
+        >>> closed[-1]                         # take cancelled the stream: cleaned up too
+        'r'
+
+        Marble::
+
+            resource:  (open)-------------(cleanup)
+            flow:        -1-2-3|
+            result:      -1-2-3|           (cleanup runs before on_complete)
+
+        ``resource_factory()`` runs at each ``subscribe``, ``flow_factory(resource)`` gives
+        the publisher, and ``cleanup(resource)`` runs exactly once when the stream
+        completes, fails or is cancelled: before the terminal signal (eager), or after
+        upstream was cancelled. A ``flow_factory`` that raises cleans up and fails the
+        subscriber; a ``cleanup`` that raises turns a completion into ``on_error`` (after
+        an error or a cancel it goes to the undeliverable hook).
+
+        Backpressure: demand passes through to the resource's publisher.
+
+        Concurrency: ``cleanup`` runs on the thread that ends the stream.
+        """
+        return Flow(UsingPublisher(resource_factory, flow_factory, cleanup))
 
     def buffer(
         self, size: int, skip: int | None = None, *, timeout: float | None = None
