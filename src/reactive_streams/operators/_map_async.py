@@ -98,7 +98,14 @@ class MapAsyncOperator(StageOperator[Any]):
             fn = self._fn
 
             def submit(element: Any) -> Future[Any]:
-                return asyncio.run_coroutine_threadsafe(fn(element), loop)
+                coroutine = fn(element)
+                try:
+                    return asyncio.run_coroutine_threadsafe(coroutine, loop)
+                except Exception:  # the loop is closed: the coroutine never runs
+                    close = getattr(coroutine, "close", None)
+                    if close is not None:
+                        close()
+                    raise
 
         else:
             if self._executor is None:
