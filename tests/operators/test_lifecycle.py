@@ -288,3 +288,27 @@ def test_shutdown_from_another_thread_stops_running_flows() -> None:
         thread.join(10)
         assert not thread.is_alive()
         assert subscriber.terminals == ["complete"]
+
+
+def test_the_switch_processor_outside_via_waits_for_its_subscriber() -> None:
+    processor = KillSwitch().flow()()
+    source = ManualPublisher[int]()
+    source.subscribe(processor)  # upstream first: kept until a subscriber comes
+    recorder: Recorder[int] = Recorder(2)
+    processor.subscribe(recorder)
+    source.next(1)
+    source.complete()
+    assert recorder.elements == [1]
+    assert recorder.completed == 1
+    second: Recorder[int] = Recorder(1)
+    processor.subscribe(second)  # a processor serves one subscriber
+    assert len(second.errors) == 1
+
+    processor = KillSwitch().flow()()
+    source = ManualPublisher[int]()
+    source.subscribe(processor)
+    source.next(1)  # nobody requested it: upstream broke Rule 1.1
+    recorder = Recorder(1)
+    processor.subscribe(recorder)
+    assert "Rule 1.1" in str(recorder.errors[0])
+    assert source.subscription.cancelled == 1

@@ -723,7 +723,8 @@ class Flow(Publisher[T], Generic[T]):
             FlatMapOperator(self._node, fn, concurrency=1, prefetch=prefetch, label="concat_map")
         )
 
-    # ------------------------------------------------------------------ switch, async map, combine
+    # ------------------------------------------------------------------ switch, async, pace
+    # switch_map, map_async(_unordered), combine_latest, with_latest_from, throttle, using
     def switch_map(self, fn: Callable[[T], Publisher[R] | Iterable[R]]) -> Flow[R]:
         """Map each element to a publisher; only the newest one's elements pass (Rx switchMap).
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .._core import BufferedStage, cancel_quietly, check_subscriber, signal_error_only
+from .._core import (
+    BufferedStage,
+    EmptySubscription,
+    ProtocolViolationError,
+    cancel_quietly,
+    check_subscriber,
+    signal_error_only,
+)
 from ..api import Processor
 
 if TYPE_CHECKING:
@@ -213,6 +220,8 @@ class _KillSwitchProcessor(Processor[T, T], Generic[T]):
             )
             return
         assert stage is not None
+        if pending is None and end is not None:
+            pending = EmptySubscription()  # upstream is over already (Rule 1.9 first)
         if pending is not None:
             stage.on_subscribe(pending)
         if end is not None:
@@ -236,9 +245,21 @@ class _KillSwitchProcessor(Processor[T, T], Generic[T]):
             stage.on_subscribe(subscription)
 
     def on_next(self, element: T) -> None:
-        stage = self._stage
+        with self._lock:
+            stage = self._stage
+            if stage is None:  # nobody could have requested it: upstream broke Rule 1.1
+                pending, self._pending = self._pending, None
+                self._pending_end = self._pending_end or (
+                    ProtocolViolationError(
+                        "Rule 1.1: on_next reached a kill switch's processor before its "
+                        "subscriber could request anything",
+                        rule="1.1",
+                    ),
+                )
         if stage is None:
-            raise RuntimeError("Rule 1.1: on_next before anyone could request it")
+            if pending is not None:
+                cancel_quietly(pending)
+            return
         stage.on_next(element)
 
     def on_error(self, error: Exception) -> None:
