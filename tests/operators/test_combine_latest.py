@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from hypothesis import given, settings
@@ -189,3 +191,14 @@ def test_with_latest_from_errors_cancel_the_other_side() -> None:
     assert recorder.elements == [11]
     assert isinstance(recorder.errors[0], KeyError)
     assert other.subscription.cancelled == 1
+
+
+def test_sources_on_other_threads() -> None:
+    with ThreadPoolExecutor(2) as pool:
+        a = Flow.range(0, 500).subscribe_on(pool)
+        b = Flow.range(0, 500).subscribe_on(pool)
+        result = Flow.combine_latest(a, b, prefetch=8).to_list(timeout=60)
+    assert result[-1] == (499, 499)
+    for before, after in itertools.pairwise(result):
+        assert before[0] <= after[0] and before[1] <= after[1]
+        assert (after[0] - before[0]) + (after[1] - before[1]) == 1  # one source moved

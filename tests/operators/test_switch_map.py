@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -158,3 +160,17 @@ def test_switch_map_matches_a_model(steps: list[_Step]) -> None:
     outer.complete()
     assert recorder.completed == (1 if done or not inners else 0)
     assert recorder.errors == []
+
+
+def test_inners_on_other_threads_end_with_the_whole_last_inner() -> None:
+    with ThreadPoolExecutor(4) as pool:
+        flow = Flow.range(0, 100).switch_map(
+            lambda k: Flow.range(0, 30).map(lambda i: (k, i)).subscribe_on(pool)
+        )
+        result = flow.to_list(timeout=60)
+    assert result[-30:] == [(99, i) for i in range(30)]  # the last inner is never replaced
+    keys = [k for k, _ in result]
+    assert keys == sorted(keys)  # a replaced inner never speaks again
+    for key in set(keys):
+        run = [i for k, i in result if k == key]
+        assert run == list(range(len(run)))  # each inner's elements in order, from 0
