@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import IO
 
@@ -19,8 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 import reactive_streams
+from reactive_streams import Flow
 from reactive_streams.cli import main
-from reactive_streams.rsocket import connect
+from reactive_streams.rsocket import RSocketClient, connect
 from reactive_streams.testing import collect
 
 from .files.partition_inputs import RECORDS, local_rows, write_inputs
@@ -28,8 +30,9 @@ from .files.partition_inputs import RECORDS, local_rows, write_inputs
 TIMEOUT = 60.0
 SOURCE = str(Path(reactive_streams.__file__).resolve().parent.parent)
 SERVING = re.compile(
-    r"^serving (?P<route>\S+) \((?P<partitions>\d+) partitions, (?P<records>[\d,]+) records, "
-    r"schema (?P<schema>.*)\) on tcp://(?P<host>[^:]+):(?P<port>\d+)$"
+    r"^serving (?P<route>\S+) \((?P<partitions>\d+) partitions, (?P<records>[\d,]+) records"
+    r"(?P<following>, following the input)?, schema (?P<schema>.*)\) "
+    r"on tcp://(?P<host>[^:]+):(?P<port>\d+)$"
 )
 
 
@@ -92,12 +95,15 @@ def test_serve_prints_its_address_serves_a_client_and_stops_cleanly_on_a_signal(
         (["--schema", "id BIGINT,"], r"^Error: --schema: "),
         (["--schema", "id BIGINT, other STRING"], r"columns of .*a\.csv do not match --schema"),
         (["--timestamp-format", "%Q"], r"^Error: --timestamp-format: "),
+        (["--input", "{empty}", "--follow"], r"^Error: --follow on directories .* --schema"),
     ],
 )
 def test_bad_input_or_options_are_one_line_and_exit_status_2(
     tmp_path: Path, arguments: list[str], message: str
 ) -> None:
     write_inputs(tmp_path / "input")
+    (tmp_path / "empty").mkdir()
+    arguments = [argument.format(empty=tmp_path / "empty") for argument in arguments]
     given = ["serve", "--port", "0", *arguments]
     if "--input" not in arguments:
         given += ["--input", str(tmp_path / "input" / "a.csv")]
@@ -107,8 +113,66 @@ def test_bad_input_or_options_are_one_line_and_exit_status_2(
     assert "Traceback" not in result.output
 
 
-def test_help_states_the_guarantee_and_that_follow_is_not_there_yet() -> None:
+def test_help_states_the_guarantees() -> None:
     result = CliRunner().invoke(main, ["serve", "--help"])
     assert result.exit_code == 0
     assert "replayable" in result.output
-    assert "--follow is not available yet" in result.output
+    assert "--follow" in result.output and "files that land later" in result.output
+
+
+def _answer(client: RSocketClient, route: str) -> dict[str, object]:
+    [data] = collect(client.request_response(route), timeout=TIMEOUT)
+    answer: dict[str, object] = json.loads(data)
+    return answer
+
+
+def test_follow_serves_files_that_land_later_as_a_live_route(tmp_path: Path) -> None:
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reactive_streams", "serve", "--input", str(incoming),
+         "--port", "0", "--route", "events", "--partitions", "2", "--schema", "id BIGINT",
+         "--follow", "--poll-interval", "0.05"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SOURCE},
+    )  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(process.stderr, lines), daemon=True).start()
+    try:
+        found = SERVING.match(lines.get(timeout=TIMEOUT))
+        assert found is not None
+        assert found["records"] == "0" and found["following"]
+        with connect(f"tcp://127.0.0.1:{found['port']}") as client:
+            assert _answer(client, "events.meta")["live"] is True
+            assert _answer(client, "events.offsets") == {
+                "high_water": [0, 0],
+                "final": [False, False],
+            }
+            staged = tmp_path / "batch-1.csv"
+            staged.write_text("id\n" + "".join(f"{i}\n" for i in range(10)))
+            staged.rename(incoming / "batch-1.csv")  # lands whole
+            deadline = time.monotonic() + TIMEOUT
+            while _answer(client, "events.offsets")["high_water"] != [5, 5]:
+                assert time.monotonic() < deadline, "the new file was never appended"
+                time.sleep(0.05)
+            request = json.dumps({"partition": 1, "start": 0}).encode()
+            stream = Flow.from_publisher(client.request_stream("events", request)).take(1)
+            [payload] = stream.to_list(timeout=TIMEOUT)
+            assert pa.ipc.open_stream(payload).read_all().column("id").to_pylist() == [
+                5,
+                6,
+                7,
+                8,
+                9,
+            ]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=TIMEOUT)
+        for stream_ in (process.stdout, process.stderr):
+            assert stream_ is not None
+            stream_.close()

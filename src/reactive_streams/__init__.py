@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ._core import (
     MAX_DEMAND,
+    Backoff,
     DemandTypeError,
     DrainLoop,
     EmitterElection,
@@ -42,6 +43,7 @@ from .operators import Flow
 
 __all__ = [
     "MAX_DEMAND",
+    "Backoff",
     "DemandTypeError",
     "DrainLoop",
     "EmitterElection",

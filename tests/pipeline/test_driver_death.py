@@ -1,8 +1,8 @@
 """The Spark driver's JVM dying mid-run ends the pipeline at once, naming the cause.
 
-Issue 14 item 2 and issue 15 item 5: ``kill -9`` of the driver JVM used to leave the
-command waiting forever (the query watcher died on py4j's ``ConnectionRefusedError``, and
-the sink waited on an event with no liveness check).
+``kill -9`` of the driver JVM must not leave the command waiting forever: the query
+watcher must survive py4j's ``ConnectionRefusedError``, and every wait of the sink has a
+liveness check.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -128,12 +129,12 @@ def test_route_urls() -> None:
         RemoteInput.parse("rsocket://h/flights")
 
 
-def _serve(directory: Path, token: str) -> tuple[subprocess.Popen[str], int]:
+def _serve(directory: Path, token: str, *extra: str) -> tuple[subprocess.Popen[str], int]:
     """``reactive-streams serve`` on a free port in a subprocess; its process and port."""
     process = subprocess.Popen(
         [sys.executable, "-m", "reactive_streams", "serve", "--input", str(directory),
          "--port", "0", "--route", "flights", "--partitions", "3", "--batch-rows", "100",
-         "--token", token],
+         "--token", token, *extra],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -197,3 +198,70 @@ def test_serve_in_another_process_and_the_pipeline_reading_it_match_the_local_ru
     for figure in ("input_rows", "rows_into_spark", "dead_letters", "output_groups"):
         assert summary[figure] == expected[figure], figure
     assert summary["micro_batches"] >= 4  # 2,403 records at 700 per micro-batch
+
+
+def _flights_in(result: Path) -> int:
+    """The ``flights`` column's sum in a result file, or -1 while there is none."""
+    try:
+        return int(pa.compute.sum(pq.read_table(result).column("flights")).as_py() or 0)
+    except (FileNotFoundError, pa.ArrowInvalid):
+        return -1
+
+
+def test_a_followed_route_runs_until_stopped_committing_its_result_each_micro_batch(
+    tmp_path: Path,
+) -> None:
+    """``serve --follow`` in one process, the pipeline in another: files that land later
+    are read, the result is rewritten atomically after each micro-batch, and SIGTERM ends
+    the run as completed (exit 0) with the result of everything read."""
+    _inputs(tmp_path / "staged")
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    (tmp_path / "staged" / "a.csv").rename(incoming / "a.csv")
+    sql = "SELECT origin, count(*) AS flights FROM events GROUP BY origin"
+    server, port = _serve(incoming, "s3cret", "--follow", "--poll-interval", "0.1")
+    result = tmp_path / "out" / "result.parquet"
+    pipeline = subprocess.Popen(
+        [sys.executable, "-m", "reactive_streams", "pipeline",
+         "--input", f"rsocket://127.0.0.1:{port}/flights", "--token", "s3cret", "--sql", sql,
+         "--output", str(tmp_path / "out"), "--max-records-per-trigger", "500",
+         "--summary-json", str(tmp_path / "summary.json"), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SOURCE},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while _flights_in(result) < 900:  # a.csv's 902 records, one of them a dead letter
+            assert pipeline.poll() is None, pipeline.communicate()[1]
+            assert time.monotonic() < deadline, "the first file was never read"
+            time.sleep(0.2)
+        first = _flights_in(result)
+        (tmp_path / "staged" / "b.jsonl").rename(incoming / "b.jsonl")  # lands later
+        while _flights_in(result) <= first + 600:
+            assert pipeline.poll() is None, pipeline.communicate()[1]
+            assert time.monotonic() < deadline, "the file that landed later was never read"
+            time.sleep(0.2)
+        pipeline.send_signal(signal.SIGTERM)
+        _, errors = pipeline.communicate(timeout=120)
+        assert pipeline.returncode == 0, errors
+    finally:
+        for process in (pipeline, server):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=60)
+        if server.stderr is not None:
+            server.stderr.close()
+    local = CliRunner().invoke(
+        main,
+        ["pipeline", "--input", str(incoming), "--sql", sql, "--output", str(tmp_path / "local"),
+         "--quiet"],
+    )  # fmt: skip
+    assert local.exit_code == 0, (local.stdout, local.stderr)
+    ours = pq.read_table(result).sort_by("origin")
+    theirs = pq.read_table(tmp_path / "local" / "result.parquet").sort_by("origin")
+    assert ours.column("flights").to_pylist() == theirs.column("flights").to_pylist()
+    summary = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
+    assert summary["status"] == "completed" and summary["live_input"] is True
+    assert "stopped by SIGTERM" in " ".join(summary["notes"])

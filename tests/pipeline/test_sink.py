@@ -321,3 +321,38 @@ def test_a_veto_before_the_commit_writes_nothing(tmp_path: Path) -> None:
     assert not sink.completed
     assert str(sink.error) == "too many dead letters"
     assert _files(tmp_path) == []  # the rows written through were dropped
+
+
+def test_commit_each_batch_rewrites_the_result_atomically_and_finish_keeps_it(
+    tmp_path: Path,
+) -> None:
+    sink = ResultSink(
+        tmp_path, "parquet", mode="update", keys=("origin", "hour"), commit_each_batch=True
+    )
+    subscription = FakeSubscription()
+    sink.on_subscribe(subscription)
+    sink.on_next(Batch(0, _groups(("JFK", 1, 3))))
+    assert pq.read_table(tmp_path / "result.parquet").to_pylist() == [
+        {"origin": "JFK", "hour": 1, "flights": 3}
+    ]
+    sink.on_next(Batch(1, _groups(("JFK", 1, 5), ("LGA", 1, 2))))
+    assert pq.read_table(tmp_path / "result.parquet").column("flights").to_pylist() == [5, 2]
+    assert _files(tmp_path) == ["result.parquet"]  # no temporary file left beside it
+    sink.finish()  # a live input's end: upstream cancelled, the result kept
+    assert subscription.cancelled and sink.completed and sink.wait(0)
+    sink.on_next(Batch(2, _groups(("EWR", 1, 9))))  # arrives after the stop: not folded
+    assert pq.read_table(tmp_path / "result.parquet").column("origin").to_pylist() == [
+        "JFK",
+        "LGA",
+    ]
+    assert sink.result_path == tmp_path / "result.parquet"
+
+
+def test_finish_writes_a_streamed_append_result_once(tmp_path: Path) -> None:
+    sink = ResultSink(tmp_path, "parquet", mode="append", commit_each_batch=True)
+    sink.on_subscribe(FakeSubscription())
+    sink.on_next(Batch(0, _groups(("JFK", 1, 3))))
+    assert not (tmp_path / "result.parquet").exists()  # streamed: written at the end
+    sink.on_next(Batch(1, _groups(("LGA", 2, 4))))
+    sink.finish()
+    assert pq.read_table(tmp_path / "result.parquet").num_rows == 2

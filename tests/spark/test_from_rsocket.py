@@ -6,12 +6,13 @@ import re
 import socket
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pytest
 from pyspark import cloudpickle
 
+from reactive_streams import Backoff
 from reactive_streams.rsocket import serve
 from reactive_streams.spark import RemoteRouteError, RSocketSplit, describe_route, from_rsocket
 from tests.spark import rsocket_producer
@@ -226,3 +227,133 @@ def test_a_producer_that_sends_more_than_requested_fails_the_read_naming_rule_1_
     assert re.search(
         rf"split {re.escape(url)} route 'numbers' partition 0 .*Rule 1\.1", str(failure)
     )
+
+
+RECONNECT = Backoff(min_backoff=0.05, max_backoff=0.5, deadline=60.0)
+
+
+def _read_partition_zero(
+    reader: Any, url: str, schema: pa.Schema
+) -> tuple[list[Any], list[BaseException], threading.Thread]:
+    """Start reading partition 0 of ``numbers`` on a thread, as a Spark task would."""
+    from reactive_streams.spark._splits_source import SplitPartition, SplitPlan, read_partition
+
+    split = RSocketSplit(url, "numbers", 0)
+    plan = SplitPlan(
+        splits=(split,),
+        names=(str(split),),
+        opener=reader.open,
+        count=reader.count,
+        arrow=True,
+        read_timeout=60.0,
+    )
+    rows: list[Any] = []
+    failures: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            task = SplitPartition(0, split, str(split), 0, SIZES[0])
+            for batch in read_partition(plan, task, schema):
+                rows.extend(batch.to_pylist())
+        except BaseException as exc:
+            failures.append(exc)
+
+    worker = threading.Thread(target=read, daemon=True)
+    worker.start()
+    return rows, failures, worker
+
+
+def test_with_reconnect_a_stream_cut_by_the_producer_resumes_exactly_from_where_it_was(
+    route: PartitionedRoute,
+) -> None:
+    from reactive_streams.spark._from_rsocket import _RouteReader
+
+    route.stall_at = (0, 30)
+    server = serve(route.routes())
+    port = server.port
+    url = f"tcp://127.0.0.1:{port}"
+    again = PartitionedRoute("numbers", route.partitions, route.schema, batch_rows=BATCH_ROWS)
+    restarted = None
+    try:
+        rows, failures, worker = _read_partition_zero(
+            _RouteReader(url, None, 10.0, RECONNECT), url, route.schema
+        )
+        assert route.stalled.wait(TIMEOUT), "the stream never reached the stall"
+        server.close(5.0)  # the producer goes away mid-stream...
+        restarted = serve(again.routes(), port=port)  # ...and comes back on its port
+        worker.join(TIMEOUT)
+        assert not worker.is_alive()
+    finally:
+        route.release.set()
+        server.close(5.0)
+        if restarted is not None:
+            restarted.close(5.0)
+    assert failures == []
+    assert [(row["p"], row["i"]) for row in rows] == [(0, index) for index in range(SIZES[0])]
+    assert again.streams == 1  # asked again once, from the record reached
+    assert route.stalled.is_set()
+
+
+def test_without_reconnect_the_cut_stream_fails_naming_the_partition(
+    route: PartitionedRoute,
+) -> None:
+    from reactive_streams.spark._from_rsocket import _RouteReader
+
+    route.stall_at = (0, 30)
+    server = serve(route.routes())
+    url = f"tcp://127.0.0.1:{server.port}"
+    try:
+        _rows, failures, worker = _read_partition_zero(
+            _RouteReader(url, None, 10.0), url, route.schema
+        )
+        assert route.stalled.wait(TIMEOUT)
+        server.close(5.0)
+        worker.join(TIMEOUT)
+    finally:
+        route.release.set()
+        server.close(5.0)
+    (failure,) = failures
+    assert "RSocketConnectionError" in str(failure)
+
+
+def test_with_reconnect_the_query_picks_up_a_producer_served_again_on_its_port(
+    spark: SparkSession, route: PartitionedRoute
+) -> None:
+    route.stall_at = (0, 30)
+    server = serve(route.routes())
+    port = server.port
+    url = f"tcp://127.0.0.1:{port}"
+    again = PartitionedRoute("numbers", route.partitions, route.schema, batch_rows=BATCH_ROWS)
+    restarted = None
+    batches: list[pa.Table] = []
+    lock = threading.Lock()
+
+    def keep(frame: DataFrame, batch_id: int) -> None:
+        table = frame.toArrow()
+        with lock:
+            batches.append(table)
+
+    try:
+        df = from_rsocket(
+            url,
+            "numbers",
+            spark,
+            max_records_per_trigger=1000,
+            read_timeout=60,
+            reconnect=RECONNECT,
+        )
+        query = df.writeStream.foreachBatch(keep).trigger(availableNow=True).start()
+        try:
+            assert route.stalled.wait(TIMEOUT), "the stream never reached the stall"
+            server.close(5.0)
+            restarted = serve(again.routes(), port=port)
+            assert query.awaitTermination(TIMEOUT)
+        finally:
+            query.stop()
+        assert query.exception() is None, query.exception()
+    finally:
+        route.release.set()
+        server.close(5.0)
+        if restarted is not None:
+            restarted.close(5.0)
+    assert rows_of(batches) == expected_rows()  # exact: nothing lost, nothing twice

@@ -58,6 +58,26 @@ def test_analyzed_plan_is_text_naming_the_relation(spark: SparkSession) -> None:
     assert "Range" in plan
 
 
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        ("SELECT id FROM range(5)", False),
+        ("SELECT 'Aggregate [x]' AS text FROM range(5)", False),
+        ("SELECT count(*) FROM range(5)", True),
+        ("SELECT id % 2 AS k, sum(id) FROM range(5) GROUP BY id % 2", True),
+        (
+            "SELECT * FROM (SELECT id % 2 AS k, max(id) AS m FROM range(5) GROUP BY 1) WHERE m > 1",
+            True,
+        ),
+        ("SELECT id FROM range(5) WHERE id IN (SELECT max(id) FROM range(3))", False),
+    ],
+)
+def test_plan_aggregates_finds_an_aggregate_node(
+    spark: SparkSession, sql: str, expected: bool
+) -> None:
+    assert internals.plan_aggregates(spark.sql(sql)) is expected
+
+
 def test_a_streaming_plan_names_python_sources_by_registered_name(
     spark: SparkSession, tmp_path: Path
 ) -> None:

@@ -5,6 +5,8 @@ Every other package (``operators``, ``reference``, ``adapters``, ``hubs``, ``met
 ``from .._core import EmitterElection``, never from a private module of another package.
 The kit itself imports nothing of the package but ``reactive_streams.api``.
 
+* ``Backoff`` (``_backoff``): exponential backoff with jitter, bounded by attempts or
+  a deadline, for whatever tries again (public as ``reactive_streams.Backoff``).
 * The demand core (``_demand``): ``MAX_DEMAND``, ``CALLER_BUDGET``, ``add_demand``,
   ``validate_request``, ``WorkGuard``, ``EmitterElection``, ``DrainLoop``,
   ``replenish_threshold``, ``check_positive``; the relay (``_relay``) that takes a
@@ -40,7 +42,8 @@ bridge or adapter goes.
 
 from __future__ import annotations
 
-from ._backpressure import OnBackpressureOperator, Overflow
+from ._backoff import Backoff
+from ._backpressure import Admission, OnBackpressureOperator, Overflow, admit
 from ._capabilities import ExecutorSubscribable, RunSubscriber, run_receiver
 from ._demand import (
     CALLER_BUDGET,
@@ -102,10 +105,20 @@ from ._signals import (
     signal_on_subscribe,
     signal_terminal,
 )
-from ._stage import BufferedStage, DownstreamStage, InnerSubscriber, PassThroughStage, UpstreamStage
+from ._stage import (
+    BufferedStage,
+    DownstreamStage,
+    InnerSubscriber,
+    PassThroughStage,
+    TerminalLatch,
+    UpstreamStage,
+    latch_terminal_locked,
+)
 from ._statistics import StreamStatistics
 
 __all__ = [
+    "Admission",
+    "Backoff",
     "CALLER_BUDGET",
     "MAX_DEMAND",
     "AsyncioScheduler",
@@ -146,12 +159,14 @@ __all__ = [
     "StageStatistics",
     "StreamInterruptedError",
     "StreamStatistics",
+    "TerminalLatch",
     "TaskQueue",
     "ThreadTimerScheduler",
     "UndeliverableHook",
     "UpstreamStage",
     "WorkGuard",
     "add_demand",
+    "admit",
     "cancel_quietly",
     "check_positive",
     "check_subscriber",
@@ -171,4 +186,5 @@ __all__ = [
     "signal_terminal",
     "validate_request",
     "walk",
+    "latch_terminal_locked",
 ]

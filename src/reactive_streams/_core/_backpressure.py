@@ -17,15 +17,48 @@ from ._operator import StageOperator
 from ._stage import BufferedStage
 
 if TYPE_CHECKING:
+    from collections import deque
     from collections.abc import Callable
 
     from ..api import Publisher, Subscriber, Subscription
 
-__all__ = ["OnBackpressureOperator", "Overflow"]
+__all__ = ["Admission", "OnBackpressureOperator", "Overflow", "admit"]
 
 T = TypeVar("T")
 
 Overflow = Literal["error", "drop_oldest", "drop_latest"]
+
+Admission = Literal["enqueued", "dropped", "overflow"]
+"""What ``admit`` did with an element: queued it (perhaps dropping the oldest to make
+room), dropped it, or found the buffer full under the ``"error"`` strategy."""
+
+
+def admit(
+    buffer: deque[Any], limit: int, overflow: Overflow, element: Any
+) -> tuple[Admission, Any]:
+    """Put ``element`` into ``buffer`` unless it already holds ``limit`` elements.
+
+    The one place where the overflow strategies are decided; the caller holds the lock
+    that guards ``buffer``, counts the drops and reports them (without the lock).
+
+    Returns:
+        ``("enqueued", None)``: there was room. ``("enqueued", oldest)``: ``"drop_oldest"``
+        made room by dropping ``oldest``. ``("dropped", element)``: ``"drop_latest"`` (or
+        ``"drop_oldest"`` with an empty buffer and no room) dropped the new element.
+        ``("overflow", None)``: the buffer is full and the strategy is ``"error"``; the
+        buffer is unchanged and the caller fails the stream with
+        ``MissingBackpressureError``.
+    """
+    if len(buffer) < limit:
+        buffer.append(element)
+        return "enqueued", None
+    if overflow == "drop_latest" or not buffer:
+        return "dropped", element
+    if overflow == "drop_oldest":
+        oldest = buffer.popleft()
+        buffer.append(element)
+        return "enqueued", oldest
+    return "overflow", None
 
 
 class OnBackpressureOperator(StageOperator[T]):
@@ -122,17 +155,12 @@ class _OnBackpressure(BufferedStage):
             if self._done or self._cancelled:
                 return
             buffer = self._ready
-            if len(buffer) < self._demand + self._capacity:
-                buffer.append(element)
+            outcome, dropped = admit(buffer, self._demand + self._capacity, self._overflow, element)
+            if dropped is not None:
+                self._dropped += 1
+            if outcome == "enqueued":
                 self._high_water = max(self._high_water, len(buffer) - self._demand)
-            elif self._overflow == "drop_latest" or not buffer:
-                dropped = element
-                self._dropped += 1
-            elif self._overflow == "drop_oldest":
-                dropped = buffer.popleft()
-                buffer.append(element)
-                self._dropped += 1
-            else:
+            elif outcome == "overflow":
                 self._done = True
                 self._urgent = True
                 self._error = MissingBackpressureError(

@@ -293,6 +293,21 @@ class EmitterElection(WorkGuard):
                 self._demand -= count
             return self._demand
 
+    def produced_and_release(self, count: int) -> int | None:
+        """Owner only: ``produced(count)`` and ``release()`` in one critical section.
+
+        Returns the demand left, with ownership given up; or ``None`` when work was missed
+        meanwhile (a ``request``, a ``cancel``): the caller still owns the loop and must
+        run a pass.
+        """
+        with self._lock:
+            self._delivered += count
+            if self._demand != MAX_DEMAND:
+                self._demand -= count
+            if self.release_locked():
+                return None
+            return self._demand
+
     def seize(self) -> bool:
         """Take the election for good from an owner that can never run again.
 

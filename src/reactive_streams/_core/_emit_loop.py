@@ -153,6 +153,43 @@ class EmitLoopSubscription(Subscription, Generic[T]):
         if self._election.acquire():
             self._loop.start_here()
 
+    def emit_here(self, element: T) -> int | None:
+        """Deliver one element a helper fetched for the loop's demand, without a whole pass.
+
+        For a source whose helper runs where the loop runs (a task on the event loop that
+        is the executor) and fetches one element at a time, each asked for by ``_emit``
+        (so a unit of demand is outstanding for it): the common case is one ``on_next``
+        under the election and two lock round trips. Whenever anything else is due (a
+        cancel, Rule 3.12; a parked Rule 3.9 error; a ``request`` or ``cancel`` that
+        arrived meanwhile; an election owned elsewhere) the element goes to ``_hold``
+        instead and the whole pass runs (here, or later by the election's owner).
+
+        Returns:
+            The demand left after ``element`` went out (the helper may fetch the next
+            while it is above 0), or ``None`` when the whole pass took over: the source's
+            own state (what its ``_emit`` recorded) then says whether to go on.
+        """
+        election = self._election
+        if not election.acquire():
+            self._hold(element)  # the owner's pass (queued on the loop) delivers it
+            return None
+        subscriber = self._subscriber
+        # The election's flags read directly (the kit's own class): this is per element.
+        if subscriber is None or election._cancelled or election._error is not None:
+            self._hold(element)
+            self._loop.start_here()
+            return None
+        try:
+            subscriber.on_next(element)
+        except Exception as exc:
+            self._deliver_failed(subscriber, exc)  # Rule 2.13: cancelled; the pass ends it
+            self._loop.start_here()
+            return None
+        left = election.produced_and_release(1)
+        if left is None:  # a request or cancel (maybe from inside on_next) arrived
+            self._loop.start_here()
+        return left
+
     def abandon(self, error: Exception) -> None:
         """The loop's executor is gone for good (its event loop closed): end the stream here.
 
@@ -309,6 +346,10 @@ class EmitLoopSubscription(Subscription, Generic[T]):
 
     def _close(self) -> None:
         """Release the source's resources; called once, on the loop."""
+
+    def _hold(self, element: T) -> None:
+        """Keep ``element`` for the next pass's ``_emit`` (for sources using ``emit_here``)."""
+        raise NotImplementedError(f"{type(self).__name__} does not use emit_here")
 
     def _buffered(self) -> int:
         """Elements held by the subscription right now (a read-ahead element, say)."""

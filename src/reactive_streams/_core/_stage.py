@@ -33,7 +33,7 @@ from __future__ import annotations
 import threading
 from abc import abstractmethod
 from collections import deque
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from ..api import Subscriber, Subscription
 from ._demand import MAX_DEMAND, DrainLoop, WorkGuard, add_demand, validate_request
@@ -50,7 +50,8 @@ from ._signals import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
+    from concurrent.futures import Executor
 
     from ._schedulers import Cancellable
 
@@ -59,11 +60,81 @@ __all__ = [
     "DownstreamStage",
     "InnerSubscriber",
     "PassThroughStage",
+    "Latching",
+    "TerminalLatch",
     "UpstreamStage",
+    "latch_terminal_locked",
 ]
 
 T = TypeVar("T")
 OwnerT = TypeVar("OwnerT", bound="DownstreamStage")
+
+
+class Latching(Protocol):
+    """What ``latch_terminal_locked`` needs of a stage: its lock, ``_done`` and ``_error``."""
+
+    _lock: threading.Lock
+    _done: bool
+    _error: Exception | None
+
+
+def latch_terminal_locked(stage: Latching, error: Exception | None) -> bool:
+    """Record the first terminal event of ``stage``'s upstream (``stage._lock`` held).
+
+    Sets ``_done`` (and ``_error`` for an error) and returns ``True`` the first time;
+    returns ``False`` and changes nothing once an event was recorded (Rule 1.7). The
+    caller then runs its drain loop, which sends the signal downstream.
+    """
+    if stage._done:
+        return False
+    stage._done = True
+    if error is not None:
+        stage._error = error
+    return True
+
+
+class TerminalLatch:
+    """The upstream half of a stage whose one drain loop sends the terminal signal.
+
+    ``on_error`` and ``on_complete`` only record the first terminal event (``_done``, and
+    ``_error`` for an error) under ``_lock`` and run the drain loop (``_schedule``); the
+    drain decides when the signal goes downstream (after the buffer, or at once), so the
+    stage's signals stay serial (Rule 1.3) and a second terminal event is ignored (Rule
+    1.7). Subclasses provide ``_lock``, ``_done``, ``_error`` and ``_schedule``, and may
+    extend ``_latched_locked``, which runs under the lock for the first event only.
+
+    Raises:
+        TypeError: ``on_error(None)`` (Rule 2.13).
+    """
+
+    __slots__ = ()
+
+    _lock: threading.Lock
+    _done: bool
+    _error: Exception | None
+    # The stage's own: run the drain loop, or mark it for the pass that owns it. Only
+    # annotated, so a base that comes later in the MRO provides it.
+    _schedule: Callable[[], None]
+
+    def on_error(self, error: Exception) -> None:
+        """Record the upstream's error (the first terminal event wins) and drain."""
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        self._latch(error)
+
+    def on_complete(self) -> None:
+        """Record the upstream's completion (the first terminal event wins) and drain."""
+        self._latch(None)
+
+    def _latch(self, error: Exception | None) -> None:
+        with self._lock:
+            if not latch_terminal_locked(self, error):
+                return
+            self._latched_locked(error)
+        self._schedule()
+
+    def _latched_locked(self, error: Exception | None) -> None:
+        """Hook: the first terminal event was recorded (``_lock`` held)."""
 
 
 class DownstreamStage(Subscription):
@@ -85,6 +156,14 @@ class DownstreamStage(Subscription):
     (an upstream that broke Rule 3.16, a bug of ours) ends the stage through
     ``_terminate_due_to``: every upstream cancelled, one ``on_error`` downstream.
 
+    Args:
+        downstream: the subscriber served; ``None`` for a stage that is subscribed to
+            later (a ``Processor`` such as ``publish_on``), which sets ``_downstream``
+            under the lock then.
+        executor: run the drain loop's passes there (``publish_on``'s executor) instead
+            of on the signalling thread; a task the executor refuses ends the stage like
+            a pass that raised (``_terminate_due_to``).
+
     Concurrency:
         ``request`` and ``cancel`` may be called from any thread (Rule 2.7 is the
         subscriber's); they only update counters under the lock and then run or nudge
@@ -105,7 +184,9 @@ class DownstreamStage(Subscription):
         "_terminated",
     )
 
-    def __init__(self, downstream: Subscriber[Any]) -> None:
+    def __init__(
+        self, downstream: Subscriber[Any] | None, *, executor: Executor | None = None
+    ) -> None:
         self._downstream: Subscriber[Any] | None = downstream
         self._lock = threading.Lock()
         self._demand = 0
@@ -118,6 +199,8 @@ class DownstreamStage(Subscription):
         self._guard = WorkGuard(self._lock)
         self._loop = DrainLoop(
             self._drain,
+            executor=executor,
+            on_rejected=None if executor is None else self._terminate_due_to,
             guard=self._guard,
             on_failure=self._terminate_due_to,
             self_releasing=True,
@@ -126,13 +209,14 @@ class DownstreamStage(Subscription):
     def statistics(self) -> StageStatistics:
         """Return a frozen snapshot of the stage's counters."""
         with self._lock:
+            buffered = self._buffered_now()
             return StageStatistics(
                 requested=self._requested,
                 delivered=self._delivered,
-                buffered=self._buffered_now(),
+                buffered=buffered,
                 cancelled=self._cancelled,
                 terminated=self._terminated,
-                high_water_mark=self._high_water,
+                high_water_mark=max(self._high_water, buffered),
                 dropped=self._dropped_now(),
             )
 
@@ -174,7 +258,11 @@ class DownstreamStage(Subscription):
             if self._cancelled:
                 return
             self._cancelled = True
+            self._cancelled_locked()
         self._schedule()
+
+    def _cancelled_locked(self) -> None:
+        """Hook: the first ``cancel`` was recorded (``_lock`` held)."""
 
     def _reject_request(self, error: ProtocolViolationError) -> None:
         """Record the Rule 3.9 error of a bad ``request``; by default the first error wins."""
@@ -348,7 +436,7 @@ class InnerSubscriber(Subscriber[Any], Generic[OwnerT]):
             self.owner.request_upstream(subscription, n)
 
 
-class BufferedStage(UpstreamStage):
+class BufferedStage(TerminalLatch, UpstreamStage):
     """An ``UpstreamStage`` that delivers a ready queue, its terminal signal behind it.
 
     ``_ready`` holds the elements due downstream, in order; the stage's one drain pass
@@ -376,28 +464,47 @@ class BufferedStage(UpstreamStage):
         self._done = False
         self._urgent = False
 
-    def on_error(self, error: Exception) -> None:
-        """Record the upstream error; the drain decides whether buffered elements go first."""
+    def _latched_locked(self, error: Exception | None) -> None:
         if error is None:
-            raise TypeError("Rule 2.13: on_error(None)")
-        with self._lock:
-            if self._done:
-                return
-            self._done = True
-            self._error = error
-        self._schedule()
-
-    def on_complete(self) -> None:
-        """Mark upstream completed; ``on_complete`` goes downstream after the buffer."""
-        with self._lock:
-            if self._done:
-                return
-            self._done = True
             self._upstream_completed()
-        self._schedule()
 
     def _upstream_completed(self) -> None:
         """Hook run under the lock by the first ``on_complete`` (e.g. flush a partial)."""
+
+    def on_next(self, element: Any) -> None:
+        """Queue ``element`` for downstream and drain; by default the stage passes it on.
+
+        Dropped once the stage ended or was cancelled (Rule 2.8). A stage that transforms
+        or holds elements overrides this, queueing with ``_push_locked``; one that only
+        keeps books per element extends ``_queued_locked``.
+
+        Raises:
+            TypeError: ``on_next(None)`` (Rule 2.13).
+        """
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        with self._lock:
+            if self._done or self._cancelled:
+                return
+            self._push_locked(element)
+            more = self._queued_locked()
+        self._schedule()
+        if more and self._upstream is not None:
+            self.request_upstream(self._upstream, more)
+
+    def _push_locked(self, element: Any) -> None:
+        """Queue ``element`` behind ``_ready`` (``_lock`` held), keeping the high-water mark."""
+        ready = self._ready
+        ready.append(element)
+        self._high_water = max(self._high_water, len(ready))
+
+    def _queued_locked(self) -> int:
+        """Hook: ``on_next`` queued an element (``_lock`` held); how many to request now.
+
+        The request goes upstream after the drain; 0 by default (the stage requests
+        elsewhere).
+        """
+        return 0
 
     def _reject_request(self, error: ProtocolViolationError) -> None:
         self._fail_urgently(error)

@@ -210,14 +210,16 @@ class _AsyncIterableSubscription(EmitLoopSubscription[T]):
                     self._ended = True
                     self._error = TypeError("Rule 2.13: the async iterable produced None")
                     return
-                self._item = item
                 self._want = False
-                self.wake_here()  # a pass delivers it now; it sets _want for one more
-                if not self._want:
+                left = self.emit_here(item)  # delivered now; or held, and a pass sets _want
+                if not (self._want if left is None else left):
                     return
         finally:
             self._fetch = None
             self.wake_here()  # the end, the error, or a pass that was busy elsewhere
+
+    def _hold(self, element: T) -> None:
+        self._item = element
 
     def _exhausted(self) -> bool:
         return self._ended and self._item is None

@@ -28,6 +28,8 @@ from ._file_options import character, file_options, null_value_list, quote_chara
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
+    from ..files import InputFile
+
 __all__ = ["serve"]
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -101,6 +103,21 @@ def _describe(schema: pa.Schema) -> str:
     default=None,
     help="Streams open at once on one connection.  [default: 128]",
 )
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Keep serving: files that land later in the --input directories are appended to "
+    "the partitions (a live route: readers wait at the end instead of completing). A file "
+    "is taken once its size held still for one --poll-interval; an empty directory needs "
+    "--schema.",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=0.01),
+    default=1.0,
+    show_default=True,
+    help="Seconds between looks for new files (with --follow).",
+)
 @file_options
 @click.option("--debug", is_flag=True, help="Tracebacks on errors.")
 def serve(
@@ -121,6 +138,8 @@ def serve(
     follow_symlinks: bool,
     max_connections: int | None,
     max_streams: int | None,
+    follow: bool,
+    poll_interval: float,
     debug: bool,
 ) -> None:
     """Serve files as a partitioned, replayable RSocket route, read only on demand.
@@ -135,13 +154,16 @@ def serve(
     of the reader or of this server (same files, same --partitions), so a reader that
     checkpoints its offsets reads every record exactly once. The files must not change
     while served (a changed or missing file ends the stream that reads it with an error
-    naming it). Files that land later are not read (--follow is not available yet).
+    naming it). With --follow, files that land later are appended, in the order they are
+    found; a restarted server appends the files found at its start in listing order, so
+    offsets stay exact across its restarts only if the files sort in arrival order (name
+    them by time, e.g. events-20261126T1700.csv).
 
     Prints one line, 'serving ROUTE (...) on tcp://HOST:PORT', on stderr, then serves
     until Ctrl-C or SIGTERM. Exit status: 0 after a stop signal, 2 bad input or options.
     """
     try:
-        from ..files import ConversionOptions, FilePartitions, FormatError
+        from ..files import ConversionOptions, FileFollower, FilePartitions, FormatError, list_files
         from ..pipeline import PipelineUsageError, plan_inputs, schema_from_ddl
         from ..rsocket import ServerLimits, partitioned_routes
         from ..rsocket import serve as serve_routes
@@ -178,21 +200,47 @@ def serve(
                 if value is not None
             }
         )
-        plan = plan_inputs(
-            inputs,
-            encoding=encoding,
-            delimiter=character(delimiter),
-            quote=quote_character(quote),
-            follow_symlinks=follow_symlinks,
-            schema=given,
-            options=options,
-        )
+        delimiter_character, quote_char = character(delimiter), quote_character(quote)
+
+        def listed() -> list[InputFile]:
+            try:
+                return list_files(
+                    inputs,
+                    encoding=encoding,
+                    delimiter=delimiter_character,
+                    quote=quote_char,
+                    follow_symlinks=follow_symlinks,
+                )
+            except FileNotFoundError:
+                if not follow or not all(path.is_dir() for path in inputs):
+                    raise
+                return []  # followed directories with no data file yet
+
+        if follow and not listed():
+            if given is None:
+                raise PipelineUsageError(
+                    "--follow on directories with no data file yet needs --schema "
+                    "(there is nothing to infer it from)"
+                )
+            files, planned_schema = [], given  # nothing yet: the files will come
+        else:
+            plan = plan_inputs(
+                inputs,
+                encoding=encoding,
+                delimiter=delimiter_character,
+                quote=quote_char,
+                follow_symlinks=follow_symlinks,
+                schema=given,
+                options=options,
+            )
+            files, planned_schema = list(plan.files), plan.schema
         source = FilePartitions.plan(
-            plan.files,
-            schema=plan.schema,
+            files,
+            schema=planned_schema,
             partitions=partitions,
             batch_rows=batch_rows,
             options=options,
+            live=follow,
         )
     except (PipelineUsageError, FormatError, ValueError) as exc:
         _fail(str(exc), exc, debug=debug)
@@ -215,15 +263,26 @@ def serve(
             )
         except OSError as exc:
             _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", exc, debug=debug)
+        follower = None
+        if follow:
+            follower = FileFollower(
+                source,
+                listed,
+                interval=poll_interval,
+                known=[item.path for item in files],
+            ).start()
         try:
             click.echo(
                 f"serving {route} ({source.partitions} partitions, {source.records:,} "
-                f"records, schema {_describe(source.schema)}) on tcp://{host}:{server.port}",
+                f"records{', following the input' if follow else ''}, schema "
+                f"{_describe(source.schema)}) on tcp://{host}:{server.port}",
                 err=True,
             )
             while not stopped:
                 time.sleep(_POLL)
         finally:
+            if follower is not None:
+                follower.stop()
             server.close(_CLOSE_TIMEOUT)
     finally:
         for signum, handler in previous.items():

@@ -16,7 +16,7 @@ package, so they agree on what a record is:
   record boundaries noted) and read from any offset, one row per record;
 * ``FilePartitions``: the input's records cut into P contiguous, replayable partitions,
   each a publisher of record batches from any position (what ``reactive-streams serve``
-  serves).
+  serves); made ``live``, it grows as ``FileFollower`` appends files that land later.
 
 Needs pyarrow (the ``spark`` extra); ``import reactive_streams`` does not import this.
 """
@@ -34,6 +34,7 @@ from ._convert import aligned_batch as aligned_batch
 from ._convert import validate as validate
 from ._dead_letter import DeadLetter as DeadLetter
 from ._dead_letter import quoted as quoted
+from ._follow import FileFollower as FileFollower
 from ._formats import COMPRESSIONS as COMPRESSIONS
 from ._formats import DEFAULT_ENCODING as DEFAULT_ENCODING
 from ._formats import FORMATS as FORMATS

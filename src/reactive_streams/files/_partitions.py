@@ -12,11 +12,18 @@ The same files and the same ``partitions`` and ``batch_rows`` give the same part
 the same batches from every offset: a reader that replays a range gets the same records.
 This is the shape of a partitioned route (``reactive_streams.rsocket.partitioned_routes``
 serves a ``FilePartitions`` as one); the files are final, so ``live`` is ``False``.
+
+A ``FilePartitions`` made with ``live=True`` grows: ``extend(splits)`` appends files that
+landed later (their records cut into the same number of ranges, one appended to each
+partition, so every position keeps its record), and readers at the end of a partition
+wait for the next ``extend`` instead of completing, until ``finish()``. ``FileFollower``
+polls directories and extends one.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -97,11 +104,10 @@ class FilePartitions:
             (``SplitReader.output_schema``; a string, null for a record that converted).
         partitions: how many partitions there are.
         batch_rows: the most records in one batch.
-        live: ``False``: files are final, no partition ever grows.
+        live: whether partitions may still grow (``extend``); ``False`` unless made with
+            ``live=True`` and not yet ``finish``-ed.
         records: the input's records in all.
     """
-
-    live: Final = False
 
     def __init__(
         self,
@@ -111,6 +117,7 @@ class FilePartitions:
         partitions: int = 1,
         batch_rows: int = DEFAULT_BATCH_ROWS,
         options: ConversionOptions | None = None,
+        live: bool = False,
     ) -> None:
         """Partitions over splits already planned (``plan_splits``).
 
@@ -121,19 +128,66 @@ class FilePartitions:
             partitions: how many partitions, ``>= 1``.
             batch_rows: records per batch at most, ``>= 1``.
             options: null text and timestamp forms of the conversion.
+            live: more files may come (``extend``) until ``finish``.
 
         Raises:
             ValueError: ``partitions`` or ``batch_rows`` is below 1.
         """
         check_positive("batch_rows", batch_rows)
-        self._pieces = cut_partitions(splits, partitions)
+        self._lock = threading.Lock()
+        self._pieces = [list(part) for part in cut_partitions(splits, partitions)]
+        self._readers: list[set[_PartitionSubscription]] = [set() for _ in range(partitions)]
+        self._live = live
         self._reader = SplitReader(
             schema, chunk_rows=batch_rows, options=options or ConversionOptions()
         )
         self.schema: pa.Schema = self._reader.output_schema
         self.partitions = partitions
         self.batch_rows = batch_rows
-        self.records = sum(split.records for split in splits)
+        self._records = sum(split.records for split in splits)
+
+    @property
+    def live(self) -> bool:
+        """Whether partitions may still grow (made ``live`` and not ``finish``-ed)."""
+        with self._lock:
+            return self._live
+
+    @property
+    def records(self) -> int:
+        """The records of every partition, as planned (including extensions)."""
+        with self._lock:
+            return self._records
+
+    def extend(self, splits: Sequence[FileSplit]) -> int:
+        """Append the records of ``splits`` (files that landed later); return how many.
+
+        They are cut into ``partitions`` contiguous ranges, range ``i`` appended to
+        partition ``i``, so every position keeps its record; readers waiting at the end
+        of a partition are woken.
+
+        Raises:
+            ValueError: the partitions are not live (or were finished).
+        """
+        cut = cut_partitions(splits, self.partitions)
+        with self._lock:
+            if not self._live:
+                raise ValueError("these FilePartitions are final: nothing can be appended")
+            for part, pieces in zip(self._pieces, cut, strict=True):
+                part.extend(pieces)
+            added = sum(split.records for split in splits)
+            self._records += added
+            woken = [reader for readers in self._readers for reader in readers]
+        for reader in woken:
+            reader.wake()
+        return added
+
+    def finish(self) -> None:
+        """No more files will come: every partition is final; waiting readers complete."""
+        with self._lock:
+            self._live = False
+            woken = [reader for readers in self._readers for reader in readers]
+        for reader in woken:
+            reader.wake()
 
     @classmethod
     def plan(
@@ -144,6 +198,7 @@ class FilePartitions:
         partitions: int = 1,
         batch_rows: int = DEFAULT_BATCH_ROWS,
         options: ConversionOptions | None = None,
+        live: bool = False,
     ) -> FilePartitions:
         """Plan ``files`` (``list_files`` finds them) as partitions; empty files are skipped.
 
@@ -153,9 +208,11 @@ class FilePartitions:
             partitions: how many partitions, ``>= 1``.
             batch_rows: records per batch at most, ``>= 1`` (default 4,096).
             options: null text and timestamp forms, for inference and conversion.
+            live: more files may come (``extend``, ``FileFollower``) until ``finish``.
 
         Raises:
-            ValueError: ``partitions`` or ``batch_rows`` is below 1.
+            ValueError: ``partitions`` or ``batch_rows`` is below 1, or no schema was
+                given and there is no file to infer it from.
             OSError: a file cannot be examined.
             FormatError: a file cannot be read as its format.
             pyarrow.ArrowException: a Parquet file is not valid.
@@ -164,6 +221,8 @@ class FilePartitions:
         check_positive("batch_rows", batch_rows)
         files = [item for item in files if item.path.stat().st_size]
         if schema is None:
+            if not files:
+                raise ValueError("no file to infer the schema from: give the schema")
             schema = infer_files_schema(files, options)
         return cls(
             plan_splits(files),
@@ -171,6 +230,7 @@ class FilePartitions:
             partitions=partitions,
             batch_rows=batch_rows,
             options=options,
+            live=live,
         )
 
     def pieces(self, partition: int) -> tuple[PartitionPiece, ...]:
@@ -179,12 +239,16 @@ class FilePartitions:
         Raises:
             ValueError: there is no such partition.
         """
+        self._check(partition)
+        with self._lock:
+            return tuple(self._pieces[partition])
+
+    def _check(self, partition: int) -> None:
         if type(partition) is not int or not 0 <= partition < self.partitions:
             raise ValueError(
                 f"no partition {partition!r}: there are {self.partitions} (0 to "
                 f"{self.partitions - 1})"
             )
-        return self._pieces[partition]
 
     def size(self, partition: int) -> int:
         """The records of ``partition``, as planned (no file is checked).
@@ -207,13 +271,13 @@ class FilePartitions:
         return self.size(partition)
 
     def final(self, partition: int) -> bool:
-        """``True``: a file partition never grows.
+        """Whether the partition will not grow: always, unless ``live`` and not finished.
 
         Raises:
             ValueError: there is no such partition.
         """
-        self.pieces(partition)
-        return True
+        self._check(partition)
+        return not self.live
 
     def open(self, partition: int, start: int) -> Publisher[pa.RecordBatch]:
         """The records of ``partition`` from position ``start`` on, in batches.
@@ -235,7 +299,7 @@ class FilePartitions:
                 if type(start) is int and start > size
                 else f"start must be an integer >= 0, got {start!r}"
             )
-        return _PartitionPublisher(self._pieces[partition], start, self._reader)
+        return _PartitionPublisher(self, partition, start)
 
     def commit(self, partition: int, offset: int) -> None:
         """Nothing to release: files can always be read again.
@@ -243,7 +307,43 @@ class FilePartitions:
         Raises:
             ValueError: there is no such partition.
         """
-        self.pieces(partition)
+        self._check(partition)
+
+    # -- for the readers ----------------------------------------------------------------
+
+    def _piece(
+        self, reader: _PartitionSubscription, partition: int, index: int
+    ) -> PartitionPiece | None:
+        """Piece ``index`` of ``partition``, or ``None`` past the end.
+
+        Past the end of a live partition the reader is registered, to be woken by the
+        next ``extend`` or ``finish``.
+        """
+        with self._lock:
+            pieces = self._pieces[partition]
+            if index < len(pieces):
+                return pieces[index]
+            if self._live:
+                self._readers[partition].add(reader)
+            return None
+
+    def _join(self, reader: _PartitionSubscription, partition: int) -> None:
+        """Register ``reader`` for wake-ups while the partitions are live.
+
+        So a reader with no demand still completes once they are finished (Rule 1.5).
+        """
+        with self._lock:
+            if self._live:
+                self._readers[partition].add(reader)
+
+    def _at_end(self, partition: int, index: int) -> bool:
+        """Whether piece ``index`` is past the end of a partition that will not grow."""
+        with self._lock:
+            return index >= len(self._pieces[partition]) and not self._live
+
+    def _forget(self, reader: _PartitionSubscription, partition: int) -> None:
+        with self._lock:
+            self._readers[partition].discard(reader)
 
     def __repr__(self) -> str:
         return (
@@ -255,12 +355,12 @@ class FilePartitions:
 class _PartitionPublisher(Publisher["pa.RecordBatch"]):
     """One partition from one position: each subscriber reads it on its own (Rule 1.11)."""
 
-    __slots__ = ("_pieces", "_reader", "_start")
+    __slots__ = ("_partition", "_source", "_start")
 
-    def __init__(self, pieces: Sequence[PartitionPiece], start: int, reader: SplitReader) -> None:
-        self._pieces = tuple(pieces)
+    def __init__(self, source: FilePartitions, partition: int, start: int) -> None:
+        self._source = source
+        self._partition = partition
         self._start = start
-        self._reader = reader
 
     def subscribe(self, subscriber: Subscriber[pa.RecordBatch]) -> None:
         """Start reading for ``subscriber`` (Rule 1.9).
@@ -270,7 +370,7 @@ class _PartitionPublisher(Publisher["pa.RecordBatch"]):
         """
         if subscriber is None:
             raise TypeError("Rule 1.9: subscribe() requires a subscriber, got None")
-        _PartitionSubscription(subscriber, self._pieces, self._start, self._reader).start()
+        _PartitionSubscription(subscriber, self._source, self._partition, self._start).start()
 
 
 class _PartitionSubscription(EmitLoopSubscription["pa.RecordBatch"]):
@@ -278,36 +378,57 @@ class _PartitionSubscription(EmitLoopSubscription["pa.RecordBatch"]):
 
     ``_index`` is the piece being read and ``_offset`` the next record of it (from the
     piece's start); the end is known from the plan, so nothing is read ahead to find it.
+    At the end of a live partition the reader waits (registered with the source, no
+    thread held) until files are appended or the source is finished.
     """
 
-    __slots__ = ("_batches", "_error", "_index", "_offset", "_pieces", "_reader", "_start")
+    __slots__ = (
+        "_batches",
+        "_error",
+        "_index",
+        "_offset",
+        "_partition",
+        "_piece",
+        "_reader",
+        "_source",
+        "_start",
+    )
 
     def __init__(
         self,
         subscriber: Subscriber[pa.RecordBatch],
-        pieces: tuple[PartitionPiece, ...],
+        source: FilePartitions,
+        partition: int,
         start: int,
-        reader: SplitReader,
     ) -> None:
         super().__init__(subscriber, batch_size=MAX_DEMAND)
-        self._pieces = pieces
+        self._source = source
+        self._partition = partition
         self._start = start
-        self._reader = reader
+        self._reader = source._reader
         self._index = 0
         self._offset = 0
+        self._piece: PartitionPiece | None = None  # the piece at _index, once looked up
         self._batches: Iterator[pa.RecordBatch] | None = None
         self._error: Exception | None = None
 
+    def _current(self) -> PartitionPiece | None:
+        piece = self._piece
+        if piece is None:
+            piece = self._piece = self._source._piece(self, self._partition, self._index)
+        return piece
+
     def _open(self) -> None:
+        self._source._join(self, self._partition)
         skip = self._start
-        while self._index < len(self._pieces) and skip >= self._pieces[self._index].records:
-            skip -= self._pieces[self._index].records
+        while (piece := self._current()) is not None and skip >= piece.records:
+            skip -= piece.records
             self._index += 1
+            self._piece = None
         self._offset = skip
 
-    def _next_batch(self) -> pa.RecordBatch | None:
-        """The next batch of the current piece (moving to the next piece after its last)."""
-        piece = self._pieces[self._index]
+    def _next_batch(self, piece: PartitionPiece) -> pa.RecordBatch | None:
+        """The next batch of ``piece`` (moving to the next piece after its last)."""
         if self._batches is None:
             self._batches = self._reader.batches(
                 piece.split, piece.start + self._offset, piece.stop
@@ -322,15 +443,19 @@ class _PartitionSubscription(EmitLoopSubscription["pa.RecordBatch"]):
         if self._offset >= piece.records:
             self._close_batches()
             self._index += 1
+            self._piece = None
             self._offset = 0
         return batch if batch.num_rows else None
 
     def _emit(self, subscriber: Subscriber[pa.RecordBatch], count: int) -> int:
         emitted = 0
         election = self._election
-        while emitted < count and not self._exhausted() and not election.cancelled:
+        while emitted < count and self._error is None and not election.cancelled:
+            piece = self._current()
+            if piece is None:  # the end for now; an extend or finish wakes the loop
+                break
             try:
-                batch = self._next_batch()
+                batch = self._next_batch(piece)
             except Exception as exc:  # a file gone, changed or unreadable: Rule 1.4
                 self._error = exc
                 break
@@ -345,7 +470,11 @@ class _PartitionSubscription(EmitLoopSubscription["pa.RecordBatch"]):
         return emitted
 
     def _exhausted(self) -> bool:
-        return self._error is not None or self._index >= len(self._pieces)
+        if self._error is not None:
+            return True
+        if self._piece is not None:
+            return False
+        return self._source._at_end(self._partition, self._index)
 
     def _failure(self) -> Exception | None:
         return self._error
@@ -361,3 +490,4 @@ class _PartitionSubscription(EmitLoopSubscription["pa.RecordBatch"]):
 
     def _close(self) -> None:
         self._close_batches()
+        self._source._forget(self, self._partition)

@@ -9,6 +9,7 @@ from .._core import (
     MissingBackpressureError,
     cancel_quietly,
     check_positive,
+    latch_terminal_locked,
     report_undeliverable,
     signal_each,
     signal_on_error,
@@ -172,11 +173,9 @@ class BroadcastHub(HubBase, Publisher[T], Generic[T]):
 
     def _on_terminal(self, error: Exception | None) -> None:
         with self._lock:
-            if self._done:
-                return
-            self._done = True
-            self._error = error
-        self._schedule()
+            first = latch_terminal_locked(self, error)
+        if first:
+            self._schedule()
 
     # ------------------------------------------------------------------ the drain
     def _drain(self) -> None:

@@ -15,6 +15,9 @@ from ._flow import Flow as Flow
 from ._flow import GroupedFlow as GroupedFlow
 from ._group_by import TooManyGroupsError as TooManyGroupsError
 from ._kill_switch import KillSwitch as KillSwitch
+from ._push_source import OfferResult as OfferResult
+from ._push_source import PushOverflow as PushOverflow
+from ._push_source import PushSource as PushSource
 from ._sinks import BlockingIterator as BlockingIterator
 from ._sinks import CallbackSubscriber as CallbackSubscriber
 
@@ -26,6 +29,9 @@ __all__ = [
     "GroupedFlow",
     "KillSwitch",
     "NoneResultError",
+    "OfferResult",
+    "PushOverflow",
+    "PushSource",
     "StageStatistics",
     "TooManyGroupsError",
 ]

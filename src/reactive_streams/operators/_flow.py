@@ -12,6 +12,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._core import (
+    Backoff,
     OnBackpressureOperator,
     Operator,
     Overflow,
@@ -48,9 +49,10 @@ from ._multicast import MulticastOperator
 from ._publish_on import PublishOnOperator
 from ._pull import PullPublisher
 from ._push import PushPublisher
+from ._push_source import PushOverflow, PushSource
 from ._rebatch import RebatchOperator
 from ._reduce import ReduceOp, ReducePublisher
-from ._resume import ResumeOperator
+from ._resume import ResumeOperator, RetryOn
 from ._scan import ScanOp
 from ._sinks import (
     NO_DEFAULT,
@@ -1208,6 +1210,160 @@ class Flow(Publisher[T], Generic[T]):
         Backpressure: outstanding demand is carried over to the new subscription.
         """
         return Flow(ResumeOperator(self._node, times=_check_count("retry", times), label="retry"))
+
+    # -- live input: push sources, retry with backoff, restart -----------------------------
+
+    def retry_backoff(
+        self,
+        backoff: Backoff,
+        *,
+        retry_on: RetryOn = Exception,
+        scheduler: Scheduler | None = None,
+    ) -> Flow[T]:
+        """On an upstream error, subscribe again after a growing, jittered delay.
+
+        Reactor's ``retryWhen(Retry.backoff(...))``. Retry ``k`` (0-based) waits
+        ``backoff.delay(k)`` seconds on ``scheduler``: ``min_backoff * factor ** k``
+        capped at ``max_backoff``, moved by up to ``+- jitter`` of itself. Once
+        ``backoff.max_attempts`` retries were made, or the next one would start past
+        ``backoff.deadline`` seconds after the series' first failure, the last error is
+        signalled. With ``backoff.reset_on_success`` (the default) an element ends the
+        series: the next failure starts again from ``min_backoff``, with fresh attempts
+        and deadline. Only errors that ``retry_on`` matches are retried (exception classes
+        as in ``except``, or a function of the error; every ``Exception`` by default):
+        any other ends the flow at once (Reactor's ``Retry.filter``).
+
+        Marble (``Backoff(1, 4, jitter=0, max_attempts=2, reset_on_success=False)``,
+        one character a second)::
+
+            source (1st):  a-X
+            source (2nd):     -a-X           (1 s after the 1st failure)
+            source (3rd):         --a-X      (2 s after the 2nd)
+            result:        a----a-----a-X    (2 retries made: the last error)
+
+        With ``reset_on_success=True`` each ``a`` resets the series, so every retry
+        waits 1 s and the retries never run out while elements keep coming.
+
+        Backpressure: outstanding demand (requested, not delivered) is carried over to
+        each new subscription; nothing is requested while waiting.
+
+        Concurrency: the new subscription is made on ``scheduler``'s thread (the
+        default is the package's timer thread); a cancel during the wait stops the
+        timer, and the upstream is never subscribed again.
+
+        Raises:
+            TypeError: ``backoff`` is not a ``Backoff``, or ``retry_on`` is neither
+                exception classes nor a function.
+        """
+        return Flow(
+            ResumeOperator(
+                self._node,
+                backoff=backoff,
+                scheduler=scheduler,
+                retry_on=retry_on,
+                label="retry_backoff",
+            )
+        )
+
+    @staticmethod
+    def restart(
+        factory: Callable[[], Publisher[R]],
+        backoff: Backoff,
+        *,
+        on_complete: bool = False,
+        retry_on: RetryOn = Exception,
+        scheduler: Scheduler | None = None,
+    ) -> Flow[R]:
+        """A source made again by ``factory()`` after it fails, once a backoff delay passed.
+
+        Akka's ``RestartSource.onFailuresWithBackoff`` (``withBackoff`` with
+        ``on_complete=True``): ``factory`` is called for the first subscription and again
+        for each restart, so a connection, a file or a query is opened afresh. Restart
+        ``k`` (0-based) waits ``backoff.delay(k)`` seconds; ``backoff.max_attempts``
+        (Akka's ``maxRestarts``) and ``backoff.deadline`` bound them, and once they are
+        used up the last signal passes through: the error, or the completion. An element
+        ends a series of failures (``backoff.reset_on_success``). A factory that raises
+        counts as a failure. Only errors that ``retry_on`` matches restart the source
+        (as in ``retry_backoff``); any other ends the flow. Elements delivered before a
+        failure are not repeated by this operator; a restarted source starts wherever
+        ``factory`` makes it start (pass it the offset reached so far to resume).
+
+        Marble (``Backoff(1, 4, jitter=0, max_attempts=1)``, one character a second)::
+
+            factory() (1st):  a-b-X
+            factory() (2nd):        -c-|
+            result:           a-b---c-|
+
+        Backpressure: outstanding demand is carried over to each new source; nothing is
+        requested while waiting.
+
+        Concurrency: each restart subscribes on ``scheduler`` (the package's timer thread
+        by default); a cancel during the wait stops the timer.
+
+        Raises:
+            TypeError: ``backoff`` is not a ``Backoff``, or ``retry_on`` is neither
+                exception classes nor a function.
+        """
+        return Flow(
+            ResumeOperator(
+                DeferPublisher(factory),
+                backoff=backoff,
+                scheduler=scheduler,
+                on_complete=on_complete,
+                retry_on=retry_on,
+                label="restart",
+            )
+        )
+
+    @staticmethod
+    def push_source(
+        capacity: int,
+        overflow: PushOverflow = "backpressure",
+        *,
+        on_drop: Callable[[Any], object] | None = None,
+    ) -> tuple[PushSource[Any], Flow[Any]]:
+        """A bounded buffer that callbacks ``offer`` to, and the one ``Flow`` that reads it.
+
+        Reactor's ``Sinks.many().unicast().onBackpressureBuffer()``, Akka's
+        ``Source.queue``: ``offer(x, timeout=None)`` (blocking), ``await
+        offer_async(x)``, ``try_offer(x)``, each returning an ``OfferResult``;
+        ``complete()`` and ``error(exc)`` end the stream.
+
+        >>> source, flow = Flow.push_source(4)
+        >>> [source.try_offer(x).name for x in (1, 2)]
+        ['ENQUEUED', 'ENQUEUED']
+        >>> source.complete()
+        True
+        >>> flow.to_list()
+        [1, 2]
+
+        Marble (``capacity=2``, ``overflow="drop_latest"``)::
+
+            offer:    -1-2-3-4-5-complete
+            request:  (1)........(9)
+            result:   -1.........-3-4-|     dropped: 5
+
+        Args:
+            capacity: elements buffered at most (``>= 1``).
+            overflow: a full buffer makes ``offer`` wait (``"backpressure"``), drops the
+                new element (``"drop_latest"``) or the oldest (``"drop_oldest"``), or
+                fails the stream with ``MissingBackpressureError`` (``"error"``); drops
+                are counted in ``statistics().dropped``.
+            on_drop: called with each dropped element.
+
+        Backpressure: the subscriber's demand paces delivery; at most ``capacity``
+        elements wait in between, and the strategy decides beyond that.
+
+        Concurrency: one subscriber (a second gets ``on_error(RuntimeError)``, Rule
+        1.9); offers from any thread or event loop; ``on_next`` runs on the thread of
+        the ``offer`` or ``request`` that found the stream idle, one at a time.
+
+        Raises:
+            TypeError: ``capacity`` is not an int.
+            ValueError: ``capacity < 1``, or an unknown ``overflow``.
+        """
+        source: PushSource[Any] = PushSource(capacity, overflow, on_drop=on_drop)
+        return source, Flow(source)
 
     def on_backpressure_buffer(
         self,

@@ -307,8 +307,8 @@ class _FoldStage(BufferedStage):
         with self._lock:
             if self._done:
                 return
-            self._ready.extend(result)
-            self._high_water = max(self._high_water, len(self._ready))
+            for element in result:
+                self._push_locked(element)
             self._acc = None
             self._done = True
         self._schedule()

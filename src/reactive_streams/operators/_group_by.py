@@ -15,6 +15,7 @@ from .._core import (
     MemberSubscription,
     StageOperator,
     StageStatistics,
+    TerminalLatch,
     WorkGuard,
     cancel_quietly,
     check_positive,
@@ -131,7 +132,7 @@ class _Group(Publisher[Any], MemberSubscription):
         self.group_by._schedule()
 
 
-class _GroupBy(Subscriber[Any]):
+class _GroupBy(TerminalLatch, Subscriber[Any]):
     """The coordinator: upstream subscriber and the drain loop of the main and the groups.
 
     The main subscriber's ``Subscription``, like each group's, is one of the kit's
@@ -232,23 +233,6 @@ class _GroupBy(Subscriber[Any]):
         if error is not None:
             self._fail(error)
             return
-        self._schedule()
-
-    def on_error(self, error: Exception) -> None:
-        if error is None:
-            raise TypeError("Rule 2.13: on_error(None)")
-        with self._lock:
-            if self._done:
-                return
-            self._done = True
-            self._error = error
-        self._schedule()
-
-    def on_complete(self) -> None:
-        with self._lock:
-            if self._done:
-                return
-            self._done = True
         self._schedule()
 
     def _fail(self, error: Exception) -> None:

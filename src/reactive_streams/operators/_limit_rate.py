@@ -80,16 +80,6 @@ class _LimitRate(BufferedStage):
         if more and self._upstream is not None:
             self.request_upstream(self._upstream, more)
 
-    def on_next(self, element: Any) -> None:
-        if element is None:
-            raise TypeError("Rule 2.13: on_next(None)")
-        with self._lock:
-            if self._done or self._cancelled:
-                return
-            self._ready.append(element)
-            self._high_water = max(self._high_water, len(self._ready))
-            self._owed -= 1
-            more = self._top_up_locked()
-        self._schedule()
-        if more and self._upstream is not None:
-            self.request_upstream(self._upstream, more)
+    def _queued_locked(self) -> int:
+        self._owed -= 1
+        return self._top_up_locked()

@@ -18,6 +18,7 @@ from .._core import (
     MissingBackpressureError,
     SingleUpstreamOperator,
     StageStatistics,
+    TerminalLatch,
     WorkGuard,
     cancel_quietly,
     check_positive,
@@ -160,13 +161,14 @@ class _Member(MemberSubscription):
             members.remove(self)
 
 
-class _Hub(Subscriber[Any]):
+class _Hub(TerminalLatch, Subscriber[Any]):
     __slots__ = (
         "__weakref__",
         "_base",
         "_buffer",
         "_connected",
         "_delivered",
+        "_done",
         "_error",
         "_forget",
         "_guard",
@@ -183,7 +185,6 @@ class _Hub(Subscriber[Any]):
         "_upstream",
         "_upstream_cancelled",
         "_urgent",
-        "done",
         "finished",
     )
 
@@ -205,7 +206,7 @@ class _Hub(Subscriber[Any]):
         self._error: Exception | None = None
         self._ref_count = False
         self._had_members = False
-        self.done = False  # upstream terminated
+        self._done = False  # upstream terminated
         self.finished = False  # terminal delivered to everyone (or disconnected)
         self._urgent = False  # our own error (Rules 1.1, 3.16): signalled before the buffer
         self._guard = WorkGuard(self._lock)
@@ -278,11 +279,11 @@ class _Hub(Subscriber[Any]):
     def fail(self, error: Exception) -> None:
         """Our own error: cancel upstream, signal ``error`` to everyone before the buffer."""
         with self._lock:
-            if self.done:
+            if self._done:
                 late = True
             else:
                 late = False
-                self.done = self._urgent = True
+                self._done = self._urgent = True
                 self._error = error
         if late:
             report_undeliverable(error)
@@ -292,7 +293,7 @@ class _Hub(Subscriber[Any]):
         if element is None:
             raise TypeError("Rule 2.13: on_next(None)")
         with self._lock:
-            if self.done:
+            if self._done:
                 return
             if self._outstanding == 0:  # Rule 1.1 broken: more than requested
                 overflow = True
@@ -314,23 +315,6 @@ class _Hub(Subscriber[Any]):
             return
         self._schedule()
 
-    def on_error(self, error: Exception) -> None:
-        if error is None:
-            raise TypeError("Rule 2.13: on_error(None)")
-        with self._lock:
-            if self.done:
-                return
-            self.done = True
-            self._error = error
-        self._schedule()
-
-    def on_complete(self) -> None:
-        with self._lock:
-            if self.done:
-                return
-            self.done = True
-        self._schedule()
-
     # -------------------------------------------------------------- the drain
     def _schedule(self) -> None:
         if self._guard.acquire():
@@ -344,7 +328,7 @@ class _Hub(Subscriber[Any]):
             for member in members:
                 member.done = True
                 member.subscriber = None
-            self.done = self.finished = self._upstream_cancelled = True
+            self._done = self.finished = self._upstream_cancelled = True
             upstream = self._upstream
         if upstream is not None:
             cancel_quietly(upstream)
@@ -379,7 +363,7 @@ class _Hub(Subscriber[Any]):
                     batch = buffer[member.index - base : member.index - base + count]
                     member.index += count
                     member.delivered += count
-                    ending = self.done and (member.index == tail or self._urgent)
+                    ending = self._done and (member.index == tail or self._urgent)
                     if ending:
                         member.done = True
                         member.subscriber = None
@@ -397,7 +381,7 @@ class _Hub(Subscriber[Any]):
                 refill = 0
                 upstream = self._upstream
                 if (
-                    not self.done
+                    not self._done
                     and upstream is not None
                     and self._outstanding != MAX_DEMAND
                     and self._members  # nobody to serve: request nothing (publish())
@@ -409,7 +393,7 @@ class _Hub(Subscriber[Any]):
                 disconnect = (
                     self._ref_count
                     and not self._members
-                    and not self.done
+                    and not self._done
                     and self._had_members
                     and not self._upstream_cancelled
                 )
@@ -418,7 +402,7 @@ class _Hub(Subscriber[Any]):
                 if disconnect:
                     self._upstream_cancelled = True
                     self.finished = True
-                if self.done and not self._members:
+                if self._done and not self._members:
                     self.finished = True
                 error = self._error
                 if not deliveries and not failures and not refill and not disconnect:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from _thread import get_ident
 from collections import deque
 from itertools import islice
@@ -11,26 +10,23 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .._core import (
     MAX_DEMAND,
-    DrainLoop,
+    DownstreamStage,
     ExecutorSubscribable,
     MissingBackpressureError,
     ProtocolViolationError,
     SingleUpstreamOperator,
     StageStatistics,
-    WorkGuard,
-    add_demand,
+    TerminalLatch,
     cancel_quietly,
     check_positive,
     check_subscriber,
     replenish_threshold,
-    report_undeliverable,
     report_violation,
     run_receiver,
     signal_error_only,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
-    validate_request,
 )
 from ..api import Processor, Publisher, Subscriber, Subscription
 from ._executors import as_executor
@@ -106,7 +102,7 @@ def _check_prefetch(prefetch: int) -> int:
     return check_positive("prefetch", prefetch)
 
 
-class PublishOn(Processor[T, T], Subscription):
+class PublishOn(TerminalLatch, DownstreamStage, Processor[T, T]):
     """An identity processor whose downstream signals all run on ``executor``.
 
     Marble (``|`` marks the thread hop)::
@@ -127,18 +123,19 @@ class PublishOn(Processor[T, T], Subscription):
         signals ``MissingBackpressureError``.
 
     Concurrency:
-        The drain is the package's ``DrainLoop`` on the executor; its ``WorkGuard`` shares
-        the stage's lock, which guards the buffer and the counters too, so an upstream
-        ``on_next`` costs one lock round trip: append, and submit a drain task only if
-        none is running. The drain task (one at a time, so downstream signals are serial,
-        Rule 1.3) takes the whole buffer in one critical section (or splits it there with
-        two C-level copies when demand is smaller) and hands it downstream without the
-        lock; work that arrives meanwhile marks the guard, so the loop passes again
-        before it gives ownership up and no wake-up is lost. Calls to the upstream
-        subscription after the first request come only from the drain (Rule 2.7). An
-        upstream whose ``request`` raises (Rule 3.16 broken) is cancelled and the error
-        is signalled at once; so is a ``KeyboardInterrupt``/``SystemExit`` raised on the
-        executor (as ``StreamInterruptedError``), which is then re-raised there.
+        The stage is the kit's ``DownstreamStage`` (demand, Rule 3.9 errors, cancel, the end of a
+        failed pass) with its drain loop on the executor, and its upstream half is the kit's
+        ``TerminalLatch``. The drain is the package's ``DrainLoop``; its ``WorkGuard`` shares the
+        stage's lock, which guards the buffer and the counters too, so an upstream ``on_next`` costs
+        one lock round trip: append, and submit a drain task only if none is running. The drain task
+        (one at a time, so downstream signals are serial, Rule 1.3) takes the whole buffer in one
+        critical section (or splits it there with two C-level copies when demand is smaller) and
+        hands it downstream without the lock; work that arrives meanwhile marks the guard, so the
+        loop passes again before it gives ownership up and no wake-up is lost. Calls to the upstream
+        subscription after the first request come only from the drain (Rule 2.7). An upstream whose
+        ``request`` raises (Rule 3.16 broken) is cancelled and the error is signalled at once; so is
+        a ``KeyboardInterrupt``/``SystemExit`` raised on the executor (as
+        ``StreamInterruptedError``), which is then re-raised there.
 
         A synchronous upstream emits inside the drain's refill ``request`` (Rule 3.10),
         on the drain's thread, while the drain is blocked in that call: such an
@@ -159,29 +156,18 @@ class PublishOn(Processor[T, T], Subscription):
     __slots__ = (
         "__weakref__",
         "_buffer",
-        "_cancelled",
         "_closed",
         "_consumed",
-        "_delivered",
-        "_demand",
         "_done",
-        "_downstream",
-        "_error",
         "_executor",
-        "_guard",
-        "_high_water",
         "_inline_thread",
         "_limit",
-        "_lock",
-        "_loop",
         "_overflowed",
         "_pending_error",
         "_prefetch",
         "_ready",
-        "_requested",
         "_run",
         "_started",
-        "_terminated",
         "_upstream",
     )
 
@@ -191,7 +177,7 @@ class PublishOn(Processor[T, T], Subscription):
         self._prefetch = _check_prefetch(prefetch)
         self._limit = replenish_threshold(prefetch)
         self._executor = as_executor(executor)
-        self._lock = threading.Lock()
+        super().__init__(None, executor=self._executor)
         self._buffer: deque[T] = deque()
         self._upstream: Subscription | None = None
         self._downstream: Subscriber[T] | None = None
@@ -199,41 +185,16 @@ class PublishOn(Processor[T, T], Subscription):
         self._started = False
         self._ready = False
         self._done = False
-        self._error: Exception | None = None
         self._pending_error: Exception | None = None  # signalled at once, upstream cancelled
-        self._demand = 0
-        self._requested = 0
-        self._delivered = 0
         self._consumed = 0
-        self._cancelled = False
         self._closed = False  # _done or _cancelled: one flag for the hot on_next path
         self._overflowed = False  # the upstream broke Rule 1.1: cancel it at the end
-        self._terminated = False
-        self._high_water = 0
-        self._guard = WorkGuard(self._lock)
-        self._loop = DrainLoop(
-            self._drain,
-            executor=self._executor,
-            on_rejected=self._rejected,
-            guard=self._guard,
-            on_failure=self._terminate_due_to,
-            self_releasing=True,
-        )
         # The drain's thread while it is inside ``upstream.request``, else 0. Only that
         # thread writes it, and only that thread can read back its own identity.
         self._inline_thread = 0
 
-    def statistics(self) -> StageStatistics:
-        """Requested/delivered downstream, the buffer now and its high-water mark."""
-        with self._lock:
-            return StageStatistics(
-                requested=self._requested,
-                delivered=self._delivered,
-                buffered=len(self._buffer),
-                cancelled=self._cancelled,
-                terminated=self._terminated,
-                high_water_mark=max(self._high_water, len(self._buffer)),
-            )
+    def _buffered_now(self) -> int:
+        return len(self._buffer)
 
     # ------------------------------------------------------------ Publisher side
     def subscribe(self, subscriber: Subscriber[T]) -> None:
@@ -332,96 +293,37 @@ class PublishOn(Processor[T, T], Subscription):
             f"Rule 1.1: upstream sent more than the {self._prefetch} elements publish_on requested"
         )
 
-    def on_error(self, error: Exception) -> None:
-        """Deliver ``error`` after the buffered elements."""
-        if error is None:
-            raise TypeError("Rule 2.13: on_error(None)")
-        with self._lock:
-            if self._done:
-                return
-            self._done = self._closed = True
-            self._error = error
-            start = self._guard.acquire_locked()
-        if start:
-            self._loop.start_owned()
+    # ------------------------------------------------------------ the kit's hooks
+    def _latched_locked(self, error: Exception | None) -> None:
+        self._closed = True  # upstream ended: on_next drops what a broken upstream sends
 
-    def on_complete(self) -> None:
-        """Deliver completion after the buffered elements."""
-        with self._lock:
-            if self._done:
-                return
-            self._done = self._closed = True
-            start = self._guard.acquire_locked()
-        if start:
-            self._loop.start_owned()
+    def _cancelled_locked(self) -> None:
+        self._closed = True
 
-    # ------------------------------------------------------------ Subscription side
-    def request(self, n: int) -> None:
-        """Add downstream demand (Rule 3.8); a bad ``n`` is signalled (Rule 3.9)."""
-        try:
-            count = validate_request(n)
-        except ProtocolViolationError as error:
-            with self._lock:
-                if self._cancelled:
-                    return
-                if self._pending_error is None:
-                    self._pending_error = error
-                start = self._guard.acquire_locked()
-        else:
-            with self._lock:
-                if self._cancelled:
-                    return
-                self._demand = add_demand(self._demand, count)
-                self._requested = add_demand(self._requested, count)
-                start = self._guard.acquire_locked()
-        if start:
-            self._loop.start_owned()
-
-    def cancel(self) -> None:
-        """Stop delivering; the drain cancels upstream and drops the buffer (Rule 3.13)."""
+    def _reject_request(self, error: ProtocolViolationError) -> None:
+        """A bad ``request``: signalled at once, before the buffer (Rule 3.9)."""
         with self._lock:
-            if self._cancelled:
-                return
-            self._cancelled = self._closed = True
-            start = self._guard.acquire_locked()
-        if start:
-            self._loop.start_owned()
+            if not self._cancelled and self._pending_error is None:
+                self._pending_error = error
+
+    def _terminate_locked(self) -> Subscriber[T] | None:
+        self._run = None
+        return super()._terminate_locked()
+
+    def _abandon_locked(self) -> list[Subscription]:
+        """A pass raised or the executor refused a task: drop the buffer, cancel upstream."""
+        self._closed = True
+        self._buffer.clear()
+        return [] if self._upstream is None else [self._upstream]
 
     # ------------------------------------------------------------ the drain
-    def _rejected(self, error: Exception) -> None:
-        self._terminate_due_to(error)
-
-    def _terminate_due_to(self, error: Exception) -> None:
-        """End the stream with ``error``: no drain runs again, upstream is cancelled.
-
-        Used when the executor refuses a task and when a drain pass raised (an upstream
-        ``request`` that broke Rule 3.16, a ``KeyboardInterrupt`` on the executor).
-        """
-        with self._lock:
-            self._guard.retire_locked()
-            self._cancelled = self._closed = True
-            self._buffer.clear()
-            if self._terminated:
-                downstream = None
-            else:
-                self._terminated = True
-                downstream, self._downstream = self._downstream, None
-                self._run = None
-            upstream = self._upstream
-        if upstream is not None:
-            cancel_quietly(upstream)
-        if downstream is not None:
-            signal_on_error(downstream, error)
-        else:
-            report_undeliverable(error)
-
     def _drain(self) -> bool:
         """Serial passes: hand batches downstream while there is demand and data.
 
         Each pass takes a batch under the lock (``_take_locked``), or ends the stream if
         it was cancelled or failed (``_stop_locked``, then ``_signal_stop``), or gives
         ownership up when there is nothing to do; then, without the lock, it delivers
-        (``_deliver``), completes (``_complete``) or refills upstream (``_refill``).
+        (``_hand_down``), completes (``_complete``) or refills upstream (``_refill``).
 
         Returns ``True`` after ``_PASS_LIMIT`` elements, to be resubmitted so a long
         stream does not hog the executor; ``False`` once ownership was given up (or the
@@ -449,7 +351,7 @@ class PublishOn(Processor[T, T], Subscription):
                 self._signal_stop(*stop)
                 return False
             batch, count, finished, downstream, upstream = taken
-            self._deliver(downstream, batch, count)
+            self._hand_down(downstream, batch, count)
             if self._cancelled:
                 continue  # the next pass cancels upstream and drops references
             if finished:
@@ -468,13 +370,9 @@ class PublishOn(Processor[T, T], Subscription):
         Returns ``(upstream, downstream, pending_error, cancelled)`` for ``_signal_stop``.
         """
         cancelled = self._cancelled
-        downstream = self._downstream
         self._cancelled = self._closed = True
-        self._terminated = True
-        self._guard.retire_locked()
         self._buffer.clear()
-        self._downstream = None
-        self._run = None
+        downstream = self._terminate_locked()
         return self._upstream, downstream, self._pending_error, cancelled
 
     def _signal_stop(
@@ -521,7 +419,7 @@ class PublishOn(Processor[T, T], Subscription):
         assert downstream is not None  # checked by the caller under the same lock
         return batch, count, finished, downstream, self._upstream
 
-    def _deliver(self, downstream: Subscriber[T], batch: deque[T] | list[T], count: int) -> None:
+    def _hand_down(self, downstream: Subscriber[T], batch: deque[T] | list[T], count: int) -> None:
         """Hand ``batch`` downstream without the lock, and count what went out.
 
         Stops at a cancel; an ``on_next`` that raises is reported and counts as a cancel
@@ -554,10 +452,7 @@ class PublishOn(Processor[T, T], Subscription):
     def _complete(self, downstream: Subscriber[T], upstream: Subscription | None) -> None:
         """The buffer is empty and upstream ended: pass the terminal signal on (Rule 1.7)."""
         with self._lock:
-            self._terminated = True
-            self._guard.retire_locked()
-            self._downstream = None
-            self._run = None
+            self._terminate_locked()
             overflowed = self._overflowed
             error = self._error
         if overflowed and upstream is not None:

@@ -1,17 +1,19 @@
-"""``on_error_resume``, ``retry``, ``switch_if_empty``: continue with a new source.
+"""``on_error_resume``, ``retry``, ``retry_backoff``, ``switch_if_empty``: a new source.
 
-The first two switch after an upstream error, the last after an upstream that completed
-without an element.
+The first three switch after an upstream error (``retry_backoff`` after a delay on a
+scheduler, from a ``Backoff`` policy), the last after an upstream that completed without
+an element.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import deque
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from .._core import (
     MAX_DEMAND,
+    Backoff,
     DrainLoop,
     ProtocolViolationError,
     SingleUpstreamOperator,
@@ -20,6 +22,7 @@ from .._core import (
     add_demand,
     cancel_quietly,
     check_subscriber,
+    default_scheduler,
     report_undeliverable,
     report_violation,
     signal_on_complete,
@@ -32,9 +35,43 @@ from ..api import Publisher, Subscriber, Subscription
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["ResumeOperator"]
+    from .._core import ScheduledTask, Scheduler
+
+__all__ = ["ResumeOperator", "RetryOn", "retry_predicate"]
 
 T = TypeVar("T")
+
+RetryOn: TypeAlias = "type[Exception] | tuple[type[Exception], ...] | Callable[[Exception], object]"
+"""Which errors are retried: exception classes (as in ``except``), or a predicate."""
+
+
+def _always(error: Exception) -> bool:
+    return True
+
+
+def retry_predicate(retry_on: RetryOn) -> Callable[[Exception], bool]:
+    """``retry_on`` as a predicate: exception classes (as in ``except``), or a function.
+
+    Raises:
+        TypeError: neither an exception class, a tuple of them, nor a callable.
+    """
+    if isinstance(retry_on, type) and issubclass(retry_on, Exception):
+        kinds: tuple[type[Exception], ...] = (retry_on,)
+    elif isinstance(retry_on, tuple) and all(
+        isinstance(kind, type) and issubclass(kind, Exception) for kind in retry_on
+    ):
+        kinds = retry_on
+    elif callable(retry_on) and not isinstance(retry_on, type):
+        predicate = retry_on
+        return lambda error: bool(predicate(error))
+    else:
+        raise TypeError(
+            "retry_on must be an exception class, a tuple of them, or a function of the "
+            f"error, got {retry_on!r}"
+        )
+    if kinds == (Exception,):
+        return _always
+    return lambda error: isinstance(error, kinds)
 
 
 class ResumeOperator(SingleUpstreamOperator[T]):
@@ -43,6 +80,12 @@ class ResumeOperator(SingleUpstreamOperator[T]):
     ``on_error_resume(fn)``: on ``on_error(e)``, subscribe to ``fn(e)`` and continue.
     ``retry(times)``: on ``on_error(e)``, subscribe to the same upstream again, at most
     ``times`` times; the last error is signalled.
+    ``retry_backoff(backoff)`` (``backoff=``): the same, each new subscription after the
+    policy's delay on ``scheduler``, within its attempts and deadline; the last error is
+    signalled once they are used up.
+    ``restart(factory, backoff)`` (``backoff=``, ``on_complete=True`` to restart after a
+    completion too): ``retry_backoff`` over a ``defer(factory)`` upstream; once the bound
+    is used up, the last signal (error or completion) passes through.
     ``switch_if_empty(p)`` (``if_empty=p``): when upstream completes without an element,
     subscribe to ``p`` and continue (once).
 
@@ -65,7 +108,16 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         (Rule 1.7).
     """
 
-    __slots__ = ("_fallback", "_if_empty", "_label", "_times")
+    __slots__ = (
+        "_backoff",
+        "_fallback",
+        "_if_empty",
+        "_label",
+        "_on_complete",
+        "_retry_on",
+        "_scheduler",
+        "_times",
+    )
 
     def __init__(
         self,
@@ -74,12 +126,22 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         fallback: Callable[[Exception], Publisher[T]] | None = None,
         times: int = 0,
         if_empty: Publisher[T] | None = None,
+        backoff: Backoff | None = None,
+        scheduler: Scheduler | None = None,
+        on_complete: bool = False,
+        retry_on: RetryOn = Exception,
         label: str,
     ) -> None:
         super().__init__(upstream)
+        if backoff is not None and not isinstance(backoff, Backoff):
+            raise TypeError(f"backoff must be a Backoff, got {type(backoff).__qualname__}")
         self._fallback = fallback
         self._times = times
         self._if_empty = if_empty
+        self._backoff = backoff
+        self._scheduler = scheduler
+        self._on_complete = on_complete
+        self._retry_on = retry_predicate(retry_on)
         self._label = label
 
     @property
@@ -90,6 +152,13 @@ class ResumeOperator(SingleUpstreamOperator[T]):
         """Subscribe ``subscriber`` through a new stage (Rule 1.9)."""
         check_subscriber(subscriber)
         stage = _Resume(subscriber, self._upstream, self._fallback, self._times, self._if_empty)
+        if self._backoff is not None:
+            stage.use_backoff(
+                self._backoff,
+                self._scheduler or default_scheduler(),
+                self._on_complete,
+                self._retry_on,
+            )
         self._track(stage)
         if not signal_on_subscribe(subscriber, stage):
             stage.cancel()
@@ -129,6 +198,7 @@ class _Resume(Subscription):
         "__weakref__",
         "_attempt",
         "_attempts",
+        "_backoff",
         "_current",
         "_delivered",
         "_done",
@@ -138,10 +208,15 @@ class _Resume(Subscription):
         "_if_empty",
         "_lock",
         "_loop",
+        "_on_complete",
         "_outstanding",
+        "_pending",
         "_queue",
         "_requested",
+        "_retry_on",
+        "_scheduler",
         "_seen",
+        "_series_start",
         "_terminal",
         "_times",
         "_upstream",
@@ -173,6 +248,29 @@ class _Resume(Subscription):
         self._terminal: tuple[Exception | None] | None = None  # (error or None,) once ended
         self._guard = WorkGuard(self._lock)
         self._loop = DrainLoop(self._drain, guard=self._guard, on_failure=self._drain_failed)
+        self._backoff: Backoff | None = None
+        self._scheduler: Scheduler | None = None
+        self._series_start: float | None = None  # the series of failures began (backoff)
+        self._pending: ScheduledTask | None = None  # the next subscription, due later
+        self._on_complete = False  # a completion is retried too (restart)
+        self._retry_on: Callable[[Exception], bool] = _always
+
+    def use_backoff(
+        self,
+        backoff: Backoff,
+        scheduler: Scheduler,
+        on_complete: bool,
+        retry_on: Callable[[Exception], bool],
+    ) -> None:
+        """Retry after ``backoff``'s delays on ``scheduler``; before ``start`` only.
+
+        With ``on_complete`` a completion is retried like a failure; only errors for
+        which ``retry_on`` is true are retried.
+        """
+        self._backoff = backoff
+        self._scheduler = scheduler
+        self._on_complete = on_complete
+        self._retry_on = retry_on
 
     def statistics(self) -> StageStatistics:
         return StageStatistics(
@@ -220,6 +318,10 @@ class _Resume(Subscription):
             if self._outstanding != MAX_DEMAND:
                 self._outstanding -= 1
             self._seen = True
+            backoff = self._backoff
+            if self._series_start is not None and backoff and backoff.reset_on_success:
+                self._series_start = None  # a success ends the series of failures
+                self._attempts = 0
             self._queue.append(element)
             start = self._guard.acquire_locked()
         if start:
@@ -289,14 +391,69 @@ class _Resume(Subscription):
                 return
             self.start(publisher)
             return
+        if self._backoff is not None:
+            if self._retryable(error):
+                self._retry_later(error, self._backoff)
+            else:
+                self._finish(error)
+            return
         if self._fallback is None and self._attempts < self._times:
             self._attempts += 1
             self.start(self._upstream)
             return
         self._finish(error)
 
+    def _retryable(self, error: Exception) -> bool:
+        try:
+            return bool(self._retry_on(error))
+        except Exception as exc:  # the predicate broke: end with its error, after the cause
+            exc.__context__ = error
+            self._finish(exc)
+            return False
+
+    def _retry_later(self, error: Exception | None, backoff: Backoff) -> None:
+        """Subscribe upstream again after the policy's delay, or end with ``error``.
+
+        ``error`` is ``None`` for a completion (``restart(..., on_complete=True)``).
+        """
+        scheduler = self._scheduler
+        assert scheduler is not None
+        now = scheduler.now()
+        with self._lock:
+            if self._done:
+                return
+            if self._series_start is None:
+                self._series_start = now
+            attempt = self._attempts
+            delay = backoff.delay(attempt)
+            allowed = backoff.allows(attempt, now - self._series_start, delay)
+            if allowed:
+                self._attempts = attempt + 1
+                self._current = None  # the failed subscription is over (Rule 1.6)
+        if not allowed:
+            self._finish(error)
+            return
+        self._keep_pending(scheduler.schedule(delay, self._resubscribe))
+
+    def _keep_pending(self, task: ScheduledTask) -> None:
+        """Remember the retry's timer, so that a cancel stops it; cancel it if too late."""
+        with self._lock:
+            cancelled = self._done  # cancelled meanwhile: never subscribe
+            if not cancelled:
+                self._pending = task
+        if cancelled:
+            task.cancel()
+
+    def _resubscribe(self) -> None:
+        with self._lock:
+            self._pending = None
+        self.start(self._upstream)
+
     def attempt_complete(self, attempt: _Attempt) -> None:
         if attempt is not self._attempt:
+            return
+        if self._on_complete and self._backoff is not None:
+            self._retry_later(None, self._backoff)
             return
         with self._lock:
             alternative, self._if_empty = self._if_empty, None  # switch once at most
@@ -315,7 +472,10 @@ class _Resume(Subscription):
             self._done = True
             self._current = None  # a failed or completed subscription is over (Rule 1.6)
             self._terminal = (error,)
+            pending, self._pending = self._pending, None
             start = self._guard.acquire_locked()
+        if pending is not None:
+            pending.cancel()
         if start:
             self._loop.start_owned()
 
@@ -350,5 +510,8 @@ class _Resume(Subscription):
             current, self._current = self._current, None
             self._downstream = None  # Rule 3.13; a running drain stops at its next look
             self._queue.clear()
+            pending, self._pending = self._pending, None
+        if pending is not None:  # a retry waiting for its delay never subscribes
+            pending.cancel()
         if current is not None:
             cancel_quietly(current)

@@ -82,16 +82,6 @@ class _TakeUntil(BufferedStage):
         if self._upstream is not None and not self._done:
             self.request_upstream(self._upstream, count)
 
-    def on_next(self, element: Any) -> None:
-        if element is None:
-            raise TypeError("Rule 2.13: on_next(None)")
-        with self._lock:
-            if self._done or self._cancelled:
-                return
-            self._ready.append(element)
-            self._high_water = max(self._high_water, len(self._ready))
-        self._schedule()
-
     # ------------------------------------------------------------- the other publisher
     def trigger_subscribed(self, subscription: Subscription) -> bool:
         """Keep ``other``'s subscription; ``False`` if the stage already ended."""

@@ -161,15 +161,7 @@ class _Tap(BufferedStage):
             except Exception as exc:
                 self._callback_failed(exc)
                 return
-        with self._lock:
-            if self._ended_locked():  # the callback may have cancelled the stream
-                return
-            self._ready.append(element)
-            self._high_water = max(self._high_water, len(self._ready))
-        self._schedule()
-
-    def _ended_locked(self) -> bool:
-        return self._done or self._cancelled
+        super().on_next(element)  # dropped if the callback cancelled the stream
 
     def on_error(self, error: Exception) -> None:
         if error is None:

@@ -140,8 +140,7 @@ class _TimedStage(BufferedStage):
                 )
             )
         else:
-            self._ready.append(element)
-            self._high_water = max(self._high_water, len(self._ready))
+            self._push_locked(element)
         return self._guard.acquire_locked()
 
     def _fail_urgently_locked(self, error: Exception) -> None:
@@ -475,8 +474,7 @@ class _Timeout(_TimedStage):
             self._generation += 1
             generation = self._generation
             previous = self._stop_timers_locked()
-            self._ready.append(element)
-            self._high_water = max(self._high_water, len(self._ready))
+            self._push_locked(element)
             start = self._guard.acquire_locked()
         for task in previous:
             task.cancel()
@@ -819,8 +817,7 @@ class _Window(_TimedStage):
             if self._count is None or len(self._current) < self._count:
                 return
             window, self._current = self._current, []
-            self._ready.append(self._window_of(window))
-            self._high_water = max(self._high_water, len(self._ready))
+            self._push_locked(self._window_of(window))
             start = self._guard.acquire_locked()
         if start:
             self._loop.start_owned()

@@ -202,6 +202,8 @@ class PipelineResult:
         spark_output: the file of Spark's own output (``PipelineConfig.spark_output``)
             when the run failed and Spark wrote something there (logs, Java stack
             traces), else ``None``.
+        live_input: the input never ends (a live route): a stop signal is how the run
+            ends, and the run is ``"completed"`` with the result of what it read.
     """
 
     status: Status
@@ -219,13 +221,15 @@ class PipelineResult:
     spark_peak_memory: int | None = None
     signal: int | None = None
     spark_output: Path | None = None
+    live_input: bool = False
 
     @property
     def exit_code(self) -> int:
         """The command's exit status for this end (``signal_exit_code`` when interrupted).
 
         ``0`` completed, ``1`` failed, ``2`` the query was rejected, and ``128 +`` the
-        signal's number when interrupted (130 for Ctrl-C, 143 for SIGTERM).
+        signal's number when interrupted (130 for Ctrl-C, 143 for SIGTERM). A run over a
+        live input that is stopped is ``"completed"``: a stop is how such a run ends.
         """
         if self.rejected:
             return 2
@@ -272,6 +276,7 @@ class PipelineResult:
             ),
             "error": self.error or None,
             "signal": None if self.signal is None else signal_name(self.signal),
+            "live_input": self.live_input,
             "spark_output": None if self.spark_output is None else str(self.spark_output),
             "notes": list(self.notes),
         }

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from ..spark.plans import plan_aggregates
 from ._errors import PipelineUsageError, first_line
 
 if TYPE_CHECKING:
@@ -129,10 +130,9 @@ def choose_mode(
 def aggregates(frame: DataFrame) -> bool | None:
     """Whether a (classic) DataFrame's plan aggregates; ``None`` if it cannot be told."""
     try:
-        plan = str(frame._jdf.queryExecution().analyzed().toString())
-    except Exception:
+        return plan_aggregates(frame)
+    except Exception:  # a Spark Connect frame has no JVM plan to read
         return None
-    return "Aggregate [" in plan or "\nAggregate" in plan or plan.startswith("Aggregate")
 
 
 def check_query(spark: SparkSession, sql: str) -> None:

@@ -66,6 +66,11 @@ class DriverRead:
         """Spark's default trigger: the bridge serves each micro-batch what it holds."""
         return None
 
+    @property
+    def live(self) -> bool:
+        """``False``: the files end, and the bridge with them."""
+        return False
+
     def events(self, spark: SparkSession) -> DataFrame:
         """The files read here, sent to Spark through ``to_spark_stream``."""
         from reactive_streams.spark import to_spark_stream_bridge  # noqa: PLC0415

@@ -62,6 +62,11 @@ class ExecutorsRead(PartsRead):
         """Files are read as planned: the query ends once every split was read."""
         return {"availableNow": True}
 
+    @property
+    def live(self) -> bool:
+        """``False``: the files end."""
+        return False
+
     def events(self, spark: SparkSession) -> DataFrame:
         """``from_splits`` over the files, validated on the executors.
 

@@ -78,6 +78,11 @@ class ReadMode(Protocol):
         ...
 
     @property
+    def live(self) -> bool:
+        """Whether the input never ends on its own (a live route): it runs until stopped."""
+        ...
+
+    @property
     def late(self) -> LateRows | None:
         """The count of late input rows, when the query's rule is followed (``_late``)."""
         ...

@@ -74,6 +74,11 @@ class RemoteRead(PartsRead):
         """A route whose partitions are all final ends like files; a live one runs on."""
         return {"availableNow": True} if self._info.finite else None
 
+    @property
+    def live(self) -> bool:
+        """Whether the route is live (its partitions grow): the run goes on until stopped."""
+        return not self._info.finite
+
     def events(self, spark: SparkSession) -> DataFrame:
         """``from_rsocket`` over the route, its dead letters split off on the executors.
 

@@ -557,6 +557,7 @@ class Pipeline:
             journal=journal,
             partition_by=config.partition_by,
             before_commit=None if config.max_dead_letters is None else self._check_limit_at_end,
+            commit_each_batch=self.live_input,
         )
         publisher = from_streaming_query(
             result,
@@ -692,9 +693,22 @@ class Pipeline:
         self._stop_signal = signum if signum is not None else self._interrupt_signal
         self._stopped = True
         if self._sink is not None:
-            self._sink.cancel()
+            if self.live_input:  # a stop is how it ends: keep what was read
+                self._sink.finish()
+            else:
+                self._sink.cancel()
         if self._read is not None:
             self._read.stop()
+
+    @property
+    def live_input(self) -> bool:
+        """Whether the input never ends on its own (a live route): it runs until stopped.
+
+        Such a run commits its result after every micro-batch (``update`` and ``complete``
+        results; an ``append`` one with ``--checkpoint``), and a stop ends it as completed,
+        with the result of what it read.
+        """
+        return self._read is not None and self._read.live
 
     def progress(self) -> PipelineProgress:
         """A snapshot of the counters: the run's, and its read mode's (``ReadCounts``)."""
@@ -859,7 +873,12 @@ class Pipeline:
         if sink is not None and sink.completed:
             table = sink.result
             keys = self.query.keys if self.query is not None else ()
+            if self._stopped and self._stop_signal is not None:
+                self.notes.append(
+                    f"stopped by {signal_name(self._stop_signal)}: a live input ends when stopped"
+                )
             return PipelineResult(
+                live_input=self.live_input,
                 status="completed",
                 progress=progress,
                 wall_time=wall,

@@ -154,6 +154,7 @@ class ResultSink(Subscriber[MicroBatchLike]):
         journal: Path | None = None,
         partition_by: Sequence[str] = (),
         before_commit: Callable[[], None] | None = None,
+        commit_each_batch: bool = False,
     ) -> None:
         if mode == "update" and not keys:
             raise ValueError("update mode needs the key columns of the result")
@@ -167,6 +168,10 @@ class ResultSink(Subscriber[MicroBatchLike]):
         self._keys = tuple(keys)
         self._journal = journal
         self._lock = threading.Lock()
+        # Held while a micro-batch is folded and while a result is written: ``finish``
+        # comes from another thread than the stream's signals.
+        self._write_lock = threading.Lock()
+        self._commit_each_batch = commit_each_batch
         self._done = threading.Event()
         self._subscription: Subscription | None = None
         self._seen: set[int] = set()
@@ -216,7 +221,9 @@ class ResultSink(Subscriber[MicroBatchLike]):
             if self._done.is_set():
                 return  # after a cancel, batches under way may still arrive (Rule 2.8)
         try:
-            self._fold(element)
+            with self._write_lock:
+                if self._fold(element) and self._commit_each_batch:
+                    self._commit_now()
         except Exception as exc:  # a write failed: stop the stream, never raise (Rule 2.13)
             self._fail(exc)
             if subscription is not None:
@@ -236,7 +243,8 @@ class ResultSink(Subscriber[MicroBatchLike]):
         try:
             if self._before_commit is not None:
                 self._before_commit()
-            self._write_result()
+            with self._write_lock:
+                self._write_result()
         except Exception as exc:
             self._fail(exc)
             return
@@ -257,6 +265,36 @@ class ResultSink(Subscriber[MicroBatchLike]):
             subscription.cancel()
         self._abort_writer()
         self._done.set()
+
+    def finish(self) -> None:
+        """End a stream that never ends on its own (a live input): stop it, keep the result.
+
+        Cancels upstream, then writes the result of every micro-batch folded so far under
+        its final name, as ``on_complete`` does, and marks the sink completed. A micro-batch
+        being folded meanwhile finishes first (one lock); one that arrives later is not
+        folded (Rule 2.8). A failure to write ends the sink with that error.
+        """
+        with self._lock:
+            subscription, self._subscription = self._subscription, None
+            ended = self._done.is_set()
+        if subscription is not None:
+            subscription.cancel()
+        if ended:
+            return
+        with self._write_lock:
+            with self._lock:
+                if self._done.is_set():
+                    return
+                self._done.set()  # nothing is folded from now on
+            try:
+                self._write_result()
+            except Exception as exc:
+                with self._lock:
+                    self._error = exc
+                self._abort_writer()
+                return
+        with self._lock:
+            self._completed = True
 
     def abort(self, error: BaseException) -> None:
         """End the stream from outside with ``error``: cancel upstream, write nothing.
@@ -348,16 +386,33 @@ class ResultSink(Subscriber[MicroBatchLike]):
         if writer is not None:
             writer.abort()
 
-    def _fold(self, batch: MicroBatchLike) -> None:
+    def _fold(self, batch: MicroBatchLike) -> bool:
+        """Fold ``batch`` in; ``False`` for one folded before (a replay)."""
         batch_id = int(batch.batch_id)
         with self._lock:
-            if batch_id in self._seen:
-                self._replayed += 1
-                return
+            if batch_id in self._seen or self._done.is_set():
+                self._replayed += batch_id in self._seen
+                return False
         table = batch.table
         if self._journal is not None:
             self._save(batch_id, table)
         self._apply(batch_id, table)
+        return True
+
+    def _commit_now(self) -> None:
+        """Write the result so far under its final name (``commit_each_batch``).
+
+        For ``update`` and ``complete`` results, and ``append`` ones with a journal (a
+        checkpoint); a streamed ``append`` result is written once, at the end.
+        """
+        if self._mode == "append" and self._journal is None:
+            return
+        table = self._final_table()
+        writer = self._new_writer()
+        writer.write(table)
+        path = writer.commit(table.schema)
+        with self._lock:
+            self._result_path = path
 
     def _apply(self, batch_id: int, table: pa.Table) -> None:
         if self._schema is None:

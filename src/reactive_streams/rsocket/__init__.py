@@ -22,12 +22,14 @@ our side                           on the wire
 * ``connect("tcp://host:port", *, token=None, ssl_context=None) -> RSocketClient`` opens
   a connection; ``client.request_stream(route, data)`` is a ``Publisher[bytes]``.
   ``ws://`` URLs and ``serve(..., transport="ws")`` carry RSocket over WebSocket (with the
-  ``websockets`` package).
+  ``websockets`` package). ``connect(..., reconnect=Backoff(...))`` dials again when the
+  connection drops, within the policy's bound; requests made meanwhile wait for it.
 
 * ``partitioned_routes(name, source)`` serves a ``PartitionedSource`` (partitions of Arrow
   record batches, readable from any position: ``reactive_streams.files.FilePartitions``)
   as a partitioned route: ``name.meta``, ``name.offsets``, the stream ``name`` and
-  ``name.commit`` (see ``docs/rsocket.md``, "Partitioned routes").
+  ``name.commit`` (see ``docs/rsocket.md``, "Partitioned routes"). ``LivePartitions``
+  serves a live ``Publisher`` of record batches that way, with bounded retention.
 
 Routing and bearer authentication use composite metadata
 (``message/x.rsocket.routing.v0``, ``message/x.rsocket.authentication.v0``), as Spring and
@@ -41,6 +43,7 @@ from ._client import RSocketClient, connect
 from ._errors import FrameError, RSocketConnectionError, RSocketError, RSocketStreamError
 from ._frames import MAX_FRAME_SIZE, MAX_REQUEST_N, ErrorCode
 from ._limits import ServerLimits
+from ._live import LivePartitions, ReleasedOffsetError
 from ._partitioned import PARTITIONED_VERSION, PartitionedSource, encode_batch, partitioned_routes
 from ._payload import Payload
 from ._server import AsyncRSocketServer, RSocketServer, serve, serve_async
@@ -54,6 +57,7 @@ __all__ = [
     "ErrorCode",
     "FrameError",
     "PartitionedSource",
+    "ReleasedOffsetError",
     "Payload",
     "RSocketClient",
     "RSocketConnectionError",
@@ -67,6 +71,7 @@ __all__ = [
     "partitioned_routes",
     "serve",
     "serve_async",
+    "LivePartitions",
 ]
 
 set_public_module(__name__, globals())

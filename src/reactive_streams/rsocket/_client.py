@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 from urllib.parse import urlsplit
 
 from .._core import LoopThread
@@ -21,6 +21,13 @@ from ._frames import (
 )
 from ._metadata import AUTHENTICATION, ROUTING, encode_bearer, encode_composite
 from ._metadata import encode_routing as _encode_routing
+from ._reconnect import (
+    Redialer,
+    RedialingPublisher,
+    bound_seconds,
+    check_bounded,
+    dial_with_backoff,
+)
 from ._requester import RemotePublisher
 from ._statistics import TransportStatistics
 from ._websocket import WebSocketTransport, import_websockets
@@ -29,6 +36,7 @@ if TYPE_CHECKING:
     import ssl
     from types import TracebackType
 
+    from .._core import Backoff
     from ..api import Publisher
     from ._frames import Frame
     from ._payload import Payload
@@ -43,6 +51,13 @@ class RSocketClient:
     subscribers are called on a small thread pool owned by the client, never on the loop.
     Use it as a context manager, or call ``close``.
 
+    Made with ``connect(url, reconnect=Backoff(...))``, the client dials again when its
+    connection drops, within the policy's bound: requests made meanwhile wait and go out
+    on the new connection, streams open on the lost one fail with
+    ``RSocketConnectionError`` (resume them from your offset); once the bound passes,
+    every waiting and later request fails with one error naming the URL and the
+    attempts, and ``closed`` is true.
+
     Concurrency: every method is thread-safe.
     """
 
@@ -52,13 +67,27 @@ class RSocketClient:
         connection: ClientConnection,
         executor: ThreadPoolExecutor,
         token: str | None,
+        redialer: Redialer | None = None,
     ) -> None:
         self._loop_thread = loop_thread
         self._connection = connection
         self._executor = executor
         self._token = token
+        self._redialer = redialer
         self._close_lock = threading.Lock()
         self._closed = False
+
+    @property
+    def _current(self) -> ClientConnection:
+        """The connection requests go to now (the latest one, when reconnecting)."""
+        redialer = self._redialer
+        return self._connection if redialer is None else redialer.connection
+
+    @property
+    def reconnects(self) -> int:
+        """How many times the connection was made again after a drop (0 without ``reconnect``)."""
+        redialer = self._redialer
+        return 0 if redialer is None else redialer.reconnects
 
     def _metadata(self, route: str) -> bytes:
         entries = [(ROUTING, _encode_routing(route))]
@@ -124,15 +153,26 @@ class RSocketClient:
         """
         if not 1 <= window <= MAX_REQUEST_N:
             raise ValueError(f"window must be in [1, {MAX_REQUEST_N}], got {window}")
-        return RemotePublisher(
-            self._connection,
-            kind=FrameType.REQUEST_STREAM,
-            metadata=self._metadata(route),
-            data=bytes(data),
-            executor=self._executor,
-            window=window,
-            payloads=payloads,
+        return self._requester(
+            FrameType.REQUEST_STREAM, self._metadata(route), bytes(data), window, payloads
         )
+
+    def _requester(
+        self, kind: FrameType, metadata: bytes, data: bytes, window: int, payloads: bool
+    ) -> Publisher[Any]:
+        def on(connection: ClientConnection) -> Publisher[Any]:
+            return RemotePublisher(
+                connection,
+                kind=kind,
+                metadata=metadata,
+                data=data,
+                executor=self._executor,
+                window=window,
+                payloads=payloads,
+            )
+
+        redialer = self._redialer
+        return on(self._connection) if redialer is None else RedialingPublisher(redialer, on)
 
     def request_response(self, route: str, data: bytes = b"") -> Publisher[bytes]:
         """A publisher of the single response to ``data`` at ``route`` (request-response).
@@ -142,23 +182,18 @@ class RSocketClient:
         ``on_complete`` (or ``on_complete`` alone for an empty response), or ``on_error``,
         which needs no request (Rule 1.4).
         """
-        return RemotePublisher(
-            self._connection,
-            kind=FrameType.REQUEST_RESPONSE,
-            metadata=self._metadata(route),
-            data=bytes(data),
-            executor=self._executor,
-            window=1,
-            payloads=False,
+        return self._requester(
+            FrameType.REQUEST_RESPONSE, self._metadata(route), bytes(data), 1, False
         )
 
     def fire_and_forget(self, route: str, data: bytes = b"") -> None:
         """Send ``data`` to ``route`` with no response (``REQUEST_FNF``); returns at once.
 
         Raises:
-            RSocketConnectionError: the connection is closed.
+            RSocketConnectionError: the connection is closed (or, with ``reconnect``,
+                being made again: a fire-and-forget is not kept for later).
         """
-        connection = self._connection
+        connection = self._current
         stream_id = connection.open_stream(_NoHandler())
         frames = (
             encode_fragments(
@@ -177,7 +212,7 @@ class RSocketClient:
 
     def statistics(self) -> TransportStatistics:
         """A snapshot of the connection's counters (frames and bytes both ways)."""
-        connection = self._connection
+        connection = self._current
         return TransportStatistics(
             connections=0 if connection.is_closed else 1,
             open_streams=connection.open_streams,
@@ -189,8 +224,13 @@ class RSocketClient:
 
     @property
     def closed(self) -> bool:
-        """Whether the connection has ended (closed here, by the peer, or failed)."""
-        return self._connection.is_closed
+        """Whether the connection has ended (closed here, by the peer, or failed).
+
+        With ``reconnect``: whether the client was closed or gave up reconnecting (a
+        connection being made again is not closed).
+        """
+        redialer = self._redialer
+        return self._connection.is_closed if redialer is None else redialer.closed
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the connection; open streams get ``on_error``; idempotent.
@@ -204,8 +244,12 @@ class RSocketClient:
             if self._closed:
                 return
             self._closed = True
-        connection = self._connection
-        connection.close(RSocketConnectionError("the client closed the connection"))
+        closing = RSocketConnectionError("the client closed the connection")
+        if self._redialer is not None:
+            for waiting in self._redialer.close():  # requests waiting for a reconnection
+                waiting(None, closing)
+        connection = self._current
+        connection.close(closing)
         if not self._loop_thread.in_loop_thread:
 
             async def _wait_closed() -> None:
@@ -261,6 +305,7 @@ def connect(
     max_frame_size: int = MAX_FRAME_SIZE,
     timeout: float = 10.0,
     workers: int = 4,
+    reconnect: Backoff | None = None,
 ) -> RSocketClient:
     """Connect to the RSocket server at ``url`` and send ``SETUP``.
 
@@ -277,6 +322,10 @@ def connect(
         max_frame_size: larger frames are fragmented on send and refused on receipt.
         timeout: seconds to wait for the TCP (and TLS) connection.
         workers: threads that call subscribers.
+        reconnect: dial again with this policy when the connection drops (and retry
+            the first connection with it): a ``Backoff`` with a bound (``max_attempts``
+            or ``deadline``), since requests wait for the reconnection. A server that
+            refuses the setup (``REJECTED_SETUP``) is not dialled again.
 
     Returns:
         A connected ``RSocketClient``. A server that refuses the setup (for example a
@@ -284,10 +333,14 @@ def connect(
         every stream fails with ``RSocketConnectionError`` carrying that code.
 
     Raises:
-        ValueError: a malformed URL.
-        RSocketConnectionError: the connection could not be made within ``timeout``.
+        ValueError: a malformed URL, or an unbounded ``reconnect``.
+        TypeError: ``reconnect`` is not a ``Backoff``.
+        RSocketConnectionError: the connection could not be made within ``timeout``
+            (with ``reconnect``: within its bound; the message names the URL and the
+            attempts).
     """
     scheme, host, port = _parse_url(url)
+    backoff = None if reconnect is None else check_bounded(reconnect)
     settings = ConnectionSettings(
         max_frame_size=max_frame_size, keepalive=keepalive, max_lifetime=max_lifetime
     )
@@ -326,16 +379,43 @@ def connect(
         return protocol
 
     opener = _connect if scheme == "tcp" else _connect_websocket
+
+    async def dial() -> ClientConnection:
+        try:
+            return await asyncio.wait_for(opener(), timeout)
+        except (OSError, TimeoutError) as exc:
+            raise RSocketConnectionError(f"could not connect to {url}: {exc}") from exc
+
     try:
-        connection = loop_thread.call(asyncio.wait_for(opener(), timeout), timeout + 1.0)
-    except (OSError, TimeoutError, ImportError) as exc:
+        if backoff is None:
+            connection = loop_thread.call(dial(), timeout + 1.0)
+        else:
+            connection, _ = loop_thread.call(
+                dial_with_backoff(url, dial, backoff, first_delay=False),
+                bound_seconds(backoff, timeout),
+            )
+    except (RSocketConnectionError, TimeoutError, ImportError) as exc:
         if isinstance(exc, ImportError):
             loop_thread.stop()
             raise
         loop_thread.stop()
+        if isinstance(exc, RSocketConnectionError):
+            raise
         raise RSocketConnectionError(f"could not connect to {url}: {exc}") from exc
     except BaseException:
         loop_thread.stop()
         raise
     executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rsocket-client")
-    return RSocketClient(loop_thread, connection, executor, token)
+    redialer = (
+        None
+        if backoff is None
+        else Redialer(
+            url,
+            backoff=backoff,
+            loop=loop,
+            dial=dial,
+            executor=executor,
+            connection=connection,
+        )
+    )
+    return RSocketClient(loop_thread, connection, executor, token, redialer)

@@ -18,7 +18,10 @@ four RSocket routes:
 to record batches, and each micro-batch's commit is sent as ``R.commit``. Spark's
 processes (the streaming source runner, each executor's Python worker) each keep one
 connection per URL and token (``shared_client``), reused across micro-batches and closed
-when the process exits.
+when the process exits. With ``reconnect=Backoff(...)`` those connections dial again when
+the producer goes away, and a partition's stream cut by the drop is asked again from the
+record it reached (``Flow.restart``), so a producer served again on the same port is
+picked up exactly.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from .._core import Backoff
     from ..api import Publisher
 
 __all__ = [
@@ -118,7 +122,7 @@ class RouteInfo:
 
 
 # -------------------------------------------------------------------- connections
-_CLIENTS: dict[tuple[str, str | None], RSocketClient] = {}
+_CLIENTS: dict[tuple[str, str | None, Backoff | None], RSocketClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 _CLOSE_AT_EXIT: list[bool] = []
 
@@ -142,16 +146,21 @@ def _where(url: str, route: str) -> str:
     return f"{url} route {route!r}"
 
 
-def shared_client(url: str, token: str | None, timeout: float) -> RSocketClient:
+def shared_client(
+    url: str, token: str | None, timeout: float, reconnect: Backoff | None = None
+) -> RSocketClient:
     """This process's connection to ``url`` with ``token``, opened once and then reused.
 
     A connection that ended (closed by the server, dropped) is replaced by a new one on
-    the next call. Every shared connection is closed when the process exits.
+    the next call; with ``reconnect`` the client dials again by itself
+    (``connect(..., reconnect=)``) and is replaced only once it gave up. Every shared
+    connection is closed when the process exits.
 
     Raises:
-        RemoteRouteError: the connection could not be made within ``timeout`` seconds.
+        RemoteRouteError: the connection could not be made within ``timeout`` seconds
+            (with ``reconnect``: within its bound).
     """
-    key = (url, token)
+    key = (url, token, reconnect)
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is not None and not client.closed:
@@ -160,7 +169,7 @@ def shared_client(url: str, token: str | None, timeout: float) -> RSocketClient:
             atexit.register(_close_clients)
             _CLOSE_AT_EXIT.append(True)
         try:
-            client = connect(url, token=token, timeout=timeout)
+            client = connect(url, token=token, timeout=timeout, reconnect=reconnect)
         except (RSocketError, OSError, ValueError) as exc:
             raise RemoteRouteError(f"{url}: cannot connect: {_cause(exc)}") from exc
         old = _CLIENTS.get(key)
@@ -294,14 +303,19 @@ def describe_route(
 
 
 def route_offsets(
-    url: str, route: str, *, token: str | None = None, timeout: float = 30.0
+    url: str,
+    route: str,
+    *,
+    token: str | None = None,
+    timeout: float = 30.0,
+    reconnect: Backoff | None = None,
 ) -> Offsets:
     """``R.offsets`` on this process's shared connection: ``(high_water, final)``.
 
     Raises:
         RemoteRouteError: see ``describe_route``.
     """
-    client = shared_client(url, token, timeout)
+    client = shared_client(url, token, timeout, reconnect)
     return _offsets(_ask(client, url, route + ".offsets", timeout), url, route)
 
 
@@ -330,21 +344,28 @@ class _RouteReader:
     url: str
     token: str | None
     timeout: float
+    reconnect: Backoff | None = None
 
     def count(self, split: RSocketSplit) -> int:
         """The partition's high-water mark (``R.offsets``)."""
         high_water, _ = route_offsets(
-            split.url, split.route, token=self.token, timeout=self.timeout
+            split.url, split.route, token=self.token, timeout=self.timeout, reconnect=self.reconnect
         )
         if not 0 <= split.partition < len(high_water):
             raise RemoteRouteError(f"{split}: the route has {len(high_water)} partitions now")
         return high_water[split.partition]
 
     def open(self, split: RSocketSplit, start: int) -> Publisher[pa.RecordBatch]:
-        """The partition's batches from record ``start`` on (``R``, request-stream)."""
-        client = shared_client(split.url, self.token, self.timeout)
-        request = json.dumps({"partition": split.partition, "start": start}).encode("utf-8")
-        return Flow(client.request_stream(split.route, request)).map(decode_batch)
+        """The partition's batches from record ``start`` on (``R``, request-stream).
+
+        With ``reconnect``: a stream cut by a dropped connection is asked again, once the
+        client reconnected, from the record it reached (``Flow.restart``); other errors,
+        and a client that gave up reconnecting, end it.
+        """
+        if self.reconnect is None:
+            return _Resuming(self, split, start)()
+        resuming = _Resuming(self, split, start)
+        return Flow.restart(resuming, self.reconnect, retry_on=resuming.dropped)
 
     def commit(self, split: RSocketSplit, offset: int) -> None:
         """``R.commit`` (fire-and-forget); a connection that is gone is only logged.
@@ -353,11 +374,45 @@ class _RouteReader:
         so a commit it cannot hear does not fail the query.
         """
         try:
-            client = shared_client(split.url, self.token, self.timeout)
+            client = shared_client(split.url, self.token, self.timeout, self.reconnect)
             request = json.dumps({"partition": split.partition, "offset": offset})
             client.fire_and_forget(split.route + ".commit", request.encode("utf-8"))
         except (RSocketError, RemoteRouteError) as exc:
             logger.debug("%s: the commit at %d was not sent: %s", split, offset, exc)
+
+
+class _Resuming:
+    """A partition's stream from the record it reached: ``Flow.restart``'s factory."""
+
+    __slots__ = ("_client", "_position", "_reader", "_split")
+
+    def __init__(self, reader: _RouteReader, split: RSocketSplit, start: int) -> None:
+        self._reader = reader
+        self._split = split
+        self._position = start  # advanced by each batch, serially (one stream at a time)
+        self._client: RSocketClient | None = None
+
+    def __call__(self) -> Publisher[pa.RecordBatch]:
+        reader, split = self._reader, self._split
+        client = shared_client(split.url, reader.token, reader.timeout, reader.reconnect)
+        self._client = client
+        request = {"partition": split.partition, "start": self._position}
+        stream = client.request_stream(split.route, json.dumps(request).encode("utf-8"))
+        batches = Flow(stream).map(decode_batch)
+        return batches if reader.reconnect is None else batches.do_on_next(self._advance)
+
+    def _advance(self, batch: pa.RecordBatch) -> None:
+        self._position += batch.num_rows
+
+    def dropped(self, error: Exception) -> bool:
+        """Whether ``error`` is a dropped connection that the client is dialling again."""
+        client = self._client
+        return (
+            isinstance(error, RSocketConnectionError)
+            and error.code != ErrorCode.REJECTED_SETUP
+            and client is not None
+            and not client.closed
+        )
 
 
 def from_rsocket(
@@ -374,6 +429,7 @@ def from_rsocket(
     order: Literal["spread", "sequential"] | None = None,
     max_partitions: int | None = None,
     warm_workers: bool = False,
+    reconnect: Backoff | None = None,
 ) -> DataFrame:
     """A streaming DataFrame of the partitioned RSocket route ``route`` at ``url``.
 
@@ -414,6 +470,13 @@ def from_rsocket(
             parallelism for a route of files, one task per partition for a live one.
         warm_workers: start the executors' Python workers while the query starts
             (``from_splits``).
+        reconnect: a bounded ``Backoff``: each process's connection dials again when the
+            producer goes away (``connect(..., reconnect=)``), and a partition's stream
+            cut by the drop is asked again from the record it reached, so a producer
+            served again on the same port (replaying the same records at the same
+            offsets) is picked up exactly. Keep its bound within ``read_timeout`` and
+            ``request_timeout``, which the waits for the new connection count against.
+            ``None``: a drop fails the query.
 
     Returns:
         A streaming DataFrame; a query restarted from its checkpoint resumes at the
@@ -432,16 +495,17 @@ def from_rsocket(
         ValueError, TypeError: see ``from_splits``.
 
     While the query runs, these fail it, each with a ``SplitReadError`` naming the URL,
-    route and partition: the connection dropped, the producer ended a stream with an
-    error, sent more batches than requested (Rule 1.1), sent a payload that is not one
-    Arrow batch, or nothing for ``read_timeout`` seconds.
+    route and partition: the connection dropped (with ``reconnect``: and did not come back
+    within its bound), the producer ended a stream with an error, sent more batches than
+    requested (Rule 1.1), sent a payload that is not one Arrow batch, or nothing for
+    ``read_timeout`` seconds.
     """
     info = describe_route(url, route, token=token, timeout=request_timeout)
     if schema is None:
         from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415
 
         schema = from_arrow_schema(info.schema, prefer_timestamp_ntz=False)
-    reader = _RouteReader(url, token, float(request_timeout))
+    reader = _RouteReader(url, token, float(request_timeout), reconnect)
     splits = [RSocketSplit(url, route, partition) for partition in range(info.partitions)]
     files = not info.live
     chosen: Literal["spread", "sequential"] = order or ("sequential" if files else "spread")

@@ -15,6 +15,8 @@ Assumptions, one per function:
   ``PythonRDD.toLocalIteratorAndServe(rdd, prefetch)`` serve one Arrow IPC record batch
   message per element, one job per partition, read with ``_local_iterator_from_socket``.
 * ``analyzed_plan``: ``DataFrame._jdf.queryExecution().analyzed()`` is the analyzed plan.
+* ``plan_aggregates``: that plan is a tree of ``LogicalPlan`` nodes (``children()``), and a
+  ``GROUP BY`` or a global aggregate is a node of class ``Aggregate``.
 * ``file_scan_columns``: ``DataFrame._jdf.queryExecution().executedPlan()`` is a tree of
   ``SparkPlan`` nodes (``children()``, ``subqueries()``; adaptive execution wraps it in an
   ``AdaptiveSparkPlanExec`` whose ``inputPlan()`` is the plan), and a batch read of a file
@@ -97,6 +99,7 @@ __all__ = [
     "jvm",
     "parse_ddl",
     "parse_query",
+    "plan_aggregates",
     "query_context_loggers",
     "query_dataframe",
     "source_names",
@@ -141,6 +144,22 @@ def arrow_batch_messages(dataframe: DataFrame, *, prefetch_partitions: bool) -> 
 def analyzed_plan(dataframe: DataFrame) -> str:
     """The text of the DataFrame's analyzed logical plan."""
     return str(dataframe._jdf.queryExecution().analyzed().toString())
+
+
+def plan_aggregates(dataframe: DataFrame) -> bool:
+    """Whether the DataFrame's analyzed plan aggregates: an ``Aggregate`` node in its tree.
+
+    A ``GROUP BY`` (windowed or not) or a global aggregate (``SELECT count(*)``) is one;
+    an aggregate inside a subquery expression is not looked at. Nothing runs.
+    """
+    pending = [dataframe._jdf.queryExecution().analyzed()]
+    while pending:
+        node = pending.pop()
+        if node.getClass().getSimpleName() == "Aggregate":
+            return True
+        children = node.children()
+        pending.extend(children.apply(index) for index in range(children.size()))
+    return False
 
 
 def _nodes(plan: Any) -> Iterator[Any]:

@@ -9,6 +9,7 @@ has its contract test.
 * ``parse_query`` / ``statement_kind``: is the text one query, and if not, what is it;
 * ``query_dataframe``: ``spark.sql`` for a query only, analysed, lazy;
 * ``file_scan_columns``: the columns each file scan of a batch plan reads;
+* ``plan_aggregates``: whether a query aggregates (the main job's default output mode);
 * ``watermark_grouping`` / ``window_calls``: how a streaming aggregation judges rows late
   (the main job counts its late rows as input rows with them).
 
@@ -26,6 +27,7 @@ from .._core import set_public_module
 from ._pyspark_internals import (
     file_scan_columns,
     parse_query,
+    plan_aggregates,
     query_dataframe,
     statement_kind,
     watermark_grouping,
@@ -35,6 +37,7 @@ from ._pyspark_internals import (
 __all__ = [
     "file_scan_columns",
     "parse_query",
+    "plan_aggregates",
     "query_dataframe",
     "statement_kind",
     "watermark_grouping",

@@ -1,0 +1,473 @@
+"""A live publisher of record batches as a partitioned source, with bounded retention.
+
+``LivePartitions(publisher, schema)`` subscribes to a ``Publisher[pyarrow.RecordBatch]``
+that never has to end (a sensor, a message handler behind a push source) and serves what
+it sends as the partitions of a *live* partitioned route (``partitioned_routes``):
+
+* each batch that arrives is cut into batches of at most ``batch_rows`` rows and appended,
+  batch by batch, round-robin to the partitions; a record's position is fixed when it
+  arrives, so every reader of a range gets the same records;
+* everything appended stays in the **retention buffer** until a reader's ``commit`` says
+  positions below an offset will not be asked for again (Spark's
+  ``DataSourceStreamReader.commit`` after a micro-batch); so a pipeline restarted from its
+  checkpoint re-reads exactly what it had not committed;
+* the buffer's bound is the backpressure on the live publisher: batches are requested only
+  while fewer than ``retention_rows`` rows are retained, at most ``request_batches`` at a
+  time, so the buffer holds at most ``retention_rows`` plus the rows of
+  ``request_batches`` batches. A live publisher that cannot wait chooses its own overflow
+  strategy upstream (a push source's, or an ``on_backpressure_*`` operator).
+
+Guarantee: exact (no record lost or repeated) across restarts of the reading pipeline while
+the producer lives; what was retained and not committed is lost if the producer's process
+dies (a route of files, ``FilePartitions``, is exact across any restart).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from typing import TYPE_CHECKING, Final
+
+from .._core import (
+    EmitLoopSubscription,
+    ProtocolViolationError,
+    cancel_quietly,
+    check_positive,
+    check_subscriber,
+    report_undeliverable,
+)
+from ..api import Publisher, Subscriber, Subscription
+
+if TYPE_CHECKING:
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+
+__all__ = ["LivePartitions", "ReleasedOffsetError"]
+
+logger = logging.getLogger("reactive_streams.rsocket")
+
+_READER_BATCH: Final = 64
+"""Batches a reader's pass delivers at most before it yields (Rule 3.4's bound)."""
+
+
+class ReleasedOffsetError(LookupError):
+    """A reader asked for records that a ``commit`` already released from retention."""
+
+
+class _Partition:
+    """One partition's retained batches: ``(first position, batch)`` in order."""
+
+    __slots__ = ("base", "batches", "high_water", "readers")
+
+    def __init__(self) -> None:
+        self.batches: deque[tuple[int, pa.RecordBatch]] = deque()
+        self.base = 0  # positions below were released (committed)
+        self.high_water = 0  # the position the next record gets
+        self.readers: set[_LiveReader] = set()  # readers waiting for more
+
+
+class LivePartitions:
+    """A live ``Publisher`` of record batches served as a live partitioned source.
+
+    Satisfies ``PartitionedSource`` with ``live = True``: pass it to
+    ``partitioned_routes(name, ...)`` and serve the routes (module docstring for the
+    retention and the guarantee). It subscribes to ``publisher`` at once.
+
+    Args:
+        publisher: the live source; each element a ``pyarrow.RecordBatch`` with
+            ``schema``'s columns (by name; cast to ``schema``). Empty batches are skipped.
+        schema: the route's Arrow schema.
+        partitions: how many partitions, ``>= 1``; batches go round-robin.
+        batch_rows: the most rows in one served batch (a larger one is sliced), ``>= 1``.
+        retention_rows: request more from ``publisher`` only while fewer rows than this
+            are retained (not yet committed), ``>= 1``.
+        request_batches: batches requested from ``publisher`` at a time, ``>= 1``.
+
+    Raises:
+        ValueError: a count below 1.
+
+    Backpressure:
+        The publisher is asked for at most ``request_batches`` batches at once, and for
+        more only while the retention buffer holds fewer than ``retention_rows`` rows; a
+        ``commit`` that releases rows asks again. Readers get batches only within their
+        own demand (Rule 1.1).
+
+    Concurrency:
+        One lock guards every partition; the publisher's signals, readers' requests and
+        commits may come from any thread. A reader that reached the end of its partition
+        waits (no thread held) and is woken by the next batch appended to it.
+
+    A publisher error or a batch that does not fit ``schema`` ends the live source: readers
+    get the records retained so far, then ``on_error`` with that error. Completion of the
+    publisher makes every partition final: readers complete at the end.
+    """
+
+    def __init__(
+        self,
+        publisher: Publisher[pa.RecordBatch],
+        schema: pa.Schema,
+        *,
+        partitions: int = 1,
+        batch_rows: int = 4096,
+        retention_rows: int = 1_000_000,
+        request_batches: int = 4,
+    ) -> None:
+        self._schema = schema
+        self._batch_rows = check_positive("batch_rows", batch_rows)
+        self._retention = check_positive("retention_rows", retention_rows)
+        self._request_batches = check_positive("request_batches", request_batches)
+        self._partitions = [_Partition() for _ in range(check_positive("partitions", partitions))]
+        self._lock = threading.Lock()
+        self._retained = 0  # rows held across partitions
+        self._high_retained = 0  # the most ever held
+        self._outstanding = 0  # batches requested from the publisher, not yet received
+        self._next = 0  # the partition the next batch goes to
+        self._final = False  # the publisher completed
+        self._error: Exception | None = None  # the publisher failed (or sent a bad batch)
+        self._upstream: Subscription | None = None
+        publisher.subscribe(_Intake(self))
+
+    # -- PartitionedSource ------------------------------------------------------------------
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of every served batch."""
+        return self._schema
+
+    @property
+    def partitions(self) -> int:
+        """How many partitions."""
+        return len(self._partitions)
+
+    @property
+    def batch_rows(self) -> int:
+        """The most rows in one served batch."""
+        return self._batch_rows
+
+    @property
+    def live(self) -> bool:
+        """Always ``True``: the partitions grow while the publisher sends."""
+        return True
+
+    @property
+    def retained_rows(self) -> int:
+        """Rows held now (appended and not yet released by a commit)."""
+        with self._lock:
+            return self._retained
+
+    @property
+    def high_retained_rows(self) -> int:
+        """The most rows ever held at once (the retention buffer's high-water mark)."""
+        with self._lock:
+            return self._high_retained
+
+    def high_water(self, partition: int) -> int:
+        """The position ``partition``'s next record will get (its end offset now)."""
+        with self._lock:
+            return self._partition(partition).high_water
+
+    def final(self, partition: int) -> bool:
+        """Whether the publisher completed (then ``high_water`` is all there will be)."""
+        self._partition(partition)
+        with self._lock:
+            return self._final
+
+    def open(self, partition: int, start: int) -> Publisher[pa.RecordBatch]:
+        """``partition``'s batches from position ``start`` on: retained ones, then new ones.
+
+        The stream completes at the end of a final partition; it waits for more otherwise.
+        A ``start`` below what commits released ends it with ``ReleasedOffsetError``.
+        """
+        self._partition(partition)
+        if start < 0:
+            raise ValueError(f"start must be >= 0, got {start}")
+        return _LivePublisher(self, partition, start)
+
+    def commit(self, partition: int, offset: int) -> None:
+        """Release ``partition``'s records below ``offset``; ask the publisher for more.
+
+        An ``offset`` beyond the high-water mark is clamped to it (and logged); one below
+        an earlier commit changes nothing.
+        """
+        part = self._partition(partition)
+        with self._lock:
+            if offset > part.high_water:
+                logger.warning(
+                    "live partition %d: commit at %d is beyond its %d records; clamped",
+                    partition,
+                    offset,
+                    part.high_water,
+                )
+                offset = part.high_water
+            if offset <= part.base:
+                return
+            part.base = offset
+            batches = part.batches
+            while batches and batches[0][0] + batches[0][1].num_rows <= offset:
+                _, batch = batches.popleft()
+                self._retained -= batch.num_rows
+            more = self._top_up_locked()
+        self._request(more)
+
+    def __repr__(self) -> str:
+        return (
+            f"LivePartitions(partitions={len(self._partitions)}, "
+            f"retention_rows={self._retention:,}, retained={self._retained:,})"
+        )
+
+    # -- the publisher's side ---------------------------------------------------------------
+
+    def _partition(self, partition: int) -> _Partition:
+        if not 0 <= partition < len(self._partitions):
+            raise ValueError(
+                f"no partition {partition}: there are {len(self._partitions)} "
+                f"(0 to {len(self._partitions) - 1})"
+            )
+        return self._partitions[partition]
+
+    def _top_up_locked(self) -> int:
+        """How many batches to request now (lock held); counted as outstanding."""
+        if self._final or self._error is not None or self._upstream is None:
+            return 0
+        if self._retained >= self._retention:
+            return 0
+        more = self._request_batches - self._outstanding
+        if more <= 0:
+            return 0
+        self._outstanding += more
+        return more
+
+    def _request(self, count: int) -> None:
+        upstream = self._upstream
+        if count and upstream is not None:
+            try:
+                upstream.request(count)
+            except Exception as exc:  # the publisher broke Rule 3.16
+                self._end(exc)
+
+    def _subscribed(self, subscription: Subscription) -> None:
+        with self._lock:
+            self._upstream = subscription
+            more = self._top_up_locked()
+        self._request(more)
+
+    def _append(self, batch: pa.RecordBatch) -> None:
+        try:
+            batch = self._conform(batch)
+        except Exception as exc:
+            upstream = self._upstream
+            if upstream is not None:
+                cancel_quietly(upstream)
+            self._end(exc)
+            return
+        woken: list[_LiveReader] = []
+        with self._lock:
+            if self._final or self._error is not None:
+                return
+            if self._outstanding > 0:
+                self._outstanding -= 1
+            else:  # Rule 1.1 broken: more than requested
+                error = ProtocolViolationError(
+                    "Rule 1.1: the live publisher sent more batches than LivePartitions requested",
+                    rule="1.1",
+                )
+                self._error = error
+                woken = self._all_readers_locked()
+                batch = None
+            if batch is not None:
+                for offset in range(0, batch.num_rows, self._batch_rows):
+                    piece = batch.slice(offset, self._batch_rows)
+                    part = self._partitions[self._next]
+                    self._next = (self._next + 1) % len(self._partitions)
+                    part.batches.append((part.high_water, piece))
+                    part.high_water += piece.num_rows
+                    self._retained += piece.num_rows
+                    woken.extend(part.readers)
+                self._high_retained = max(self._high_retained, self._retained)
+                more = self._top_up_locked()
+            else:
+                more = 0
+        if batch is None and self._upstream is not None:
+            cancel_quietly(self._upstream)
+        for reader in woken:
+            reader.wake()
+        self._request(more)
+
+    def _conform(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        import pyarrow as pa  # noqa: PLC0415  (the spark extra; rsocket itself does not need it)
+
+        if not isinstance(batch, pa.RecordBatch):
+            raise TypeError(
+                f"a live partitioned source needs pyarrow.RecordBatch elements, got "
+                f"{type(batch).__name__}"
+            )
+        if batch.schema.equals(self._schema):
+            return batch
+        missing = [name for name in self._schema.names if name not in batch.schema.names]
+        if missing:
+            raise ValueError(f"a batch lacks the route's columns {missing}")
+        columns = [batch.column(name) for name in self._schema.names]
+        return pa.RecordBatch.from_arrays(columns, names=self._schema.names).cast(self._schema)
+
+    def _end(self, error: Exception | None) -> None:
+        with self._lock:
+            if self._final or self._error is not None:
+                if error is not None:
+                    report_undeliverable(error)
+                return
+            if error is None:
+                self._final = True
+            else:
+                self._error = error
+            woken = self._all_readers_locked()
+        for reader in woken:
+            reader.wake()
+
+    def _all_readers_locked(self) -> list[_LiveReader]:
+        woken: list[_LiveReader] = []
+        for part in self._partitions:
+            woken.extend(part.readers)
+        return woken
+
+    # -- the readers' side ------------------------------------------------------------------
+
+    def _take(self, partition: int, position: int, count: int) -> list[pa.RecordBatch]:
+        """Up to ``count`` retained batches of ``partition`` from ``position`` (any thread)."""
+        part = self._partitions[partition]
+        taken: list[pa.RecordBatch] = []
+        with self._lock:
+            if position < part.base:
+                return taken  # released: the reader's end state says so
+            for first, batch in part.batches:
+                if len(taken) >= count:
+                    break
+                end = first + batch.num_rows
+                if end <= position:
+                    continue
+                taken.append(batch.slice(position - first) if position > first else batch)
+                position = end
+        return taken
+
+    def _end_state(self, partition: int, position: int) -> tuple[Exception | None, bool]:
+        """``(error, ended)`` for a reader at ``position``: both unset while records remain.
+
+        ``error``: the position was released by a commit, or the reader is at the end and
+        the publisher failed; ``ended``: at the end of a final partition.
+        """
+        part = self._partitions[partition]
+        with self._lock:
+            if position < part.base:
+                return (
+                    ReleasedOffsetError(
+                        f"live partition {partition}: position {position:,} was released "
+                        f"(records below {part.base:,} were committed)"
+                    ),
+                    False,
+                )
+            if position < part.high_water:
+                return None, False
+            return self._error, self._final and self._error is None
+
+    def _join(self, reader: _LiveReader, partition: int) -> None:
+        with self._lock:
+            self._partitions[partition].readers.add(reader)
+
+    def _forget(self, reader: _LiveReader, partition: int) -> None:
+        with self._lock:
+            self._partitions[partition].readers.discard(reader)
+
+
+class _Intake(Subscriber["pa.RecordBatch"]):
+    """The live publisher's subscriber: hands every signal to the ``LivePartitions``."""
+
+    __slots__ = ("_source", "_subscribed")
+
+    def __init__(self, source: LivePartitions) -> None:
+        self._source = source
+        self._subscribed = False
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        if self._subscribed:
+            subscription.cancel()  # Rule 2.5
+            return
+        self._subscribed = True
+        self._source._subscribed(subscription)
+
+    def on_next(self, element: pa.RecordBatch) -> None:
+        if element is None:
+            raise TypeError("Rule 2.13: on_next(None)")
+        if element.num_rows == 0:
+            with self._source._lock:
+                self._source._outstanding = max(0, self._source._outstanding - 1)
+                more = self._source._top_up_locked()
+            self._source._request(more)
+            return
+        self._source._append(element)
+
+    def on_error(self, error: Exception) -> None:
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        self._source._end(error)
+
+    def on_complete(self) -> None:
+        self._source._end(None)
+
+
+class _LivePublisher(Publisher["pa.RecordBatch"]):
+    __slots__ = ("_partition", "_source", "_start")
+
+    def __init__(self, source: LivePartitions, partition: int, start: int) -> None:
+        self._source = source
+        self._partition = partition
+        self._start = start
+
+    def subscribe(self, subscriber: Subscriber[pa.RecordBatch]) -> None:
+        check_subscriber(subscriber)
+        _LiveReader(subscriber, self._source, self._partition, self._start).start()
+
+
+class _LiveReader(EmitLoopSubscription["pa.RecordBatch"]):
+    """One reader of one partition: the kit's emit loop, woken by every append and the end.
+
+    It is registered with its partition from its first pass to its close, so the end of
+    the publisher reaches it with or without demand (Rules 1.4, 1.5).
+    """
+
+    __slots__ = ("_ended", "_error", "_partition", "_position", "_source")
+
+    def __init__(
+        self,
+        subscriber: Subscriber[pa.RecordBatch],
+        source: LivePartitions,
+        partition: int,
+        start: int,
+    ) -> None:
+        super().__init__(subscriber, batch_size=_READER_BATCH)
+        self._source = source
+        self._partition = partition
+        self._position = start
+        self._error: Exception | None = None
+        self._ended = False
+
+    def _open(self) -> None:
+        self._source._join(self, self._partition)
+
+    def _emit(self, subscriber: Subscriber[pa.RecordBatch], count: int) -> int:
+        batches = self._source._take(self._partition, self._position, count)
+        sent = self._deliver_each(subscriber, batches)
+        for batch in batches[:sent]:
+            self._position += batch.num_rows
+        return sent
+
+    def _exhausted(self) -> bool:
+        if self._error is None and not self._ended:
+            self._error, self._ended = self._source._end_state(self._partition, self._position)
+        return self._ended or self._error is not None
+
+    def _failure(self) -> Exception | None:
+        return self._error
+
+    def _close(self) -> None:
+        self._source._forget(self, self._partition)
