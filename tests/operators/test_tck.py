@@ -15,8 +15,9 @@ import operator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from reactive_streams import MAX_DEMAND, Processor, Publisher
-from reactive_streams.operators import Flow
+from reactive_streams import MAX_DEMAND, Processor, Publisher, Subscriber
+from reactive_streams._core import EmptySubscription
+from reactive_streams.operators import Flow, KillSwitch
 from reactive_streams.operators._publish_on import PublishOn
 from reactive_streams.reference import RangePublisher
 from reactive_streams.schedulers import default_scheduler
@@ -415,3 +416,89 @@ class TestSkippingBuffer(_FlowVerification):
 class TestSlidingWindow(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return _pushed(elements).window(2, skip=1)
+
+
+class TestSwitchMap(_FlowVerification):
+    """One source element: the inner carries the whole demand."""
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.just(0).switch_map(lambda _: _pushed(elements))
+
+
+class TestSwitchMapSwitching(_FlowVerification):
+    """Earlier inners are replaced (empty ones, so the count stays exact)."""
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.range(0, 3).switch_map(
+            lambda i: _pushed(elements) if i == 2 else Flow.from_publisher(RangePublisher(0, 0))
+        )
+
+
+class TestMapAsync(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).map_async(lambda x: x + 1, 4)
+
+
+class TestMapAsyncUnordered(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).map_async_unordered(lambda x: x + 1, 4, executor=self.executor())
+
+
+async def _increment(x: int) -> int:
+    return x + 1
+
+
+class TestMapAsyncCoroutine(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).map_async(_increment, 3)
+
+
+class TestCombineLatest(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.combine_latest(Flow.just("x"), _pushed(elements))
+
+
+class TestWithLatestFrom(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).with_latest_from(Flow.just("x"))
+
+
+class _Silent(Publisher[Any]):
+    """A source that never signals anything after ``on_subscribe``."""
+
+    def subscribe(self, subscriber: Subscriber[Any]) -> None:
+        subscriber.on_subscribe(EmptySubscription())
+
+
+class TestTimeoutFallback(_FlowVerification):
+    """The source stays silent: after 10 ms every element comes from the fallback."""
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.from_publisher(_Silent()).timeout(0.01, _pushed(elements))
+
+
+class TestThrottle(_FlowVerification):
+    """A fast rate on the shared timer thread: the TCK's waits stay short."""
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).throttle(10_000, 1.0, burst=4)
+
+
+class TestUsing(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return Flow.using(lambda: elements, _pushed, lambda _: None)
+
+
+class TestKillSwitch(_FlowVerification):
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return _pushed(elements).via(KillSwitch().flow())
+
+
+class TestKillSwitchProcessor(IdentityProcessorVerification):
+    max_supported_subscribers = 1
+
+    def create_identity_processor(self, buffer_size: int) -> Processor[Any, Any]:
+        return KillSwitch().flow()()
+
+    def create_failed_publisher(self) -> Publisher[Any] | None:
+        return Flow.error(RuntimeError("TCK: failed publisher"))

@@ -31,6 +31,8 @@ from reactive_streams.schedulers import AsyncioScheduler, ThreadTimerScheduler
 from reactive_streams.tck import PublisherVerification
 from reactive_streams.testing import RecordingSubscriber, VirtualTimeScheduler
 
+from .helpers import ManualPublisher, Recorder
+
 # --------------------------------------------------------------------------- helpers
 
 
@@ -296,6 +298,51 @@ def test_timeout_fails_after_silence_and_cancels_upstream() -> None:
     assert scheduler.pending == 0
 
 
+def test_timeout_switches_to_the_fallback_with_the_outstanding_demand() -> None:
+    scheduler = VirtualTimeScheduler()
+    source = ManualPublisher[str]()
+    fallback = ManualPublisher[str]()
+    recorder: Recorder[str] = Recorder(5)
+    Flow.from_publisher(source).timeout(3, fallback, scheduler=scheduler).subscribe(recorder)
+    source.next("a", "b")
+    scheduler.advance(2.5)
+    assert fallback.subscriber is None
+    scheduler.advance(1)
+    assert source.subscription.cancelled == 1
+    assert fallback.subscription.requests == [3]  # 5 requested, 2 delivered
+    source.next("late")  # on its way when cancelled: ignored
+    source.complete()
+    fallback.next("x")
+    recorder.request(2)
+    assert fallback.subscription.requests == [3, 2]
+    scheduler.advance(100)  # the fallback is not timed
+    fallback.next("y")
+    fallback.complete()
+    assert recorder.elements == ["a", "b", "x", "y"]
+    assert recorder.completed == 1
+    assert recorder.errors == []
+    assert scheduler.pending == 0
+
+
+def test_timeout_fallback_error_and_cancel() -> None:
+    scheduler = VirtualTimeScheduler()
+    recorder: Recorder[int] = Recorder(1)
+    failing = Flow.error(KeyError("fallback"))
+    Flow.from_publisher(ManualPublisher[int]()).timeout(1, failing, scheduler=scheduler).subscribe(
+        recorder
+    )
+    scheduler.advance(1)
+    assert isinstance(recorder.errors[0], KeyError)
+    fallback = ManualPublisher[int]()
+    recorder = Recorder(1)
+    Flow.from_publisher(ManualPublisher[int]()).timeout(1, fallback, scheduler=scheduler).subscribe(
+        recorder
+    )
+    scheduler.advance(1)
+    recorder.cancel()
+    assert fallback.subscription.cancelled == 1
+
+
 def test_delay_shifts_every_signal() -> None:
     events = [(0.25, "a"), (1.25, "b"), (4.25, "c")]
     recorder, _ = _run(lambda f, s: f.delay(2.5, scheduler=s), events, end=5.25)
@@ -492,6 +539,113 @@ def test_timeout_matches_the_model(script: Any, period: float) -> None:
         assert isinstance(recorder.error, TimeoutError)
         assert recorder.error_at == error_at
     assert scheduler.pending == 0
+
+
+def _model_timeout_fallback(
+    events: list[tuple[float, int]], end: float, period: float, delay: float, size: int
+) -> tuple[list[Any], float]:
+    """Upstream's elements until the timeout; then the fallback's, ``delay`` after it."""
+    expected, switch_at = _model_timeout(events, end, period)
+    if switch_at is None:
+        return expected, end
+    return [*expected, *((switch_at + delay, 100 + i) for i in range(size))], switch_at + delay
+
+
+@settings(max_examples=150, deadline=None)
+@given(_scripts(), _periods, st.integers(0, 3), st.integers(0, 4))
+def test_timeout_with_fallback_matches_the_model(
+    script: Any, period: float, delay: int, size: int
+) -> None:
+    events, end = script
+
+    def build(flow: Flow[Any], scheduler: VirtualTimeScheduler) -> Flow[Any]:
+        fallback = Flow.range(100, 100 + size)
+        if delay:
+            fallback = fallback.delay(delay, scheduler=scheduler)
+        return flow.timeout(period, fallback, scheduler=scheduler)
+
+    recorder, scheduler = _run(build, events, end)
+    expected, completed_at = _model_timeout_fallback(events, end, period, delay, size)
+    assert recorder.elements == expected
+    assert recorder.error is None
+    assert recorder.completed_at == completed_at
+    assert scheduler.pending == 0
+
+
+def _model_throttle(arrivals: list[float], interval: float, burst: int) -> list[float]:
+    """Token bucket as a theoretical arrival time: each element's earliest instant."""
+    due = 0.0  # subscription at 0: the bucket is full
+    out: list[float] = []
+    for arrival in arrivals:
+        instant = max(arrival, due - (burst - 1) * interval, out[-1] if out else 0.0)
+        out.append(instant)
+        due = max(due, instant) + interval
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    _scripts(),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([1.0, 2.0]),
+    st.integers(1, 4),
+)
+def test_throttle_matches_the_token_bucket_model(
+    script: Any, elements: int, per: float, burst: int
+) -> None:
+    """Every element at the earliest instant the bucket allows: none early, none dropped."""
+    events, end = script
+    arrivals: list[float] = []
+
+    def build(flow: Flow[Any], scheduler: VirtualTimeScheduler) -> Flow[Any]:
+        return (
+            flow.on_backpressure_buffer(1_000)
+            .do_on_next(lambda _: arrivals.append(scheduler.now()))
+            .throttle(elements, per, burst=burst, scheduler=scheduler)
+        )
+
+    recorder, scheduler = _run(build, events, end)
+    assert [value for _, value in recorder.elements] == [value for _, value in events]
+    expected = _model_throttle(arrivals, per / elements, burst)
+    assert [instant for instant, _ in recorder.elements] == expected
+    assert recorder.completed_at == max([end, *expected])
+    assert scheduler.pending == 0
+
+
+def test_throttle_spends_tokens_only_on_demanded_elements() -> None:
+    scheduler = VirtualTimeScheduler()
+    recorder = _TimedRecorder(scheduler, request=1)
+    Flow.range(0, 10).throttle(1, 1.0, scheduler=scheduler).subscribe(recorder)
+    scheduler.advance(10)
+    assert recorder.elements == [(0.0, 0)]
+    assert recorder.subscription is not None
+    recorder.subscription.request(3)  # ten quiet seconds, but the bucket holds one token
+    scheduler.advance(10)
+    assert recorder.elements == [(0.0, 0), (10.0, 1), (11.0, 2), (12.0, 3)]
+
+
+def test_throttle_requests_a_bounded_amount_ahead() -> None:
+    scheduler = VirtualTimeScheduler()
+    source = ManualPublisher[int]()
+    recorder: Recorder[int] = Recorder(1_000)
+    Flow.from_publisher(source).throttle(1, 1.0, burst=4, scheduler=scheduler).subscribe(recorder)
+    assert source.subscription.requests == [16]
+    source.next(*range(16))
+    assert recorder.elements == [0, 1, 2, 3]  # the burst
+    assert source.subscription.total_requested == 20  # refilled as delivered
+    source.error(KeyError("late"))
+    scheduler.advance(12)
+    assert recorder.elements == list(range(16))
+    assert isinstance(recorder.errors[0], KeyError)  # after every element before it
+
+
+def test_throttle_arguments_are_checked() -> None:
+    with pytest.raises(ValueError, match="throttle elements"):
+        Flow.range(0, 1).throttle(0, 1.0)
+    with pytest.raises(ValueError, match="throttle per"):
+        Flow.range(0, 1).throttle(1, 0)
+    with pytest.raises(ValueError, match="throttle burst"):
+        Flow.range(0, 1).throttle(1, 1.0, burst=0)
 
 
 # --------------------------------------------------------------------------- the TCK

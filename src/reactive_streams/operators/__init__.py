@@ -14,6 +14,7 @@ from ._flow import ConnectableFlow as ConnectableFlow
 from ._flow import Flow as Flow
 from ._flow import GroupedFlow as GroupedFlow
 from ._group_by import TooManyGroupsError as TooManyGroupsError
+from ._kill_switch import KillSwitch as KillSwitch
 from ._push_source import OfferResult as OfferResult
 from ._push_source import PushOverflow as PushOverflow
 from ._push_source import PushSource as PushSource
@@ -26,6 +27,7 @@ __all__ = [
     "ConnectableFlow",
     "Flow",
     "GroupedFlow",
+    "KillSwitch",
     "NoneResultError",
     "OfferResult",
     "PushOverflow",

@@ -24,6 +24,7 @@ from .._core import (
 from ..adapters.asyncio import AsyncIteratorSubscriber, from_async_iterable, to_async_iterator
 from ..api import Processor, Publisher, Subscriber
 from ._buffer import BufferOperator
+from ._combine_latest import CombineLatestOperator, WithLatestFromOperator
 from ._distinct import DistinctOp, DistinctUntilChangedOp
 from ._filter import FilterOp
 from ._flat_map import FlatMapOperator
@@ -43,6 +44,7 @@ from ._group_by import GroupByOperator
 from ._interval import IntervalPublisher
 from ._limit_rate import LimitRateOperator
 from ._map import MapOp
+from ._map_async import MapAsyncOperator
 from ._multicast import MulticastOperator
 from ._publish_on import PublishOnOperator
 from ._pull import PullPublisher
@@ -65,10 +67,12 @@ from ._skip_while import SkipWhileOp
 from ._sliding import SlidingBufferOperator
 from ._sources import DeferPublisher, ErrorPublisher, WrappedPublisher
 from ._subscribe_on import SubscribeOnOperator
+from ._switch_map import SwitchMapOperator
 from ._take import TakeOp
 from ._take_until import TakeUntilOperator
 from ._take_while import TakeWhileOp
 from ._tap import TapCallbacks, TapOperator
+from ._throttle import ThrottleOperator
 from ._time import (
     DebounceOperator,
     DelayOperator,
@@ -77,6 +81,7 @@ from ._time import (
     TimeoutOperator,
     WindowOperator,
 )
+from ._using import UsingPublisher
 from ._via import ViaOperator
 from ._zip import ZipOperator
 
@@ -85,6 +90,7 @@ if TYPE_CHECKING:
     from collections.abc import (
         AsyncIterable,
         AsyncIterator,
+        Awaitable,
         Callable,
         Hashable,
         Iterable,
@@ -718,6 +724,348 @@ class Flow(Publisher[T], Generic[T]):
         return Flow(
             FlatMapOperator(self._node, fn, concurrency=1, prefetch=prefetch, label="concat_map")
         )
+
+    # ------------------------------------------------------------------ switch, async, pace
+    # switch_map, map_async(_unordered), combine_latest, with_latest_from, throttle, using
+    def switch_map(self, fn: Callable[[T], Publisher[R] | Iterable[R]]) -> Flow[R]:
+        """Map each element to a publisher; only the newest one's elements pass (Rx switchMap).
+
+        >>> Flow.range(0, 3).switch_map(lambda x: Flow.just(x, x * 10)).to_list()
+        [0, 0, 1, 10, 2, 20]
+
+        Marble::
+
+            source:   -a-----b---------|
+            fn(a):     -1--2--3|           (cancelled when b arrives: 3 never passes)
+            fn(b):           -4--5-|
+            request:  (3)
+            result:   --1--2--4|           (3 elements requested, 3 delivered)
+
+        A new element cancels the inner publisher in use; its elements received but not
+        yet delivered are dropped (``statistics().dropped``). The flow completes when
+        the source and the current inner have completed; the first error (source, inner,
+        or ``fn``) cancels everything and overtakes the waiting elements.
+
+        Backpressure: the source is requested without bound (an element only replaces
+        the inner); the current inner is requested the outstanding downstream demand,
+        which carries over to the next inner (Reactor's ``switchMap``).
+
+        Concurrency: the source and the inners may signal on any threads; downstream
+        signals are serial (the stage's one drain loop).
+        """
+        return Flow(SwitchMapOperator(self._node, fn))
+
+    @overload
+    def map_async(
+        self,
+        fn: Callable[[T], Awaitable[R]],
+        parallelism: int,
+        *,
+        executor: None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Flow[R]: ...
+
+    @overload
+    def map_async(
+        self,
+        fn: Callable[[T], R],
+        parallelism: int,
+        *,
+        executor: Executor | None = None,
+        loop: None = None,
+    ) -> Flow[R]: ...
+
+    def map_async(
+        self,
+        fn: Callable[[T], Any],
+        parallelism: int,
+        *,
+        executor: Executor | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Flow[Any]:
+        """Apply ``fn`` with up to ``parallelism`` calls at once; results in order (Akka mapAsync).
+
+        >>> import asyncio
+        >>> async def double(x):
+        ...     await asyncio.sleep(0.01 * (3 - x))  # the later elements finish first
+        ...     return x * 2
+        >>> Flow.range(0, 4).map_async(double, 4).to_list(timeout=10)
+        [0, 2, 4, 6]
+        >>> Flow.range(0, 4).map_async(lambda x: x + 1, 2).to_list(timeout=10)
+        [1, 2, 3, 4]
+
+        Marble (``parallelism=2``; ``b`` takes longer than ``c``)::
+
+            source:   -a-b-----c-----|
+            calls:     [a][b-------]
+                                 [c]
+            request:  (2)-(1)-----(1)(1)    (upstream: one per delivered result)
+            result:   --A-------B-C--|
+
+        Args:
+            fn: a plain function, run on ``executor`` (by default a pool of
+                ``parallelism`` daemon threads per subscriber, shut down when the stream
+                ends), or a coroutine function (``async def``), run on ``loop`` (by
+                default one shared event loop on a daemon thread).
+            parallelism: the most calls running or results waiting for delivery.
+            executor: where a plain ``fn`` runs (any ``concurrent.futures.Executor``).
+            loop: where a coroutine ``fn`` runs (it need not be the caller's).
+
+        A call that raises or returns ``None`` (Rule 2.13) fails the flow at once:
+        upstream is cancelled, calls not started are cancelled and the other results
+        are discarded. An upstream error is signalled at once too, discarding the
+        results in flight; completion waits for them.
+
+        Backpressure: ``parallelism`` requested upstream at first, then one element per
+        result delivered downstream, so at most ``parallelism`` calls run or results
+        wait. A result that arrives ahead of an earlier one waits for it.
+
+        Concurrency: the calls run on the executor's threads or the loop; results are
+        delivered serially from the stage's drain loop, on the thread of the call that
+        made them deliverable or of the downstream ``request``.
+
+        Raises:
+            TypeError, ValueError: ``parallelism`` is not a positive int; ``executor=``
+                with a coroutine function, or ``loop=`` with a plain one.
+        """
+        return Flow(
+            MapAsyncOperator(
+                self._node, fn, parallelism, ordered=True, executor=executor, loop=loop
+            )
+        )
+
+    @overload
+    def map_async_unordered(
+        self,
+        fn: Callable[[T], Awaitable[R]],
+        parallelism: int,
+        *,
+        executor: None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Flow[R]: ...
+
+    @overload
+    def map_async_unordered(
+        self,
+        fn: Callable[[T], R],
+        parallelism: int,
+        *,
+        executor: Executor | None = None,
+        loop: None = None,
+    ) -> Flow[R]: ...
+
+    def map_async_unordered(
+        self,
+        fn: Callable[[T], Any],
+        parallelism: int,
+        *,
+        executor: Executor | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> Flow[Any]:
+        """``map_async``, each result delivered as soon as it is ready (Akka mapAsyncUnordered).
+
+        >>> sorted(Flow.range(0, 4).map_async_unordered(lambda x: x * 3, 2).to_list(timeout=10))
+        [0, 3, 6, 9]
+
+        Marble (``parallelism=2``; ``b`` takes longer than ``c``)::
+
+            source:   -a-b-----c-----|
+            request:  (2)-(1)---(1)-(1)
+            result:   --A-----C---B--|
+
+        Backpressure: as ``map_async``: at most ``parallelism`` calls running or results
+        waiting; one upstream element requested per result delivered.
+
+        Concurrency: as ``map_async``; the order of the results is the order in which the
+        calls finish.
+        """
+        return Flow(
+            MapAsyncOperator(
+                self._node, fn, parallelism, ordered=False, executor=executor, loop=loop
+            )
+        )
+
+    @overload
+    @staticmethod
+    def combine_latest(
+        *publishers: Publisher[Any], prefetch: int = 32
+    ) -> Flow[tuple[Any, ...]]: ...
+
+    @overload
+    @staticmethod
+    def combine_latest(
+        *publishers: Publisher[Any], combiner: Callable[[tuple[Any, ...]], R], prefetch: int = 32
+    ) -> Flow[R]: ...
+
+    @staticmethod
+    def combine_latest(
+        *publishers: Publisher[Any],
+        combiner: Callable[[tuple[Any, ...]], Any] = tuple,
+        prefetch: int = 32,
+    ) -> Flow[Any]:
+        """``combiner(latest)`` each time a source emits, once every source has emitted (Rx).
+
+        ``latest`` is the tuple of each source's latest element, in the sources' order.
+
+        >>> Flow.combine_latest(Flow.just("a"), Flow.range(0, 3)).to_list()
+        [('a', 0), ('a', 1), ('a', 2)]
+        >>> Flow.combine_latest(Flow.just(1), Flow.just(10), combiner=sum).to_list()
+        [11]
+
+        Marble::
+
+            a:        -1-----2-----|
+            b:        ----x-----y----|
+            request:  (10)
+            result:   ----(1,x)-(2,x)-(2,y)-|
+
+        The flow completes once every source has completed (or at once when one
+        completes without an element); the first error cancels every source. Elements
+        are taken in the order they arrived (Reactor's ``combineLatest``).
+
+        Backpressure: each source is requested ``prefetch`` and refilled at 75% of what
+        was taken from it, so at most ``len(publishers) * prefetch`` elements wait, and a
+        source whose elements wait for demand is not asked for more. A hot source that
+        sends beyond what it was requested ends the flow with
+        ``MissingBackpressureError`` (put ``on_backpressure_latest()`` or ``sample`` in
+        front of it) rather than being buffered without bound.
+
+        Concurrency: sources may emit on any threads; the combiner runs on the stage's one
+        drain loop, and downstream signals are serial.
+
+        Raises:
+            ValueError: no publisher, or a non-positive ``prefetch``.
+        """
+        return Flow(CombineLatestOperator(tuple(publishers), combiner, prefetch))
+
+    @overload
+    def with_latest_from(self, other: Publisher[A], *, prefetch: int = 32) -> Flow[tuple[T, A]]: ...
+
+    @overload
+    def with_latest_from(
+        self, other: Publisher[A], combiner: Callable[[tuple[T, A]], R], *, prefetch: int = 32
+    ) -> Flow[R]: ...
+
+    def with_latest_from(
+        self,
+        other: Publisher[Any],
+        combiner: Callable[[tuple[Any, Any]], Any] = tuple,
+        *,
+        prefetch: int = 32,
+    ) -> Flow[Any]:
+        """``combiner((element, latest))``, ``latest`` being ``other``'s latest element (Rx).
+
+        >>> Flow.range(0, 3).with_latest_from(Flow.just("x")).to_list()
+        [(0, 'x'), (1, 'x'), (2, 'x')]
+
+        Marble::
+
+            source:   -1---2---3---4-|
+            other:    ---a-------b-|
+            result:   -----(2,a)-(3,a)-(4,b)-|     (1 dropped: other had no element)
+
+        ``other`` is subscribed first. An element that arrives before ``other`` emitted is
+        dropped (``statistics().dropped``). The flow completes with the source (``other``
+        cancelled); ``other``'s completion changes nothing; any error fails the flow.
+
+        Backpressure: demand passes to the source, a dropped element is requested again.
+        ``other`` is requested ``prefetch`` at a time, refilled at 75% of what arrived;
+        only its latest element is kept, so a fast ``other`` costs no memory; one that
+        sends beyond its requests ends the flow with ``MissingBackpressureError``.
+
+        Concurrency: ``other`` may emit on any thread; the combiner runs on the thread
+        that delivers the source's element.
+        """
+        if not isinstance(other, Publisher):
+            raise TypeError(f"with_latest_from() needs a Publisher, got {type(other).__qualname__}")
+        return Flow(WithLatestFromOperator(self._node, other, combiner, prefetch))
+
+    def throttle(
+        self,
+        elements: int,
+        per: float,
+        *,
+        burst: int = 1,
+        scheduler: Scheduler | None = None,
+    ) -> Flow[T]:
+        """Pace to ``elements`` per ``per`` seconds by delaying, never dropping (Akka throttle).
+
+        >>> from reactive_streams.testing import RecordingSubscriber, VirtualTimeScheduler
+        >>> clock = VirtualTimeScheduler()
+        >>> seen = RecordingSubscriber(initial_request=10)
+        >>> Flow.range(0, 5).throttle(1, 2.0, burst=2, scheduler=clock).subscribe(seen)
+        >>> seen.elements                      # the bucket starts full: a burst of 2
+        [0, 1]
+        >>> clock.advance(2.0); seen.elements  # then one element every 2 seconds
+        [0, 1, 2]
+        >>> clock.advance(4.0); seen.elements, seen.completed
+        ([0, 1, 2, 3, 4], True)
+
+        A token bucket (shaping mode): ``burst`` tokens, full at subscription, one more
+        every ``per / elements`` seconds up to ``burst``; each element takes a token and
+        waits for one when there is none. Order is kept; completion and errors come after
+        the elements that arrived before them.
+
+        Marble (``throttle(1, 2, burst=2)``: one token every 2 seconds)::
+
+            source:   -abcd-----|
+            request:  (10)
+            result:   -ab-c-d---|
+
+        Args:
+            elements: tokens per ``per`` seconds (a positive int).
+            per: seconds (positive).
+            burst: the bucket's size: the most elements delivered back to back after a
+                quiet spell; ``1`` spaces every element evenly.
+            scheduler: where the waits run (the shared timer thread by default).
+
+        Backpressure: at most ``min(demand, max(burst, 16))`` elements requested upstream
+        and not yet delivered; a token is spent only on an element downstream has demand
+        for, so a slow consumer never causes a burst above the bucket.
+
+        Concurrency: the waits run on ``scheduler``; delivery is serial.
+
+        Raises:
+            TypeError, ValueError: a non-positive ``elements``, ``per`` or ``burst``.
+        """
+        return Flow(ThrottleOperator(self._node, elements, per, burst, scheduler))
+
+    @staticmethod
+    def using(
+        resource_factory: Callable[[], A],
+        flow_factory: Callable[[A], Publisher[R]],
+        cleanup: Callable[[A], object],
+    ) -> Flow[R]:
+        """A resource per subscriber, streamed from, then cleaned up once (Reactor ``using``).
+
+        >>> closed = []
+        >>> Flow.using(lambda: [1, 2, 3], Flow.from_iterable, closed.append).to_list()
+        [1, 2, 3]
+        >>> closed
+        [[1, 2, 3]]
+        >>> Flow.using(lambda: "r", lambda r: Flow.range(0, 100), closed.append).take(2).to_list()
+        [0, 1]
+        >>> closed[-1]                         # take cancelled the stream: cleaned up too
+        'r'
+
+        Marble::
+
+            resource:  (open)-------------(cleanup)
+            flow:        -1-2-3|
+            result:      -1-2-3|           (cleanup runs before on_complete)
+
+        ``resource_factory()`` runs at each ``subscribe``, ``flow_factory(resource)`` gives
+        the publisher, and ``cleanup(resource)`` runs exactly once when the stream
+        completes, fails or is cancelled: before the terminal signal (eager), or after
+        upstream was cancelled. A ``flow_factory`` that raises cleans up and fails the
+        subscriber; a ``cleanup`` that raises turns a completion into ``on_error`` (after
+        an error or a cancel it goes to the undeliverable hook).
+
+        Backpressure: demand passes through to the resource's publisher.
+
+        Concurrency: ``cleanup`` runs on the thread that ends the stream.
+        """
+        return Flow(UsingPublisher(resource_factory, flow_factory, cleanup))
 
     def buffer(
         self, size: int, skip: int | None = None, *, timeout: float | None = None
@@ -1462,19 +1810,37 @@ class Flow(Publisher[T], Generic[T]):
         """
         return Flow(DebounceOperator(self._node, period, scheduler))
 
-    def timeout(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
-        """Fail with ``TimeoutError`` (upstream cancelled) after ``period`` seconds of silence.
+    def timeout(
+        self,
+        period: float,
+        fallback: Publisher[T] | None = None,
+        *,
+        scheduler: Scheduler | None = None,
+    ) -> Flow[T]:
+        """After ``period`` seconds of silence, cancel upstream; fail or switch to ``fallback``.
+
+        Without ``fallback``, fail with ``TimeoutError``; with it, go on with its elements
+        (Reactor's ``timeout(Duration, Publisher)``; the fallback itself is not timed).
+        The wait starts at subscription and restarts at each element.
 
         Marble (``period=3``)::
 
-            source:  -a-b-------c|
-            result:  -a-b---X(TimeoutError)
+            source:    -a-b-------c|
+            result:    -a-b---X(TimeoutError)
+            fallback:         -x-y|
+            result:    -a-b----x-y|        (timeout(3, fallback))
+            request:   (5)                 (the fallback is requested 5 - 2 = 3)
 
-        Backpressure: demand passes through; the clock runs even without demand.
+        Backpressure: demand passes through; the clock runs even without demand. On a
+        switch, the fallback is requested the outstanding demand, and later requests.
 
         Concurrency: the timer runs on ``scheduler``; signals stay serial.
         """
-        return Flow(TimeoutOperator(self._node, period, scheduler))
+        if fallback is not None and not isinstance(fallback, Publisher):
+            raise TypeError(
+                f"timeout() needs a Publisher as fallback, got {type(fallback).__qualname__}"
+            )
+        return Flow(TimeoutOperator(self._node, period, scheduler, fallback))
 
     def delay(self, period: float, *, scheduler: Scheduler | None = None) -> Flow[T]:
         """Shift every element, the completion and the error ``period`` seconds later.

@@ -25,16 +25,19 @@ from .._core import (
     ScheduledTask,
     Scheduler,
     StageOperator,
+    add_demand,
+    cancel_quietly,
     check_positive,
     default_scheduler,
 )
+from ..api import Subscriber
 from ._pull import PullPublisher
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from .._core import Cancellable
-    from ..api import Publisher, Subscriber, Subscription
+    from ..api import Publisher, Subscription
 
 __all__ = [
     "DebounceOperator",
@@ -372,47 +375,85 @@ class _Debounce(_TimedStage):
 
 # --------------------------------------------------------------------------- timeout
 class TimeoutOperator(_TimedOperator):
-    """Fail with ``TimeoutError`` when no element arrives for ``period`` seconds.
+    """Fail with ``TimeoutError``, or switch to ``fallback``, after ``period`` seconds of silence.
 
     The first wait starts at subscription, each element restarts it (Reactor's
-    ``timeout(Duration)``). The clock does not stop while downstream has no demand: a
-    consumer that requests nothing for ``period`` seconds times the stream out too.
+    ``timeout(Duration)`` and ``timeout(Duration, Publisher)``). The clock does not stop
+    while downstream has no demand: a consumer that requests nothing for ``period``
+    seconds times the stream out too. On a timeout upstream is cancelled; without a
+    ``fallback`` the stream fails, with one it goes on with ``fallback``'s elements (which
+    are not timed), after the upstream elements that already arrived.
 
     Marble (``period=3``)::
 
-        source:  -a-b-------c|
-        result:  -a-b---X(TimeoutError)
+        source:    -a-b-------c|
+        result:    -a-b---X(TimeoutError)
+        fallback:         -x-y|
+        result:    -a-b----x-y|        (with the fallback)
 
     Backpressure:
-        Demand passes through unchanged.
+        Demand passes through unchanged. On a switch, ``fallback`` is requested the
+        outstanding demand (requested downstream, not delivered nor waiting), and later
+        requests go to it.
 
     Concurrency:
         The timer runs on the scheduler; the timeout cancels upstream and is signalled
-        through the drain loop, so it never overlaps another signal (Rule 1.3).
+        (or the fallback subscribed) from the timer's thread, through the drain loop, so it
+        never overlaps another signal (Rule 1.3). Upstream signals that were on their way
+        when it was cancelled are ignored.
     """
 
-    __slots__ = ()
+    __slots__ = ("_fallback",)
+
+    def __init__(
+        self,
+        upstream: Publisher[Any],
+        period: float,
+        scheduler: Scheduler | None,
+        fallback: Publisher[Any] | None = None,
+    ) -> None:
+        super().__init__(upstream, period, scheduler)
+        self._fallback = fallback
 
     @property
     def name(self) -> str:
         return "timeout"
 
     def _new_stage(self, subscriber: Subscriber[Any]) -> Subscriber[Any]:
-        return _Timeout(subscriber, self._period, self._scheduler)
+        return _Timeout(subscriber, self._period, self._scheduler, self._fallback)
 
 
 class _Timeout(_TimedStage):
-    __slots__ = ("_generation",)
+    """``_fallback`` is the publisher to switch to; ``_switched`` says the switch happened.
+
+    After the switch ``_upstream`` is the fallback's subscription (``None`` until it
+    arrives) and ``_owed`` what was requested of it and not received; ``_top_up`` keeps
+    it at the downstream demand not covered by ``_ready``.
+    """
+
+    __slots__ = ("_fallback", "_generation", "_owed", "_switched")
     _name = "timeout"
 
-    def __init__(self, downstream: Subscriber[Any], period: float, scheduler: Scheduler) -> None:
+    def __init__(
+        self,
+        downstream: Subscriber[Any],
+        period: float,
+        scheduler: Scheduler,
+        fallback: Publisher[Any] | None = None,
+    ) -> None:
         super().__init__(downstream, period, scheduler)
         self._generation = 0
+        self._fallback = fallback
+        self._switched = False
+        self._owed = 0
 
     def _started(self, subscription: Subscription) -> None:
         self._arm(0)
 
     def _demand_added(self, count: int) -> None:
+        if self._switched:
+            self._top_up()
+            return
         upstream = self._upstream
         if upstream is not None:
             self.request_upstream(upstream, count)
@@ -428,7 +469,7 @@ class _Timeout(_TimedStage):
     def on_next(self, element: Any) -> None:
         _check_element(element)
         with self._lock:
-            if self._done or self._cancelled:
+            if self._done or self._cancelled or self._switched:
                 return
             self._generation += 1
             generation = self._generation
@@ -441,14 +482,116 @@ class _Timeout(_TimedStage):
         if start:
             self._loop.start_owned()
 
+    def on_error(self, error: Exception) -> None:
+        """Upstream failed: signalled after the elements before it (ignored once switched)."""
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        self._upstream_ended(error)
+
+    def on_complete(self) -> None:
+        """Upstream completed (ignored once switched to the fallback)."""
+        self._upstream_ended(None)
+
+    def _upstream_ended(self, error: Exception | None, *, fallback: bool = False) -> None:
+        """A terminal signal of the source in use (upstream before a switch, then fallback)."""
+        with self._lock:
+            if self._done or self._switched != fallback:
+                return
+            self._done = True
+            self._error = error
+        self._schedule()
+
     def _fire(self, generation: int) -> None:
         with self._lock:
             if generation != self._generation or self._done or self._cancelled:
                 return
-            self._fail_urgently_locked(
-                TimeoutError(f"timeout: no element within {self._period:g} seconds")
-            )
-        self._schedule()
+            if self._fallback is None:
+                self._fail_urgently_locked(
+                    TimeoutError(f"timeout: no element within {self._period:g} seconds")
+                )
+                switch = None
+            else:
+                self._switched = True
+                self._tasks = []
+                upstream, self._upstream = self._upstream, None
+                switch = self._fallback
+        if switch is None:
+            self._schedule()
+            return
+        if upstream is not None:
+            cancel_quietly(upstream)
+        try:
+            switch.subscribe(_FallbackSubscriber(self))
+        except Exception as exc:  # the fallback broke Rule 1.9
+            self._fail_urgently(exc)
+            self._schedule()
+
+    # ------------------------------------------------------------------ the fallback
+    def fallback_subscribed(self, subscription: Subscription) -> None:
+        with self._lock:
+            live = self._upstream is None and not self._done and not self._cancelled
+            if live:
+                self._upstream = subscription
+        if not live:
+            cancel_quietly(subscription)  # the stage ended meanwhile, or Rule 2.5
+            return
+        self._top_up()
+
+    def _top_up(self) -> None:
+        """Request of the fallback what downstream is owed and nobody will send."""
+        with self._lock:
+            subscription = self._upstream
+            if subscription is None or self._done or self._cancelled:
+                return
+            if self._demand == MAX_DEMAND:
+                extra = 0 if self._owed == MAX_DEMAND else MAX_DEMAND
+            else:
+                extra = self._demand - len(self._ready) - self._owed
+            if extra <= 0:
+                return
+            self._owed = add_demand(self._owed, extra)
+        self.request_upstream(subscription, extra)
+
+    def fallback_next(self, element: Any) -> None:
+        _check_element(element)
+        with self._lock:
+            if self._done or self._cancelled:
+                return
+            if self._owed != MAX_DEMAND:
+                self._owed = max(0, self._owed - 1)
+            self._ready.append(element)
+            self._high_water = max(self._high_water, len(self._ready))
+            start = self._guard.acquire_locked()
+        if start:
+            self._loop.start_owned()
+
+    def fallback_ended(self, error: Exception | None) -> None:
+        self._upstream_ended(error, fallback=True)
+
+
+class _FallbackSubscriber(Subscriber[Any]):
+    """The subscriber to the fallback publisher: everything goes to the timeout stage."""
+
+    __slots__ = ("_stage",)
+
+    def __init__(self, stage: _Timeout) -> None:
+        self._stage = stage
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if subscription is None:
+            raise TypeError("Rule 2.13: on_subscribe(None)")
+        self._stage.fallback_subscribed(subscription)
+
+    def on_next(self, element: Any) -> None:
+        self._stage.fallback_next(element)
+
+    def on_error(self, error: Exception) -> None:
+        if error is None:
+            raise TypeError("Rule 2.13: on_error(None)")
+        self._stage.fallback_ended(error)
+
+    def on_complete(self) -> None:
+        self._stage.fallback_ended(None)
 
 
 # --------------------------------------------------------------------------- delay
