@@ -7,7 +7,8 @@ import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -602,3 +603,25 @@ def test_elements_of_one_request_call_wake_the_consumer_once(
     # 4096 elements come in 22 request calls (256, then 192 each); the deferral may lapse
     # on a loaded machine and add a few wake-ups, but never one per element.
     assert wakes < 4096 // 8, wakes
+
+
+def test_the_lane_serves_a_stream_s_requests_in_one_task_and_ends_with_it(
+    executor: ThreadPoolExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executor lane waits for the consumer's next request instead of a new task."""
+    monkeypatch.setattr(_async_iterator, "_LANE_LINGER", 60.0)
+    tasks: list[Future[Any]] = []
+
+    class Counting(Executor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+            future = executor.submit(fn, *args, **kwargs)
+            tasks.append(future)
+            return future
+
+    async def main() -> list[int]:
+        iterator = to_async_iterator(RangePublisher(0, 4096), prefetch=256, executor=Counting())
+        return [x async for x in iterator]
+
+    assert asyncio.run(main()) == list(range(4096))
+    assert len(tasks) == 1  # 22 request calls (256, then 192 each), one task
+    tasks[0].result(timeout=TIMEOUT / 2)  # the end of the stream let the lane go at once

@@ -24,6 +24,12 @@ The consumer takes up to a quarter of ``prefetch`` elements per lock acquisition
 hands them out from that local batch with no suspension and no future per element;
 demand goes upstream once three quarters of ``prefetch`` were handed out, so the
 executor hop happens once per batch of requests, not once per element.
+
+After a pass the executor lane does not give its thread back at once: it waits up to
+``_LANE_LINGER`` seconds for the consumer's next request (``DrainLoop``'s ``linger``), so
+a consumer that keeps up hands each batch of demand over with one thread wake-up rather
+than a new executor task. The end of the stream or a cancel retires the lane, which then
+lets its thread go at once.
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ _LANE_WAIT = 10.0
 """Seconds ``async with`` and ``aclose`` wait at most for upstream ``subscribe``/``cancel``."""
 _WAKE_DEFERRAL = 0.001
 """Seconds a lane ``request`` call may hold back the consumer's wake-up (see the module)."""
+_LANE_LINGER = 0.002
+"""Seconds the executor lane waits for the consumer's next request before it lets go."""
 _monotonic = time.monotonic
 _default_lock = threading.Lock()
 _default: ThreadPoolExecutor | None = None
@@ -72,7 +80,8 @@ def default_executor() -> Executor:
 
     One pool for the process, created on first use (``ThreadPoolExecutor``'s default size,
     threads named ``reactive-streams-asyncio``). Each busy stream holds one of its threads
-    only while a ``subscribe``, ``request`` or ``cancel`` call runs upstream.
+    while a ``subscribe``, ``request`` or ``cancel`` call runs upstream, and then for up
+    to 2 ms more, waiting for its consumer's next request.
     """
     global _default  # one lazily created pool per process
     with _default_lock:
@@ -181,11 +190,12 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         self._lane_call_started = 0.0
         self._waiter_polled = False
         self._flush: list[asyncio.Future[None]] = []  # resolved by the lane when idle
-        self._lane_dead = False  # the executor refused the lane's task: no pass runs again
+        self._lane_dead = False  # the stream ended or the executor refused: no pass runs again
         self._lane = DrainLoop(
             self._forward,
             executor=None if non_blocking else (executor or default_executor()),
             on_rejected=self._rejected,
+            linger=_LANE_LINGER,
         )
         # The consumer's own state: only the loop thread touches it.
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -383,6 +393,11 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                         self._lane_call_due_locked()
                 if publisher is None and not cancel and not request:
                     flushed, self._flush = self._flush, []
+                    # After the end or a cancel no upstream call is due ever again: the
+                    # lane retires (below), so it neither lingers nor runs another pass.
+                    final = self._upstream_done or self._terminated
+                    if final:
+                        self._lane_dead = True
                     break
             if publisher is not None:
                 try:
@@ -411,6 +426,8 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                 self._upstream_failed(
                     "3.15" if cancel else "3.16", "cancel" if cancel else "request", upstream, exc
                 )
+        if final:
+            self._lane.guard.retire()
         for waiter in flushed:
             self._wake(waiter)
         return False
@@ -525,7 +542,8 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         An element beyond the requested demand ends the stream with a Rule 1.1
         ``ProtocolViolationError`` and cancels upstream.
         """
-        if _get_ident() == self._inline_thread and element is not None:
+        ident = _get_ident()
+        if ident == self._inline_thread and element is not None:
             room = self._room  # the fast path: see _inline_thread; no other thread writes
             if room > 0:
                 self._room = room - 1
@@ -543,7 +561,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             self._room = room - 1
             self._buffer.append(element)
             waiter = self._waiter
-            if waiter is None or (self._waiter_polled and self._lane_thread == _get_ident()):
+            if waiter is None or (self._waiter_polled and self._lane_thread == ident):
                 lock.release()  # nobody waits, or the lane wakes the consumer (see module)
                 return
             self._waiter = None
