@@ -9,7 +9,7 @@ Two threads of control meet here:
   there and never on the loop thread. ``non_blocking=True`` runs the lane on the caller's
   thread instead, for publishers whose ``subscribe`` and ``request`` return at once.
 
-Signals may arrive on any thread: ``on_next`` appends to a lock-guarded list, and only
+Signals may arrive on any thread: ``on_next`` appends to a lock-guarded deque, and only
 when the consumer is waiting does a signal wake it (``call_soon_threadsafe``, or directly
 on the loop thread). A synchronous publisher emitting inside the lane's ``request`` call
 wakes the consumer once, when the call returns, and not once per element: waking the loop
@@ -19,6 +19,16 @@ such a call is due arms a timer for the end of the call's first ``_WAKE_DEFERRAL
 seconds, and only a waiter with that timer lets a wake-up be deferred; after the timer
 the consumer waits on a plain waiter, which the next element wakes at once. So a slow
 or stalled publisher's elements are never held back longer.
+
+Inside such a call the lane's elements skip the lock (the fast path of ``on_next``):
+deque's ``append`` and ``popleft`` are safe from two threads at once, the demand the lane
+requested itself bounds them (Rule 1.1), and signals are serial (Rule 1.3), so the count
+of received elements has one writer at a time. Nobody is woken on that path, which is
+safe because the consumer, while the call runs, either is busy, or waits with the timer
+above and looks at the deque by itself. A consumer that waits past the deferral first
+turns the fast path off under the lock, so the later elements of the call take the lock
+and wake it; an element the lane appended just before it saw that is found by a look
+every ``_LATE_LOOK`` seconds while the call lasts.
 
 The consumer takes up to a quarter of ``prefetch`` elements per lock acquisition and
 hands them out from that local batch with no suspension and no future per element;
@@ -38,7 +48,9 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections import deque
 from concurrent.futures import Executor, ThreadPoolExecutor
+from itertools import repeat, starmap
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .._core import (
@@ -68,6 +80,8 @@ _LANE_WAIT = 10.0
 """Seconds ``async with`` and ``aclose`` wait at most for upstream ``subscribe``/``cancel``."""
 _WAKE_DEFERRAL = 0.001
 """Seconds a lane ``request`` call may hold back the consumer's wake-up (see the module)."""
+_LATE_LOOK = 0.016
+"""Seconds between a waiting consumer's own looks at the buffer while a lane call runs."""
 _LANE_LINGER = 0.002
 """Seconds the executor lane waits for the consumer's next request before it lets go."""
 _monotonic = time.monotonic
@@ -119,6 +133,8 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         "_lane",
         "_lane_call_started",
         "_lane_dead",
+        "_lane_fast",
+        "_lane_granted",
         "_lane_requesting",
         "_lane_thread",
         "_local",
@@ -128,10 +144,11 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         "_pending",
         "_prefetch",
         "_publisher",
+        "_ready",
+        "_received",
         "_refilling",
         "_replenish_at",
         "_requested",
-        "_room",
         "_taken",
         "_terminated",
         "_to_subscribe",
@@ -162,14 +179,18 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         self._chunk = max(1, prefetch - self._replenish_at)
         self._lock = threading.Lock()
         # Shared with the signalling threads, under _lock.
-        self._buffer: list[T] = []
+        # A deque: the lane's fast path appends to it without _lock (see on_next), which
+        # deque's append and popleft allow from two threads at once.
+        self._buffer: deque[T] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._error: Exception | None = None
         self._completed = False
         self._terminated = False  # upstream sent on_complete or on_error
         self._closed = False  # aclose(), a cancel, or the end of the stream was handed out
         self._requested = 0
-        self._room = 0  # requested and not yet received: the Rule 1.1 budget
+        # Received so far, written by on_next only: signals are serial (Rule 1.3), so
+        # the fast path may write it without _lock. The Rule 1.1 budget is _requested.
+        self._received = 0
         # The upstream lane's inbox, under _lock; the lane alone calls upstream.
         self._to_subscribe: Publisher[T] | None = None
         self._upstream: Subscription | None = None
@@ -189,6 +210,11 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         self._lane_requesting = False
         self._lane_call_started = 0.0
         self._waiter_polled = False
+        # Whether the lane's elements may skip _lock (set at the call's start under _lock,
+        # cleared by a consumer that waits without a timer, see on_next), and the demand
+        # the lane had requested upstream when the call started (the lane's own).
+        self._lane_fast = False
+        self._lane_granted = 0
         self._flush: list[asyncio.Future[None]] = []  # resolved by the lane when idle
         self._lane_dead = False  # the stream ended or the executor refused: no pass runs again
         self._lane = DrainLoop(
@@ -202,6 +228,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         self._loop_thread = 0
         self._local: Iterator[T] = iter(())
         self._taken = 0  # size of the batch in _local, counted as consumed at the next refill
+        self._ready: list[T] = []  # taken from the buffer, not yet moved to _local
         self._consumed = 0  # handed out since the last request
         self._refilling = False  # _refill is scheduling the lane on the loop thread
 
@@ -273,8 +300,8 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         with self._lock:
             return StreamStatistics(
                 requested=self._requested,
-                delivered=self._requested - self._room,
-                buffered=len(self._buffer),
+                delivered=self._received,
+                buffered=len(self._buffer) + len(self._ready),
                 cancelled=self._closed,
                 terminated=self._completed or self._error is not None,
             )
@@ -308,19 +335,25 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                     request = consumed - consumed % self._replenish_at
                     consumed -= request
                     self._requested = add_demand(self._requested, request)
-                    self._room += request
                     self._pending = add_demand(self._pending, request)
                     self._lane_call_due_locked()
                 self._consumed = consumed
                 buffer = self._buffer
-                if buffer:
-                    if len(buffer) <= self._chunk:
-                        batch, self._buffer = buffer, []
-                    else:
-                        batch = buffer[: self._chunk]
-                        del buffer[: self._chunk]
+                chunk = self._chunk
+                if self._ready or (buffer and not self._lane_requesting):
+                    ready = self._ready
+                    if buffer and not self._lane_requesting:
+                        # No lane call appends to the buffer now: take all of it at once.
+                        self._buffer = deque()
+                        ready.extend(buffer)
+                    batch = ready[:chunk]
+                    del ready[:chunk]
                     self._taken = len(batch)
                     self._local = iter(batch)
+                elif buffer:  # a lane call may append: take elements one by one, at the left
+                    count = min(len(buffer), chunk)
+                    self._local = iter(list(starmap(buffer.popleft, repeat((), count))))
+                    self._taken = count
                 elif self._closed:
                     return False
                 elif self._error is not None:
@@ -338,6 +371,12 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                         if self._lane_requesting:
                             poll_in = self._lane_call_started + _WAKE_DEFERRAL - _monotonic()
                         self._waiter_polled = poll_in > 0
+                        if self._lane_requesting and poll_in <= 0:
+                            # The call outlived the deferral: its next elements take the
+                            # lock and wake this waiter at once; one the lane appended just
+                            # before it saw the flag is found by a late look.
+                            self._lane_fast = False
+                            poll_in = _LATE_LOOK
             if request:
                 self._refilling = True
                 try:
@@ -349,7 +388,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             if error is not None:
                 raise error
             if waiter is not None:
-                if poll_in > 0:  # the lane may defer this wake-up: look again after it
+                if poll_in > 0:  # the lane may not wake this waiter: look again later
                     assert self._loop is not None
                     poll = self._loop.call_later(poll_in, _resolve, waiter)
                     try:
@@ -364,10 +403,12 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             already = self._closed and self._cancel_upstream
             self._closed = True
             self._cancel_upstream = True
-            self._buffer = []
+            self._lane_fast = False
+            self._buffer = deque()
             self._publisher = None
             waiter, self._waiter = self._waiter, None
         self._local = iter(())
+        self._ready = []
         if not already:
             self._lane.schedule()
         if waiter is not None:
@@ -391,6 +432,11 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                         pending, self._pending = self._pending, 0
                         request = True
                         self._lane_call_due_locked()
+                        # Skip _lock for this call's elements unless a consumer already
+                        # waits without a timer (it must be woken by the first of them).
+                        waiter = self._waiter
+                        self._lane_fast = waiter is None or self._waiter_polled
+                        self._lane_granted = self._requested
                 if publisher is None and not cancel and not request:
                     flushed, self._flush = self._flush, []
                     # After the end or a cancel no upstream call is due ever again: the
@@ -447,6 +493,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         """After a lane ``request`` call: wake a waiting consumer for what it deferred."""
         with self._lock:
             self._lane_requesting = False
+            self._lane_fast = False
             waiter = self._waiter if self._buffer or self._terminated else None
             if waiter is not None:
                 self._waiter = None
@@ -528,7 +575,6 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                 self._upstream = subscription
                 if not self._closed:
                     self._requested = add_demand(self._requested, self._prefetch)
-                    self._room += self._prefetch
                     self._pending = add_demand(self._pending, self._prefetch)
                     self._lane_call_due_locked()
         if reject:
@@ -537,16 +583,25 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             self._lane.schedule()
 
     def on_next(self, element: T) -> None:
-        """Buffer ``element`` and wake the consumer if it waits.
+        """Buffer ``element`` and wake the consumer if it waits (see the module).
 
         An element beyond the requested demand ends the stream with a Rule 1.1
         ``ProtocolViolationError`` and cancels upstream.
         """
         ident = _get_ident()
-        if ident == self._inline_thread and element is not None:
-            room = self._room  # the fast path: see _inline_thread; no other thread writes
-            if room > 0:
-                self._room = room - 1
+        if ident == self._lane_thread and self._lane_fast and element is not None:
+            # The lane's fast path, inside its request call on the executor: the demand
+            # it requested covers this element (Rule 1.1), and the consumer, which is
+            # either busy or waits with a timer, looks at the buffer by itself.
+            received = self._received
+            if received < self._lane_granted:
+                self._received = received + 1
+                self._buffer.append(element)
+                return
+        elif ident == self._inline_thread and element is not None:
+            received = self._received  # see _inline_thread: the consumer is in the call
+            if received < self._requested:
+                self._received = received + 1
                 self._buffer.append(element)
                 return
         if element is None:
@@ -556,9 +611,9 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         if self._closed:
             lock.release()
             return  # Rule 2.8: late elements after cancel are dropped
-        room = self._room
-        if room > 0:
-            self._room = room - 1
+        received = self._received
+        if received < self._requested:
+            self._received = received + 1
             self._buffer.append(element)
             waiter = self._waiter
             if waiter is None or (self._waiter_polled and self._lane_thread == ident):
