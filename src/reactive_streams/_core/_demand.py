@@ -452,7 +452,8 @@ class DrainLoop:
             default, gives it up at once. For a stream whose work comes back quickly (a
             consumer's next request): each ``schedule()`` within the window then costs one
             thread wake-up instead of a new task, and the executor's thread stays with the
-            stream meanwhile.
+            stream meanwhile. Not with ``self_releasing``, whose passes give ownership up
+            themselves.
 
     A caller that only came to ask (``request``, ``subscribe``) starts the loop with
     ``start_borrowed``: the run may deliver ``CALLER_BUDGET`` elements on that thread.

@@ -127,13 +127,13 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         "_completed",
         "_consumed",
         "_error",
+        "_fast_thread",
         "_flush",
         "_inline_lane",
         "_inline_thread",
         "_lane",
         "_lane_call_started",
         "_lane_dead",
-        "_lane_fast",
         "_lane_granted",
         "_lane_requesting",
         "_lane_thread",
@@ -210,10 +210,11 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         self._lane_requesting = False
         self._lane_call_started = 0.0
         self._waiter_polled = False
-        # Whether the lane's elements may skip _lock (set at the call's start under _lock,
-        # cleared by a consumer that waits without a timer, see on_next), and the demand
-        # the lane had requested upstream when the call started (the lane's own).
-        self._lane_fast = False
+        # Under _lock: the executor lane's thread id while its elements may skip _lock
+        # (set at the call's start, cleared by a consumer that waits without a timer and
+        # at the call's end; see on_next), else 0; and the demand the lane had requested
+        # upstream when the call started (the lane's own).
+        self._fast_thread = 0
         self._lane_granted = 0
         self._flush: list[asyncio.Future[None]] = []  # resolved by the lane when idle
         self._lane_dead = False  # the stream ended or the executor refused: no pass runs again
@@ -321,6 +322,15 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         Replenishes demand first when three quarters of ``prefetch`` were handed out, and
         waits (one future for the whole batch) only when nothing is buffered.
         """
+        ready = self._ready
+        if ready and self._consumed + self._taken < self._replenish_at:
+            # The next chunk of what was taken earlier, and no demand due: no lock.
+            self._consumed += self._taken
+            batch = ready[: self._chunk]
+            del ready[: self._chunk]
+            self._taken = len(batch)
+            self._local = iter(batch)
+            return True
         while True:
             waiter = None
             error = None
@@ -375,7 +385,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                             # The call outlived the deferral: its next elements take the
                             # lock and wake this waiter at once; one the lane appended just
                             # before it saw the flag is found by a late look.
-                            self._lane_fast = False
+                            self._fast_thread = 0
                             poll_in = _LATE_LOOK
             if request:
                 self._refilling = True
@@ -403,7 +413,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             already = self._closed and self._cancel_upstream
             self._closed = True
             self._cancel_upstream = True
-            self._lane_fast = False
+            self._fast_thread = 0
             self._buffer = deque()
             self._publisher = None
             waiter, self._waiter = self._waiter, None
@@ -418,6 +428,10 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
 
     def _forward(self) -> bool:
         """One lane pass: make every pending upstream call, then release the flush waiters."""
+        ident = _get_ident()
+        # A request made inside the consumer's own _refill, on the loop thread (with
+        # non_blocking=True, or an executor that runs tasks where they are submitted).
+        inline = self._refilling and ident == self._loop_thread
         while True:
             with self._lock:
                 publisher, self._to_subscribe = self._to_subscribe, None
@@ -434,9 +448,13 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                         self._lane_call_due_locked()
                         # Skip _lock for this call's elements unless a consumer already
                         # waits without a timer (it must be woken by the first of them).
-                        waiter = self._waiter
-                        self._lane_fast = waiter is None or self._waiter_polled
-                        self._lane_granted = self._requested
+                        # Only on an executor's thread: a consumer of the caller's thread
+                        # (non_blocking=True) has no timer.
+                        if not (self._inline_lane or inline) and (
+                            self._waiter is None or self._waiter_polled
+                        ):
+                            self._fast_thread = ident
+                            self._lane_granted = self._requested
                 if publisher is None and not cancel and not request:
                     flushed, self._flush = self._flush, []
                     # After the end or a cancel no upstream call is due ever again: the
@@ -455,14 +473,16 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             try:
                 if cancel:
                     upstream.cancel()
-                elif self._refilling and _get_ident() == self._loop_thread:
-                    self._inline_thread = self._loop_thread
+                elif inline:
+                    self._inline_thread = ident
                     try:
                         upstream.request(pending)
                     finally:
                         self._inline_thread = 0
+                        if not self._inline_lane:
+                            self._wake_if_buffered()  # ends the call for the consumer
                 else:
-                    self._lane_thread = _get_ident()
+                    self._lane_thread = ident
                     try:
                         upstream.request(pending)
                     finally:
@@ -493,7 +513,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         """After a lane ``request`` call: wake a waiting consumer for what it deferred."""
         with self._lock:
             self._lane_requesting = False
-            self._lane_fast = False
+            self._fast_thread = 0
             waiter = self._waiter if self._buffer or self._terminated else None
             if waiter is not None:
                 self._waiter = None
@@ -589,7 +609,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         ``ProtocolViolationError`` and cancels upstream.
         """
         ident = _get_ident()
-        if ident == self._lane_thread and self._lane_fast and element is not None:
+        if ident == self._fast_thread and element is not None:
             # The lane's fast path, inside its request call on the executor: the demand
             # it requested covers this element (Rule 1.1), and the consumer, which is
             # either busy or waits with a timer, looks at the buffer by itself.
