@@ -240,6 +240,12 @@ def test_a_lingering_drain_loop_gives_the_loop_up_after_its_timeout(
     assert len(counting.futures) == 2
 
 
+@pytest.mark.parametrize("linger", [-1.0, float("nan")])
+def test_a_drain_loop_refuses_a_negative_linger(linger: float) -> None:
+    with pytest.raises(ValueError, match=r"^linger must be >= 0 seconds, got "):
+        DrainLoop(lambda: None, linger=linger)
+
+
 def test_a_lingering_drain_loop_loses_no_schedule(executor: ThreadPoolExecutor) -> None:
     """Schedules land on a parked owner, one that just timed out, or no owner at all."""
     changed = threading.Condition()

@@ -467,6 +467,9 @@ class DrainLoop:
 
     Concurrency: ``schedule`` is thread-safe; ``drain`` runs serially with a happens-before
     edge between passes (the guard's lock), which is what Rules 1.3 and 2.7 require.
+
+    Raises:
+        ValueError: ``linger`` is negative or NaN.
     """
 
     __slots__ = (
@@ -491,6 +494,8 @@ class DrainLoop:
         self_releasing: bool = False,
         linger: float = 0.0,
     ) -> None:
+        if not linger >= 0:  # also refuses NaN
+            raise ValueError(f"linger must be >= 0 seconds, got {linger!r}")
         self._drain = drain
         self._linger = linger if executor is not None else 0.0
         self._self_releasing = self_releasing
