@@ -130,7 +130,6 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         "_fast_thread",
         "_flush",
         "_inline_lane",
-        "_inline_thread",
         "_lane",
         "_lane_call_started",
         "_lane_dead",
@@ -197,10 +196,6 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         self._pending = 0
         self._cancel_upstream = False
         self._upstream_done = False  # cancelled or failed: never call upstream again
-        # The loop thread's id while the lane runs a request there, called from the
-        # consumer's own _refill (non_blocking=True): signals on that thread, inside that
-        # call, cannot race with the consumer, which is blocked in the call.
-        self._inline_thread = 0
         # The lane thread's id while it runs a request on the executor (written by the
         # lane only), and, under _lock, whether such a call is under way and since when,
         # and whether the consumer's waiter has a timer: elements of that call then wake
@@ -210,10 +205,12 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         self._lane_requesting = False
         self._lane_call_started = 0.0
         self._waiter_polled = False
-        # Under _lock: the executor lane's thread id while its elements may skip _lock
-        # (set at the call's start, cleared by a consumer that waits without a timer and
-        # at the call's end; see on_next), else 0; and the demand the lane had requested
-        # upstream when the call started (the lane's own).
+        # The thread id of a lane request call whose elements may skip _lock, else 0
+        # (see on_next), and the demand requested upstream when that call started (the
+        # lane's own). Two kinds of calls: one on an executor's thread (set at the call's
+        # start under _lock, cleared there by a consumer that waits without a timer and
+        # at the call's end), and one made inside the consumer's own _refill on the loop
+        # thread (non_blocking=True), during which the consumer is blocked in the call.
         self._fast_thread = 0
         self._lane_granted = 0
         self._flush: list[asyncio.Future[None]] = []  # resolved by the lane when idle
@@ -446,12 +443,13 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                         pending, self._pending = self._pending, 0
                         request = True
                         self._lane_call_due_locked()
-                        # Skip _lock for this call's elements unless a consumer already
-                        # waits without a timer (it must be woken by the first of them).
-                        # Only on an executor's thread: a consumer of the caller's thread
-                        # (non_blocking=True) has no timer.
-                        if not (self._inline_lane or inline) and (
-                            self._waiter is None or self._waiter_polled
+                        # This call's elements skip _lock if it is made inside the
+                        # consumer's _refill, or on an executor's thread unless the
+                        # consumer already waits without a timer (it must be woken by
+                        # the first of them). A request of non_blocking=True made on
+                        # another thread takes the lock: that consumer has no timer.
+                        if inline or (
+                            not self._inline_lane and (self._waiter is None or self._waiter_polled)
                         ):
                             self._fast_thread = ident
                             self._lane_granted = self._requested
@@ -474,12 +472,12 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                 if cancel:
                     upstream.cancel()
                 elif inline:
-                    self._inline_thread = ident
                     try:
                         upstream.request(pending)
                     finally:
-                        self._inline_thread = 0
-                        if not self._inline_lane:
+                        if self._inline_lane:
+                            self._fast_thread = 0  # no other thread writes it on this lane
+                        else:
                             self._wake_if_buffered()  # ends the call for the consumer
                 else:
                     self._lane_thread = ident
@@ -608,19 +606,12 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         An element beyond the requested demand ends the stream with a Rule 1.1
         ``ProtocolViolationError`` and cancels upstream.
         """
-        ident = _get_ident()
-        if ident == self._fast_thread and element is not None:
-            # The lane's fast path, inside its request call on the executor: the demand
-            # it requested covers this element (Rule 1.1), and the consumer, which is
-            # either busy or waits with a timer, looks at the buffer by itself.
+        if _get_ident() == self._fast_thread and element is not None:
+            # The fast path, inside a lane request call (see _fast_thread): the demand
+            # the lane requested covers this element (Rule 1.1), and the consumer, which
+            # is blocked in the call, busy, or waiting with a timer, finds it by itself.
             received = self._received
             if received < self._lane_granted:
-                self._received = received + 1
-                self._buffer.append(element)
-                return
-        elif ident == self._inline_thread and element is not None:
-            received = self._received  # see _inline_thread: the consumer is in the call
-            if received < self._requested:
                 self._received = received + 1
                 self._buffer.append(element)
                 return
@@ -636,7 +627,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             self._received = received + 1
             self._buffer.append(element)
             waiter = self._waiter
-            if waiter is None or (self._waiter_polled and self._lane_thread == ident):
+            if waiter is None or (self._waiter_polled and self._lane_thread == _get_ident()):
                 lock.release()  # nobody waits, or the lane wakes the consumer (see module)
                 return
             self._waiter = None
