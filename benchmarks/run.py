@@ -51,6 +51,46 @@ def measure(fn: Callable[[], Any], repeats: int = REPEATS) -> tuple[float, Any]:
     return statistics.median(times), result
 
 
+def measure_alternating(
+    cases: list[tuple[str, Callable[[], Any]]], repeats: int = REPEATS
+) -> dict[str, tuple[list[float], Any]]:
+    """Each case's wall times over ``repeats`` rounds, every round running each case once.
+
+    Alternating the cases spreads a drift in the machine's load over all of them, so the
+    ratio of two cases in one round compares them under the same load.
+    """
+    times: dict[str, list[float]] = {name: [] for name, _ in cases}
+    results: dict[str, Any] = {}
+    for _ in range(repeats):
+        for name, fn in cases:
+            gc.collect()
+            start = time.perf_counter()
+            results[name] = fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: (times[name], results[name]) for name, _ in cases}
+
+
+def report_alternating(
+    title: str, runs: dict[str, tuple[list[float], Any]], reference: str, per: int
+) -> None:
+    """Median time per case, and the best and median of its per-round ratios."""
+    base = runs[reference][0]
+    print(f"\n## {title}\n")
+    print(f"load average at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}\n")
+    print(f"| implementation | median s | ns/element | ratio vs {reference}: median | best |")
+    print("|---|---:|---:|---:|---:|")
+    for name, (seconds, _) in runs.items():
+        ratios = [mine / theirs for mine, theirs in zip(seconds, base, strict=True)]
+        median = statistics.median(seconds)
+        print(
+            f"| {name} | {median:.4f} | {median / per * 1e9:.0f} "
+            f"| {statistics.median(ratios):.2f}x | {min(ratios):.2f}x |"
+        )
+    results = {repr(result) for _, result in runs.values()}
+    if len(results) != 1:
+        print(f"\n**results differ**: {results}")
+
+
 def report(title: str, rows: list[tuple[str, float, Any]], reference: str, per: int) -> None:
     base = {name: seconds for name, seconds, _ in rows}[reference]
     print(f"\n## {title}\n")
@@ -378,6 +418,39 @@ async def c_adapter_async_for_non_blocking() -> int:
     return total
 
 
+async def c_hop_floor() -> int:
+    """The default path's floor for its hops: one loop -> thread -> loop round trip per batch.
+
+    No elements: the loop thread releases a lock a parked thread waits on, and that thread
+    wakes the loop with ``call_soon_threadsafe``, once per ``BOUND - BOUND // 4`` (the
+    batch that ``async for`` requests), as the lane and the consumer do. Per element of
+    ``C_N``, this is what the two thread wake-ups cost by themselves.
+    """
+    loop = asyncio.get_running_loop()
+    go = threading.Lock()
+    go.acquire()
+    box: list[asyncio.Future[None] | None] = [None]
+
+    def lane() -> None:
+        while True:
+            go.acquire()
+            waiter = box[0]
+            if waiter is None:
+                return
+            loop.call_soon_threadsafe(waiter.set_result, None)
+
+    thread = threading.Thread(target=lane, daemon=True)
+    thread.start()
+    for _ in range(0, C_N, BOUND - BOUND // 4):
+        waiter = box[0] = loop.create_future()
+        go.release()
+        await waiter
+    box[0] = None
+    go.release()
+    thread.join(60)
+    return sum(range(C_N))  # the same result as the others, for the table's check
+
+
 async def c_aiostream() -> int:
     from aiostream import stream
 
@@ -440,26 +513,27 @@ async def c_anyio_nowait() -> int:
 
 
 def case_c() -> None:
-    rows = [
-        (name, *measure(lambda fn=fn: asyncio.run(fn())))  # type: ignore[misc]
-        for name, fn in [
-            ("asyncio.Queue(256)", c_queue),
-            ("asyncio.Queue(256), put_nowait/get_nowait first", c_queue_nowait),
-            ("Flow publish_on(loop, 256) + callbacks (fused)", c_flow_callbacks),
-            ("Flow publish_on(loop, 256) + callbacks (buffered)", c_flow_buffered),
-            ("Flow publish_on(loop, 256) + Subscriber (buffered)", c_flow_buffered_subscriber),
-            ("async for Flow.range (default: executor hop)", c_flow_async_for),
-            ("async for Flow.range (non_blocking=True)", c_flow_async_for_non_blocking),
-            ("async for RangePublisher (default: executor hop)", c_adapter_async_for),
-            ("async for RangePublisher (non_blocking=True)", c_adapter_async_for_non_blocking),
-            ("aiostream iterate", c_aiostream),
-            ("anyio memory stream(256)", c_anyio),
-            ("anyio memory stream(256), *_nowait first", c_anyio_nowait),
-        ]
+    cases = [
+        ("asyncio.Queue(256)", c_queue),
+        ("asyncio.Queue(256), put_nowait/get_nowait first", c_queue_nowait),
+        ("Flow publish_on(loop, 256) + callbacks (fused)", c_flow_callbacks),
+        ("Flow publish_on(loop, 256) + callbacks (buffered)", c_flow_buffered),
+        ("Flow publish_on(loop, 256) + Subscriber (buffered)", c_flow_buffered_subscriber),
+        ("async for Flow.range (default: executor hop)", c_flow_async_for),
+        ("async for Flow.range (non_blocking=True)", c_flow_async_for_non_blocking),
+        ("async for RangePublisher (default: executor hop)", c_adapter_async_for),
+        ("async for RangePublisher (non_blocking=True)", c_adapter_async_for_non_blocking),
+        ("floor of the hops: a loop-thread round trip per 192, no elements", c_hop_floor),
+        ("aiostream iterate", c_aiostream),
+        ("anyio memory stream(256)", c_anyio),
+        ("anyio memory stream(256), *_nowait first", c_anyio_nowait),
     ]
-    report(
+    runs = measure_alternating(
+        [(name, lambda fn=fn: asyncio.run(fn())) for name, fn in cases]  # type: ignore[misc]
+    )
+    report_alternating(
         f"(c) asyncio: {C_N:,} ints, producer -> consumer on one event loop, bound {BOUND}",
-        rows,
+        runs,
         "asyncio.Queue(256)",
         C_N,
     )

@@ -178,6 +178,97 @@ def test_drain_loop_with_executor_yields_between_batches(executor: ThreadPoolExe
     assert all(name.startswith("test") for name in threads)
 
 
+class _CountingExecutor(Executor):
+    """Submits to ``inner`` and keeps every future, to count the tasks and await them."""
+
+    def __init__(self, inner: Executor) -> None:
+        self.inner = inner
+        self.futures: list[Future[Any]] = []
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future = self.inner.submit(fn, *args, **kwargs)
+        with self._lock:
+            self.futures.append(future)
+        return future
+
+
+def test_a_parked_owner_keeps_the_guard_until_its_timeout() -> None:
+    guard = WorkGuard()
+    owned: list[bool] = []
+    assert guard.acquire()
+    assert not guard.acquire()  # marks work missed
+    assert guard.park(5.0)  # missed work: pass again at once, still the owner
+    owned.append(guard.owned)
+    assert not guard.park(0.001)  # nobody came: ownership given up
+    owned.append(guard.owned)
+    assert guard.acquire()
+    guard.retire()
+    assert not guard.park(5.0)  # retired: returns at once, stays owned
+    owned.append(guard.owned)
+    assert owned == [True, False, True]
+
+
+def test_a_lingering_drain_loop_serves_the_next_schedule_in_the_same_task(
+    executor: ThreadPoolExecutor,
+) -> None:
+    counting = _CountingExecutor(executor)
+    ran = threading.Semaphore(0)
+    loop = DrainLoop(ran.release, executor=counting, linger=60.0)
+    loop.schedule()
+    assert ran.acquire(timeout=5.0)
+    loop.schedule()  # the task parked (or is about to): it runs this pass itself
+    assert ran.acquire(timeout=5.0)
+    assert len(counting.futures) == 1
+    loop.guard.retire()  # wakes the parked task, which ends without another pass
+    counting.futures[0].result(timeout=5.0)
+    assert not ran.acquire(timeout=0)
+
+
+def test_a_lingering_drain_loop_gives_the_loop_up_after_its_timeout(
+    executor: ThreadPoolExecutor,
+) -> None:
+    counting = _CountingExecutor(executor)
+    ran = threading.Semaphore(0)
+    loop = DrainLoop(ran.release, executor=counting, linger=0.001)
+    loop.schedule()
+    assert ran.acquire(timeout=5.0)
+    counting.futures[0].result(timeout=5.0)  # the task ended after its linger
+    assert not loop.guard.owned
+    loop.schedule()  # a new task
+    assert ran.acquire(timeout=5.0)
+    assert len(counting.futures) == 2
+
+
+@pytest.mark.parametrize("linger", [-1.0, float("nan")])
+def test_a_drain_loop_refuses_a_negative_linger(linger: float) -> None:
+    with pytest.raises(ValueError, match=r"^linger must be >= 0 seconds, got "):
+        DrainLoop(lambda: None, linger=linger)
+
+
+def test_a_lingering_drain_loop_loses_no_schedule(executor: ThreadPoolExecutor) -> None:
+    """Schedules land on a parked owner, one that just timed out, or no owner at all."""
+    changed = threading.Condition()
+    posted = seen = 0
+
+    def drain() -> None:
+        nonlocal seen
+        with changed:
+            seen = posted
+            changed.notify_all()
+
+    def caught_up() -> bool:
+        return seen == posted
+
+    loop = DrainLoop(drain, executor=executor, linger=0.0001)
+    for _ in range(500):
+        with changed:
+            posted += 1
+        loop.schedule()
+        with changed:
+            assert changed.wait_for(caught_up, timeout=5.0), (seen, posted)
+
+
 def test_drain_loop_reports_a_rejecting_executor() -> None:
     class Rejecting(Executor):
         def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:

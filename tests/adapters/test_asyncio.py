@@ -7,7 +7,8 @@ import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
@@ -534,14 +535,15 @@ def test_a_loop_closed_before_it_ran_anything_still_signals_on_subscribe_first()
 
 
 class _StallingPublisher(Publisher[int]):
-    """Emits ``0`` inside ``request`` and then blocks there until ``seen`` is set.
+    """Emits ``0, 1, 2`` inside one ``request`` call, blocking after each until it was seen.
 
     A synchronous source that stalls in the middle of a demand (a blocking read): the
-    adapter must not hold element 0 back until the ``request`` call returns.
+    adapter must not hold an element back until the ``request`` call returns, neither the
+    first (within the wake-up deferral) nor a later one (after it).
     """
 
     def __init__(self) -> None:
-        self.seen = threading.Event()
+        self.seen = [threading.Event() for _ in range(3)]
         self.stalled_out = False
 
     def subscribe(self, subscriber: Subscriber[int]) -> None:
@@ -554,15 +556,17 @@ class _StallingPublisher(Publisher[int]):
                 if emitted:
                     return
                 emitted = 1
-                subscriber.on_next(0)
-                # Without a bounded wake-up deferral, the consumer only hears of element 0
-                # when this call returns, so ``seen`` stays unset until the timeout.
-                publisher.stalled_out = not publisher.seen.wait(TIMEOUT)
-                subscriber.on_next(1)
+                for element, seen in enumerate(publisher.seen):
+                    subscriber.on_next(element)
+                    # Without a bounded wake-up deferral, the consumer only hears of the
+                    # element when this call returns, so ``seen`` stays unset until the
+                    # timeout.
+                    publisher.stalled_out |= not seen.wait(TIMEOUT)
                 subscriber.on_complete()
 
             def cancel(self) -> None:
-                publisher.seen.set()
+                for seen in publisher.seen:
+                    seen.set()
 
         subscriber.on_subscribe(_Subscription())
 
@@ -574,11 +578,11 @@ def test_an_element_emitted_before_upstream_stalls_reaches_the_consumer() -> Non
         elements = []
         async for x in to_async_iterator(publisher, prefetch=4):
             elements.append(x)
-            publisher.seen.set()
+            publisher.seen[x].set()
         return elements
 
-    assert asyncio.run(main()) == [0, 1]
-    assert not publisher.stalled_out, "element 0 waited for the whole request call"
+    assert asyncio.run(main()) == [0, 1, 2]
+    assert not publisher.stalled_out, "an element waited for the whole request call"
 
 
 def test_elements_of_one_request_call_wake_the_consumer_once(
@@ -602,3 +606,61 @@ def test_elements_of_one_request_call_wake_the_consumer_once(
     # 4096 elements come in 22 request calls (256, then 192 each); the deferral may lapse
     # on a loaded machine and add a few wake-ups, but never one per element.
     assert wakes < 4096 // 8, wakes
+
+
+def test_the_lane_serves_a_stream_s_requests_in_one_task_and_ends_with_it(
+    executor: ThreadPoolExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The executor lane waits for the consumer's next request instead of a new task."""
+    monkeypatch.setattr(_async_iterator, "_LANE_LINGER", 60.0)
+    tasks: list[Future[Any]] = []
+
+    class Counting(Executor):
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+            future = executor.submit(fn, *args, **kwargs)
+            tasks.append(future)
+            return future
+
+    async def main() -> list[int]:
+        iterator = to_async_iterator(RangePublisher(0, 4096), prefetch=256, executor=Counting())
+        return [x async for x in iterator]
+
+    assert asyncio.run(main()) == list(range(4096))
+    assert len(tasks) == 1  # 22 request calls (256, then 192 each), one task
+    tasks[0].result(timeout=TIMEOUT / 2)  # the end of the stream let the lane go at once
+
+
+def test_elements_of_a_lane_call_take_no_lock_each() -> None:
+    """The lane's elements go into the buffer without the adapter's lock (see on_next)."""
+
+    class CountingLock:
+        def __init__(self) -> None:
+            self.inner = threading.Lock()
+            self.acquisitions = 0
+
+        def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+            got = self.inner.acquire(blocking, timeout)
+            self.acquisitions += got  # counted while held
+            return got
+
+        def release(self) -> None:
+            self.inner.release()
+
+        def __enter__(self) -> bool:
+            return self.acquire()
+
+        def __exit__(self, *exc_info: object) -> None:
+            self.release()
+
+    lock = CountingLock()
+
+    async def main() -> list[int]:
+        iterator = to_async_iterator(RangePublisher(0, 4096), prefetch=256)
+        iterator._lock = lock  # type: ignore[assignment]
+        return [x async for x in iterator]
+
+    assert asyncio.run(main()) == list(range(4096))
+    # A few acquisitions per batch of 192 (the consumer's refills, the lane's passes),
+    # against one per element when every on_next takes the lock; a call that outlives the
+    # wake-up deferral on a loaded machine takes it for its later elements.
+    assert lock.acquisitions < 4096 // 2, lock.acquisitions

@@ -117,17 +117,24 @@ class WorkGuard:
             passes its own state lock, so that recording new work and claiming the loop
             cost one critical section (``acquire_locked`` with that lock held).
 
+    An owner that expects more work soon may ``park`` instead of releasing: it keeps
+    ownership and sleeps until a caller's ``acquire`` (or ``claim_locked``, or ``retire``)
+    wakes it, or until a timeout, after which it gives ownership up as ``release`` does.
+    A caller that finds the owner parked wakes it instead of marking work missed: the
+    owner's next pass sees what the caller recorded, without a new task or thread.
+
     Concurrency: every method may be called from any thread; the ``*_locked`` methods only
     with ``lock`` held.
     """
 
-    __slots__ = ("_lock", "_missed", "_owned", "_retired")
+    __slots__ = ("_lock", "_missed", "_owned", "_parked", "_retired")
 
     def __init__(self, lock: threading.Lock | None = None) -> None:
         self._lock = threading.Lock() if lock is None else lock
         self._owned = False
         self._missed = False
         self._retired = False
+        self._parked: threading.Lock | None = None  # held while the owner sleeps in park()
 
     def acquire(self) -> bool:
         """Try to become the owner; ``True`` means the caller must now do the work."""
@@ -137,7 +144,10 @@ class WorkGuard:
     def acquire_locked(self) -> bool:
         """``acquire`` for a caller that already holds the guard's lock."""
         if self._owned:
-            self._missed = True
+            if self._parked is None:
+                self._missed = True
+            else:
+                self._unpark_locked()
             return False
         self._owned = True
         return True
@@ -153,6 +163,8 @@ class WorkGuard:
         the mark (one more pass) would be wasted. ``True``: the caller is now the owner.
         """
         if self._owned:
+            if self._parked is not None:
+                self._unpark_locked()
             return False
         self._owned = True
         return True
@@ -179,6 +191,44 @@ class WorkGuard:
         self._owned = False
         return False
 
+    def park(self, timeout: float) -> bool:
+        """Owner only, after a pass that found nothing to do: wait for work, still owning.
+
+        Instead of ``release``, for an owner on a thread of its own (an executor's task)
+        that expects work again soon: the caller that brings it then only wakes this
+        thread, with no new task to submit and no ownership to hand over.
+
+        Args:
+            timeout: seconds to wait at most (``> 0``).
+
+        Returns:
+            ``True``: work was missed or arrived, make another pass (still the owner).
+            ``False``: nothing came within ``timeout``, and ownership was given up as
+            ``release`` gives it up (a retired guard stays owned).
+        """
+        wake = threading.Lock()
+        with self._lock:
+            if self._retired:
+                return False
+            if self._missed:
+                self._missed = False
+                return True
+            wake.acquire()
+            self._parked = wake
+        wake.acquire(timeout=timeout)
+        with self._lock:
+            if self._parked is not wake:  # a caller woke us (maybe just after the timeout)
+                return not self._retired
+            # Nobody came: a caller, ``retire`` included, would have cleared ``_parked``.
+            self._parked = None
+            self._owned = False
+            return False
+
+    def _unpark_locked(self) -> None:
+        parked, self._parked = self._parked, None
+        if parked is not None:
+            parked.release()
+
     def retire(self) -> None:
         """Owner only: keep ownership for good, so no pass ever runs again.
 
@@ -196,6 +246,7 @@ class WorkGuard:
         """
         self._owned = True
         self._retired = True
+        self._unpark_locked()
 
     @property
     def owned(self) -> bool:
@@ -411,6 +462,13 @@ class DrainLoop:
             it is, reported through the undeliverable hook, and then re-raised: it is
             never swallowed. Without ``on_failure`` the error goes to the undeliverable
             hook.
+        linger: with an ``executor``, seconds a task that finished a pass waits for the
+            next ``schedule()`` before it gives the loop up (``WorkGuard.park``); ``0``, the
+            default, gives it up at once. For a stream whose work comes back quickly (a
+            consumer's next request): each ``schedule()`` within the window then costs one
+            thread wake-up instead of a new task, and the executor's thread stays with the
+            stream meanwhile. Not with ``self_releasing``, whose passes give ownership up
+            themselves.
 
     A caller that only came to ask (``request``, ``subscribe``) starts the loop with
     ``start_borrowed``: the run may deliver ``CALLER_BUDGET`` elements on that thread.
@@ -424,6 +482,9 @@ class DrainLoop:
 
     Concurrency: ``schedule`` is thread-safe; ``drain`` runs serially with a happens-before
     edge between passes (the guard's lock), which is what Rules 1.3 and 2.7 require.
+
+    Raises:
+        ValueError: ``linger`` is negative or NaN.
     """
 
     __slots__ = (
@@ -431,6 +492,7 @@ class DrainLoop:
         "_drain",
         "_executor",
         "_guard",
+        "_linger",
         "_on_failure",
         "_on_rejected",
         "_self_releasing",
@@ -445,8 +507,12 @@ class DrainLoop:
         guard: WorkGuard | None = None,
         on_failure: Callable[[Exception], None] | None = None,
         self_releasing: bool = False,
+        linger: float = 0.0,
     ) -> None:
+        if not linger >= 0:  # also refuses NaN
+            raise ValueError(f"linger must be >= 0 seconds, got {linger!r}")
         self._drain = drain
+        self._linger = linger if executor is not None else 0.0
         self._self_releasing = self_releasing
         self._executor = executor
         self._on_rejected = on_rejected
@@ -552,7 +618,12 @@ class DrainLoop:
                     if self._budget == 0 and self._hand_to_relay():
                         return  # Rule 3.4: the rest of the run goes on on the relay
                     continue
-                if self._self_releasing or not guard.release():
+                if self._self_releasing:
+                    return
+                if self._linger:
+                    if not guard.park(self._linger):
+                        return
+                elif not guard.release():
                     return
         except Exception as exc:  # upstream broke Rule 3.16, or a bug of ours
             self.fail(exc)

@@ -9,7 +9,7 @@ Two threads of control meet here:
   there and never on the loop thread. ``non_blocking=True`` runs the lane on the caller's
   thread instead, for publishers whose ``subscribe`` and ``request`` return at once.
 
-Signals may arrive on any thread: ``on_next`` appends to a lock-guarded list, and only
+Signals may arrive on any thread: ``on_next`` appends to a lock-guarded deque, and only
 when the consumer is waiting does a signal wake it (``call_soon_threadsafe``, or directly
 on the loop thread). A synchronous publisher emitting inside the lane's ``request`` call
 wakes the consumer once, when the call returns, and not once per element: waking the loop
@@ -20,10 +20,26 @@ seconds, and only a waiter with that timer lets a wake-up be deferred; after the
 the consumer waits on a plain waiter, which the next element wakes at once. So a slow
 or stalled publisher's elements are never held back longer.
 
+Inside such a call the lane's elements skip the lock (the fast path of ``on_next``):
+deque's ``append`` and ``popleft`` are safe from two threads at once, the demand the lane
+requested itself bounds them (Rule 1.1), and signals are serial (Rule 1.3), so the count
+of received elements has one writer at a time. Nobody is woken on that path, which is
+safe because the consumer, while the call runs, either is busy, or waits with the timer
+above and looks at the deque by itself. A consumer that waits past the deferral first
+turns the fast path off under the lock, so the later elements of the call take the lock
+and wake it; an element the lane appended just before it saw that is found by a look
+every ``_LATE_LOOK`` seconds while the call lasts.
+
 The consumer takes up to a quarter of ``prefetch`` elements per lock acquisition and
 hands them out from that local batch with no suspension and no future per element;
 demand goes upstream once three quarters of ``prefetch`` were handed out, so the
 executor hop happens once per batch of requests, not once per element.
+
+After a pass the executor lane does not give its thread back at once: it waits up to
+``_LANE_LINGER`` seconds for the consumer's next request (``DrainLoop``'s ``linger``), so
+a consumer that keeps up hands each batch of demand over with one thread wake-up rather
+than a new executor task. The end of the stream or a cancel retires the lane, which then
+lets its thread go at once.
 """
 
 from __future__ import annotations
@@ -32,7 +48,9 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections import deque
 from concurrent.futures import Executor, ThreadPoolExecutor
+from itertools import repeat, starmap
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from .._core import (
@@ -62,6 +80,10 @@ _LANE_WAIT = 10.0
 """Seconds ``async with`` and ``aclose`` wait at most for upstream ``subscribe``/``cancel``."""
 _WAKE_DEFERRAL = 0.001
 """Seconds a lane ``request`` call may hold back the consumer's wake-up (see the module)."""
+_LATE_LOOK = 0.016
+"""Seconds between a waiting consumer's own looks at the buffer while a lane call runs."""
+_LANE_LINGER = 0.002
+"""Seconds the executor lane waits for the consumer's next request before it lets go."""
 _monotonic = time.monotonic
 _default_lock = threading.Lock()
 _default: ThreadPoolExecutor | None = None
@@ -72,7 +94,8 @@ def default_executor() -> Executor:
 
     One pool for the process, created on first use (``ThreadPoolExecutor``'s default size,
     threads named ``reactive-streams-asyncio``). Each busy stream holds one of its threads
-    only while a ``subscribe``, ``request`` or ``cancel`` call runs upstream.
+    while a ``subscribe``, ``request`` or ``cancel`` call runs upstream, and then for up
+    to 2 ms more, waiting for its consumer's next request.
     """
     global _default  # one lazily created pool per process
     with _default_lock:
@@ -104,12 +127,13 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         "_completed",
         "_consumed",
         "_error",
+        "_fast_thread",
         "_flush",
         "_inline_lane",
-        "_inline_thread",
         "_lane",
         "_lane_call_started",
         "_lane_dead",
+        "_lane_granted",
         "_lane_requesting",
         "_lane_thread",
         "_local",
@@ -119,10 +143,11 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         "_pending",
         "_prefetch",
         "_publisher",
+        "_ready",
+        "_received",
         "_refilling",
         "_replenish_at",
         "_requested",
-        "_room",
         "_taken",
         "_terminated",
         "_to_subscribe",
@@ -153,24 +178,24 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         self._chunk = max(1, prefetch - self._replenish_at)
         self._lock = threading.Lock()
         # Shared with the signalling threads, under _lock.
-        self._buffer: list[T] = []
+        # A deque: the lane's fast path appends to it without _lock (see on_next), which
+        # deque's append and popleft allow from two threads at once.
+        self._buffer: deque[T] = deque()
         self._waiter: asyncio.Future[None] | None = None
         self._error: Exception | None = None
         self._completed = False
         self._terminated = False  # upstream sent on_complete or on_error
         self._closed = False  # aclose(), a cancel, or the end of the stream was handed out
         self._requested = 0
-        self._room = 0  # requested and not yet received: the Rule 1.1 budget
+        # Received so far, written by on_next only: signals are serial (Rule 1.3), so
+        # the fast path may write it without _lock. The Rule 1.1 budget is _requested.
+        self._received = 0
         # The upstream lane's inbox, under _lock; the lane alone calls upstream.
         self._to_subscribe: Publisher[T] | None = None
         self._upstream: Subscription | None = None
         self._pending = 0
         self._cancel_upstream = False
         self._upstream_done = False  # cancelled or failed: never call upstream again
-        # The loop thread's id while the lane runs a request there, called from the
-        # consumer's own _refill (non_blocking=True): signals on that thread, inside that
-        # call, cannot race with the consumer, which is blocked in the call.
-        self._inline_thread = 0
         # The lane thread's id while it runs a request on the executor (written by the
         # lane only), and, under _lock, whether such a call is under way and since when,
         # and whether the consumer's waiter has a timer: elements of that call then wake
@@ -180,18 +205,28 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         self._lane_requesting = False
         self._lane_call_started = 0.0
         self._waiter_polled = False
+        # The thread id of a lane request call whose elements may skip _lock, else 0
+        # (see on_next), and the demand requested upstream when that call started (the
+        # lane's own). Two kinds of calls: one on an executor's thread (set at the call's
+        # start under _lock, cleared there by a consumer that waits without a timer and
+        # at the call's end), and one made inside the consumer's own _refill on the loop
+        # thread (non_blocking=True), during which the consumer is blocked in the call.
+        self._fast_thread = 0
+        self._lane_granted = 0
         self._flush: list[asyncio.Future[None]] = []  # resolved by the lane when idle
-        self._lane_dead = False  # the executor refused the lane's task: no pass runs again
+        self._lane_dead = False  # the stream ended or the executor refused: no pass runs again
         self._lane = DrainLoop(
             self._forward,
             executor=None if non_blocking else (executor or default_executor()),
             on_rejected=self._rejected,
+            linger=_LANE_LINGER,
         )
         # The consumer's own state: only the loop thread touches it.
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._local: Iterator[T] = iter(())
         self._taken = 0  # size of the batch in _local, counted as consumed at the next refill
+        self._ready: list[T] = []  # taken from the buffer, not yet moved to _local
         self._consumed = 0  # handed out since the last request
         self._refilling = False  # _refill is scheduling the lane on the loop thread
 
@@ -263,8 +298,8 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         with self._lock:
             return StreamStatistics(
                 requested=self._requested,
-                delivered=self._requested - self._room,
-                buffered=len(self._buffer),
+                delivered=self._received,
+                buffered=len(self._buffer) + len(self._ready),
                 cancelled=self._closed,
                 terminated=self._completed or self._error is not None,
             )
@@ -284,6 +319,15 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         Replenishes demand first when three quarters of ``prefetch`` were handed out, and
         waits (one future for the whole batch) only when nothing is buffered.
         """
+        ready = self._ready
+        if ready and self._consumed + self._taken < self._replenish_at:
+            # The next chunk of what was taken earlier, and no demand due: no lock.
+            self._consumed += self._taken
+            batch = ready[: self._chunk]
+            del ready[: self._chunk]
+            self._taken = len(batch)
+            self._local = iter(batch)
+            return True
         while True:
             waiter = None
             error = None
@@ -298,19 +342,25 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                     request = consumed - consumed % self._replenish_at
                     consumed -= request
                     self._requested = add_demand(self._requested, request)
-                    self._room += request
                     self._pending = add_demand(self._pending, request)
                     self._lane_call_due_locked()
                 self._consumed = consumed
                 buffer = self._buffer
-                if buffer:
-                    if len(buffer) <= self._chunk:
-                        batch, self._buffer = buffer, []
-                    else:
-                        batch = buffer[: self._chunk]
-                        del buffer[: self._chunk]
+                chunk = self._chunk
+                if self._ready or (buffer and not self._lane_requesting):
+                    ready = self._ready
+                    if buffer and not self._lane_requesting:
+                        # No lane call appends to the buffer now: take all of it at once.
+                        self._buffer = deque()
+                        ready.extend(buffer)
+                    batch = ready[:chunk]
+                    del ready[:chunk]
                     self._taken = len(batch)
                     self._local = iter(batch)
+                elif buffer:  # a lane call may append: take elements one by one, at the left
+                    count = min(len(buffer), chunk)
+                    self._local = iter(list(starmap(buffer.popleft, repeat((), count))))
+                    self._taken = count
                 elif self._closed:
                     return False
                 elif self._error is not None:
@@ -328,6 +378,12 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                         if self._lane_requesting:
                             poll_in = self._lane_call_started + _WAKE_DEFERRAL - _monotonic()
                         self._waiter_polled = poll_in > 0
+                        if self._lane_requesting and poll_in <= 0:
+                            # The call outlived the deferral: its next elements take the
+                            # lock and wake this waiter at once; one the lane appended just
+                            # before it saw the flag is found by a late look.
+                            self._fast_thread = 0
+                            poll_in = _LATE_LOOK
             if request:
                 self._refilling = True
                 try:
@@ -339,7 +395,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             if error is not None:
                 raise error
             if waiter is not None:
-                if poll_in > 0:  # the lane may defer this wake-up: look again after it
+                if poll_in > 0:  # the lane may not wake this waiter: look again later
                     assert self._loop is not None
                     poll = self._loop.call_later(poll_in, _resolve, waiter)
                     try:
@@ -354,10 +410,12 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             already = self._closed and self._cancel_upstream
             self._closed = True
             self._cancel_upstream = True
-            self._buffer = []
+            self._fast_thread = 0
+            self._buffer = deque()
             self._publisher = None
             waiter, self._waiter = self._waiter, None
         self._local = iter(())
+        self._ready = []
         if not already:
             self._lane.schedule()
         if waiter is not None:
@@ -367,6 +425,10 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
 
     def _forward(self) -> bool:
         """One lane pass: make every pending upstream call, then release the flush waiters."""
+        ident = _get_ident()
+        # A request made inside the consumer's own _refill, on the loop thread (with
+        # non_blocking=True, or an executor that runs tasks where they are submitted).
+        inline = self._refilling and ident == self._loop_thread
         while True:
             with self._lock:
                 publisher, self._to_subscribe = self._to_subscribe, None
@@ -381,8 +443,23 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                         pending, self._pending = self._pending, 0
                         request = True
                         self._lane_call_due_locked()
+                        # This call's elements skip _lock if it is made inside the
+                        # consumer's _refill, or on an executor's thread unless the
+                        # consumer already waits without a timer (it must be woken by
+                        # the first of them). A request of non_blocking=True made on
+                        # another thread takes the lock: that consumer has no timer.
+                        if inline or (
+                            not self._inline_lane and (self._waiter is None or self._waiter_polled)
+                        ):
+                            self._fast_thread = ident
+                            self._lane_granted = self._requested
                 if publisher is None and not cancel and not request:
                     flushed, self._flush = self._flush, []
+                    # After the end or a cancel no upstream call is due ever again: the
+                    # lane retires (below), so it neither lingers nor runs another pass.
+                    final = self._upstream_done or self._terminated
+                    if final:
+                        self._lane_dead = True
                     break
             if publisher is not None:
                 try:
@@ -394,14 +471,16 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             try:
                 if cancel:
                     upstream.cancel()
-                elif self._refilling and _get_ident() == self._loop_thread:
-                    self._inline_thread = self._loop_thread
+                elif inline:
                     try:
                         upstream.request(pending)
                     finally:
-                        self._inline_thread = 0
+                        if self._inline_lane:
+                            self._fast_thread = 0  # no other thread writes it on this lane
+                        else:
+                            self._wake_if_buffered()  # ends the call for the consumer
                 else:
-                    self._lane_thread = _get_ident()
+                    self._lane_thread = ident
                     try:
                         upstream.request(pending)
                     finally:
@@ -411,6 +490,8 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                 self._upstream_failed(
                     "3.15" if cancel else "3.16", "cancel" if cancel else "request", upstream, exc
                 )
+        if final:
+            self._lane.guard.retire()
         for waiter in flushed:
             self._wake(waiter)
         return False
@@ -430,6 +511,7 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         """After a lane ``request`` call: wake a waiting consumer for what it deferred."""
         with self._lock:
             self._lane_requesting = False
+            self._fast_thread = 0
             waiter = self._waiter if self._buffer or self._terminated else None
             if waiter is not None:
                 self._waiter = None
@@ -511,7 +593,6 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
                 self._upstream = subscription
                 if not self._closed:
                     self._requested = add_demand(self._requested, self._prefetch)
-                    self._room += self._prefetch
                     self._pending = add_demand(self._pending, self._prefetch)
                     self._lane_call_due_locked()
         if reject:
@@ -520,15 +601,18 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
             self._lane.schedule()
 
     def on_next(self, element: T) -> None:
-        """Buffer ``element`` and wake the consumer if it waits.
+        """Buffer ``element`` and wake the consumer if it waits (see the module).
 
         An element beyond the requested demand ends the stream with a Rule 1.1
         ``ProtocolViolationError`` and cancels upstream.
         """
-        if _get_ident() == self._inline_thread and element is not None:
-            room = self._room  # the fast path: see _inline_thread; no other thread writes
-            if room > 0:
-                self._room = room - 1
+        if _get_ident() == self._fast_thread and element is not None:
+            # The fast path, inside a lane request call (see _fast_thread): the demand
+            # the lane requested covers this element (Rule 1.1), and the consumer, which
+            # is blocked in the call, busy, or waiting with a timer, finds it by itself.
+            received = self._received
+            if received < self._lane_granted:
+                self._received = received + 1
                 self._buffer.append(element)
                 return
         if element is None:
@@ -538,9 +622,9 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         if self._closed:
             lock.release()
             return  # Rule 2.8: late elements after cancel are dropped
-        room = self._room
-        if room > 0:
-            self._room = room - 1
+        received = self._received
+        if received < self._requested:
+            self._received = received + 1
             self._buffer.append(element)
             waiter = self._waiter
             if waiter is None or (self._waiter_polled and self._lane_thread == _get_ident()):
