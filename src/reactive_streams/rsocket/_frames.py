@@ -33,12 +33,14 @@ __all__ = [
     "Frame",
     "FrameReader",
     "FrameType",
+    "PayloadRun",
     "Setup",
     "encode_cancel",
     "encode_error",
     "encode_fragments",
     "encode_keepalive",
     "encode_payload",
+    "encode_payload_header",
     "encode_request",
     "encode_request_n",
     "encode_setup",
@@ -154,8 +156,9 @@ _KNOWN_TYPES: Final = frozenset(int(member) for member in FrameType)
 _REQUEST_N_TYPES: Final = frozenset({FrameType.REQUEST_STREAM, FrameType.REQUEST_CHANNEL})
 _PAYLOAD: Final[int] = int(FrameType.PAYLOAD)
 _PAYLOAD_BITS: Final[int] = _PAYLOAD << _FRAME_TYPE_SHIFT
-_PAYLOAD_FAST_MASK: Final[int] = _TYPE_MASK | FLAG_METADATA
-"""A ``PAYLOAD`` without metadata, the bulk of a stream, matches ``_PAYLOAD_BITS`` here."""
+_RUN_MASK: Final[int] = _TYPE_MASK | FLAG_METADATA | FLAG_FOLLOWS | FLAG_NEXT
+_RUN_BITS: Final[int] = _PAYLOAD_BITS | FLAG_NEXT
+"""A ``PAYLOAD`` with NEXT, without metadata and FOLLOWS (a run's frame) matches here."""
 
 # length prefix split as u8 + u16 (24 bits), stream ID u32, type and flags u16
 _PREFIX_HEADER = struct.Struct(">BHIH")
@@ -275,12 +278,13 @@ class FrameReader:
             prefix excluded); at most ``MAX_FRAME_SIZE``.
     """
 
-    __slots__ = ("_max_frame_size", "_need", "_pending")
+    __slots__ = ("_max_frame_size", "_need", "_pending", "count")
 
     def __init__(self, max_frame_size: int = MAX_FRAME_SIZE) -> None:
         self._pending = bytearray()
         self._need = 0
         self._max_frame_size = max_frame_size
+        self.count = 0
 
     @property
     def pending(self) -> int:
@@ -297,15 +301,35 @@ class FrameReader:
         return self._need if self._pending else 0
 
     def feed(self, data: bytes) -> list[Frame]:
-        """Add ``data``; return the frames it completes.
+        """Add ``data``; return the frames it completes, one ``Frame`` each.
 
-        A frame split over many reads is collected without re-parsing (linear time);
-        ``PAYLOAD`` frames without metadata, the bulk of a stream, take a short path.
+        ``feed_runs`` with every ``PayloadRun`` spelled out as its frames.
+
+        Raises:
+            FrameError: a frame is malformed or longer than ``max_frame_size``.
+        """
+        frames: list[Frame] = []
+        for item in self.feed_runs(data):
+            if type(item) is PayloadRun:
+                frames += item.frames()
+            else:
+                frames.append(item)  # type: ignore[arg-type]  # a Frame
+        return frames
+
+    def feed_runs(self, data: bytes) -> list[Frame | PayloadRun]:
+        """Add ``data``; return what it completes, in order: frames and payload runs.
+
+        Consecutive ``PAYLOAD`` frames of one stream with NEXT and without metadata or
+        FOLLOWS, the bulk of a stream, come back as one ``PayloadRun``: their data as a
+        list, and no ``Frame`` object per frame. Every other frame is a ``Frame``. A
+        frame split over many reads is collected without re-parsing (linear time).
+        ``count`` is then the number of frames the call completed.
 
         Raises:
             FrameError: a frame is malformed or longer than ``max_frame_size``.
         """
         pending = self._pending
+        self.count = 0
         if pending:
             pending += data
             if len(pending) < self._need:
@@ -314,14 +338,17 @@ class FrameReader:
             pending.clear()
         else:
             buffer = bytes(data)
-        frames: list[Frame] = []
-        append = frames.append
+        items: list[Frame | PayloadRun] = []
+        append = items.append
         position = 0
         end = len(buffer)
+        count = 0
         unpack_length = _U24_SPLIT.unpack_from
         unpack_header = _HEADER.unpack_from
         max_frame_size = self._max_frame_size
         header_size = _HEADER_SIZE
+        run: list[bytes] | None = None  # the data of the run being collected
+        run_stream = -1
         while end - position >= _LENGTH_SIZE:
             high, low = unpack_length(buffer, position)
             length = (high << 16) | low
@@ -338,23 +365,20 @@ class FrameReader:
             if stop > end:
                 self._need = stop - position
                 break
+            count += 1
             stream_id, type_and_flags = unpack_header(buffer, start)
-            if (
-                type_and_flags & _PAYLOAD_FAST_MASK == _PAYLOAD_BITS
-                and type_and_flags & (FLAG_NEXT | FLAG_COMPLETE)
-                and stream_id < _RESERVED_BIT
-            ):
-                append(
-                    Frame(
-                        stream_id,
-                        _PAYLOAD,
-                        type_and_flags & _FLAGS_MASK,
-                        0,
-                        None,
-                        buffer[start + header_size : stop],
-                    )
-                )
+            if type_and_flags & _RUN_MASK == _RUN_BITS and stream_id < _RESERVED_BIT:
+                # PAYLOAD with NEXT, without metadata and FOLLOWS: joins or starts a run
+                if run is None or stream_id != run_stream:
+                    run = []
+                    run_stream = stream_id
+                    append(PayloadRun(stream_id, run))
+                run.append(buffer[start + header_size : stop])
+                if type_and_flags & FLAG_COMPLETE:
+                    items[-1].complete = True  # type: ignore[union-attr]  # the run
+                    run = None
             else:
+                run = None
                 frame = decode_frame(buffer[start:stop])
                 if frame is not None:
                     append(frame)
@@ -363,7 +387,39 @@ class FrameReader:
             self._need = _LENGTH_SIZE
         if position < end:
             pending += buffer[position:]
+        self.count = count
+        return items
+
+
+class PayloadRun:
+    """Consecutive ``PAYLOAD`` frames of one stream, each with NEXT and only data.
+
+    Attributes:
+        stream_id: the stream the frames belong to.
+        data: each frame's data, in order (at least one).
+        complete: the last frame also had the COMPLETE flag.
+    """
+
+    __slots__ = ("complete", "data", "stream_id")
+
+    def __init__(self, stream_id: int, data: list[bytes], complete: bool = False) -> None:
+        self.stream_id = stream_id
+        self.data = data
+        self.complete = complete
+
+    def frames(self) -> list[Frame]:
+        """The run as the ``Frame`` objects it stands for."""
+        stream_id = self.stream_id
+        frames = [Frame(stream_id, _PAYLOAD, FLAG_NEXT, 0, None, data) for data in self.data]
+        if self.complete:
+            frames[-1].flags = FLAG_NEXT | FLAG_COMPLETE
         return frames
+
+    def __repr__(self) -> str:
+        return (
+            f"PayloadRun(stream={self.stream_id}, frames={len(self.data)}, "
+            f"complete={self.complete})"
+        )
 
 
 def _split_metadata(frame: bytes, offset: int, flags: int) -> tuple[bytes | None, bytes]:
@@ -582,6 +638,22 @@ def encode_payload(
         + metadata
         + data
     )
+
+
+def encode_payload_header(stream_id: int, size: int) -> bytes:
+    """The length prefix and header of a ``PAYLOAD`` (NEXT) frame of ``size`` bytes of data.
+
+    ``encode_payload_header(s, len(data)) + data == encode_payload(s, data)``: a sender of
+    many elements of one size builds the header once.
+
+    Raises:
+        ValueError: a stream ID outside 0 to ``MAX_STREAM_ID``, or a frame longer than
+            ``MAX_FRAME_SIZE``.
+    """
+    length = _HEADER_SIZE + size
+    if length > MAX_FRAME_SIZE or not 0 <= stream_id <= MAX_STREAM_ID:
+        raise _refuse(length, stream_id, _PAYLOAD)
+    return _PREFIX_HEADER.pack(length >> 16, length & 0xFFFF, stream_id, _PAYLOAD_BITS | FLAG_NEXT)
 
 
 def encode_request(

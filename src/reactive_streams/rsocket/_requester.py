@@ -38,7 +38,7 @@ from .._core import (
     EmitterElection,
     ProtocolViolationError,
     StreamStatistics,
-    report_violation,
+    signal_each,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
@@ -214,21 +214,19 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
             return False
         demand = election.demand
         if demand:
-            with self._lock:
+            with self._lock:  # the pass's batch, taken in one critical section
                 buffer = self._buffer
-                count = min(demand, _BATCH, len(buffer))
-                batch = [buffer.popleft() for _ in range(count)]
-            delivered = 0
-            for element in batch:
-                delivered += 1
-                try:
-                    subscriber.on_next(element)
-                except Exception as exc:
-                    report_violation(subscriber, "on_next", exc)  # Rule 2.13
-                    election.cancel()
-                    break
-                if self._cancelled():
-                    break
+                available = len(buffer)
+                count = min(demand, _BATCH, available)
+                if count == available:
+                    batch = list(buffer)
+                    buffer.clear()
+                else:
+                    batch = [buffer.popleft() for _ in range(count)]
+            # one on_next per element; a cancel from inside one stops the run (Rule 3.12)
+            delivered, ok = signal_each(subscriber, batch, self._cancelled)
+            if not ok:  # Rule 2.13: reported by signal_each, treated as cancelled
+                election.cancel()
             if delivered:
                 demand = election.produced(delivered)
         if self._cancelled():
@@ -332,6 +330,42 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
         signal_on_error(subscriber, error)
 
     # -- StreamHandler (loop thread) ------------------------------------------------------
+
+    def on_payloads(self, data: list[bytes], complete: bool) -> None:
+        """Buffer a run of elements at once: one critical section and one wake-up for it.
+
+        As ``on_frame`` for each: beyond the credit granted, the excess is dropped and the
+        stream ends with a Rule 1.1 violation after the elements within it.
+        """
+        if not self._is_stream:
+            super().on_payloads(data, complete)
+            return
+        cancel = False
+        with self._lock:
+            if self._remote_done:
+                return
+            outstanding = self._outstanding
+            if len(data) > outstanding:
+                data = data[:outstanding]
+                self._terminal = ProtocolViolationError(
+                    f"Rule 1.1: the peer sent more PAYLOAD frames than were requested "
+                    f"on stream {self.stream_id}; the excess was dropped",
+                    rule="1.1",
+                )
+                self._remote_done = cancel = True
+            self._outstanding = outstanding - len(data)
+            if self._payloads:
+                self._buffer.extend([Payload(element) for element in data])  # type: ignore[misc]
+            else:
+                self._buffer.extend(data)  # type: ignore[arg-type]  # T is bytes here
+            if complete:
+                self._remote_done = True
+            done = self._remote_done
+        if done:
+            self._connection.unregister(self.stream_id)
+        if cancel:
+            self._connection.send(encode_cancel(self.stream_id))
+        self._connection.touch(self)
 
     def on_frame(self, frame: Frame) -> None:
         frame_type = frame.frame_type
