@@ -71,6 +71,8 @@ T = TypeVar("T")
 _PAYLOAD: Final[int] = int(FrameType.PAYLOAD)
 _BATCH: Final[int] = 512
 """Elements delivered per drain pass before the pass yields the executor."""
+_STEP: Final[int] = 64
+"""Elements delivered between two looks at the credit to grant (see ``_deliver``)."""
 
 
 class RemotePublisher(Publisher[T], Generic[T]):
@@ -212,23 +214,7 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
             election.terminate()
             signal_on_error(subscriber, error)
             return False
-        demand = election.demand
-        if demand:
-            with self._lock:  # the pass's batch, taken in one critical section
-                buffer = self._buffer
-                available = len(buffer)
-                count = min(demand, _BATCH, available)
-                if count == available:
-                    batch = list(buffer)
-                    buffer.clear()
-                else:
-                    batch = [buffer.popleft() for _ in range(count)]
-            # one on_next per element; a cancel from inside one stops the run (Rule 3.12)
-            delivered, ok = signal_each(subscriber, batch, self._cancelled)
-            if not ok:  # Rule 2.13: reported by signal_each, treated as cancelled
-                election.cancel()
-            if delivered:
-                demand = election.produced(delivered)
+        demand = self._deliver(subscriber, election.demand)
         if self._cancelled():
             self._finish(send_cancel=True)
             return False
@@ -252,6 +238,43 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
         if self._top_up(demand, buffered):
             return True
         return bool(buffered and demand)
+
+    def _deliver(self, subscriber: Subscriber[T], demand: int) -> int:
+        """Deliver up to ``_BATCH`` buffered elements within ``demand``; the demand left.
+
+        The elements go in slices of ``_STEP``, each taken in one critical section and
+        handed over with the kit's ``signal_each`` (one ``on_next`` each; a cancel from
+        inside one stops the run, Rule 3.12); after each slice the peer is granted the
+        credit the subscriber's demand allows by then, so the next elements travel while
+        the rest of the batch is delivered.
+        """
+        election = self._election
+        lock = self._lock
+        buffer = self._buffer
+        left = _BATCH
+        while demand and left:
+            with lock:
+                available = len(buffer)
+                count = min(demand, _STEP, left, available)
+                if count == available:
+                    batch = list(buffer)
+                    buffer.clear()
+                else:
+                    batch = [buffer.popleft() for _ in range(count)]
+            if not batch:
+                break
+            delivered, ok = signal_each(subscriber, batch, self._cancelled)
+            if not ok:  # Rule 2.13: reported by signal_each, treated as cancelled
+                election.cancel()
+            if delivered:
+                demand = election.produced(delivered)
+            if delivered < count or self._cancelled():
+                break
+            left -= count
+            if count == available:
+                break  # the buffer is empty: the pass tops up below
+            self._top_up(demand, available - count)
+        return demand
 
     def _cancelled(self) -> bool:
         return self._election.cancelled  # a method: the value changes under mypy's feet
