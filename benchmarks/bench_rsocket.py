@@ -13,7 +13,9 @@ Usage::
    ``connect`` over TCP and over WebSocket with a subscriber that requests 256 at a time
    (128 more each time half are consumed); rsocket-py on its idiomatic path. Best and
    median of ``--rounds`` rounds, and the ratios ours / floor, WebSocket / TCP and
-   rsocket-py / ours, of the medians and of the bests.
+   rsocket-py / ours, of the medians and of the bests. Our server runs in this process
+   (its work then shares the GIL with the client's), or with ``--server-process`` in a
+   child process, as the floor's trivial server might as well.
 
 1. Elements/s with short payloads (``b"element-<i>"``): our ``serve`` + ``connect`` with a
    subscriber that requests unbounded demand, against rsocket-py's ``RSocketServer`` +
@@ -311,17 +313,20 @@ def floor(count: int) -> tuple[float, int]:
     return asyncio.run(main())
 
 
-def ours_frames(count: int, transport: str) -> tuple[float, int]:
-    """Our server and client, 8-byte payloads, a subscriber requesting 256 at a time."""
-    payloads = _small_payloads(count)
+def ours_frames(count: int, transport: str, port: int = 0) -> tuple[float, int]:
+    """Our client, 8-byte payloads, a subscriber requesting 256 at a time.
+
+    Our server runs in this process, or is the child process listening on ``port``.
+    """
     scheme = "ws" if transport == "ws" else "tcp"
-    with (
-        serve({"items": _route(payloads)}, transport=transport) as server,
-        connect(f"{scheme}://127.0.0.1:{server.port}/rsocket") as client,
-    ):
+    with contextlib.ExitStack() as stack:
+        if not port:
+            routes = {"items": _route(_small_payloads(count))}
+            port = stack.enter_context(serve(routes, transport=transport)).port
+        client = stack.enter_context(connect(f"{scheme}://127.0.0.1:{port}/rsocket"))
         counter = _Counter(batch=256)
         started = time.perf_counter()
-        client.request_stream("items").subscribe(counter)
+        client.request_stream("items", b"%d" % count).subscribe(counter)
         if not counter.done.wait(TIMEOUT) or counter.error is not None:
             raise RuntimeError(f"our stream failed: {counter.error!r}")
         elapsed = time.perf_counter() - started
@@ -329,17 +334,64 @@ def ours_frames(count: int, transport: str) -> tuple[float, int]:
     return elapsed, counter.bytes
 
 
+def serve_frames_child(transport: str) -> None:
+    """Child process: serve ``items`` (the request's data: how many 8-byte payloads)."""
+    cache: dict[int, list[bytes]] = {}
+
+    def factory(data: bytes) -> Publisher[bytes]:
+        count = int(data)
+        if count not in cache:
+            cache[count] = _small_payloads(count)
+        return IterablePublisher(cache[count])
+
+    with serve({"items": factory}, transport=transport) as server:
+        print(server.port, flush=True)
+        sys.stdin.read()
+
+
+@contextlib.contextmanager
+def _frames_server(transport: str, count: int) -> Any:
+    """Our server in a child process; yields its port once it has built its payloads."""
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve-frames-child", transport],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    try:
+        assert child.stdout is not None
+        port = int(child.stdout.readline())
+        ours_frames(count, transport, port)  # warm: the child builds its payloads
+        yield port
+    finally:
+        if child.stdin is not None:
+            child.stdin.close()
+        child.wait(30)
+
+
 def theirs_frames(count: int) -> tuple[float, int]:
     """rsocket-py on its idiomatic path, 8-byte payloads."""
     return theirs(count, -_SMALL)
 
 
-def frames(elements: int, their_elements: int, rounds: int) -> None:
+def frames(elements: int, their_elements: int, rounds: int, server_process: bool) -> None:
     """Alternating rounds of the floor, ours over TCP and WebSocket, and rsocket-py."""
+    with contextlib.ExitStack() as stack:
+        tcp_port = ws_port = 0
+        if server_process:
+            tcp_port = stack.enter_context(_frames_server("tcp", elements))
+            ws_port = stack.enter_context(_frames_server("ws", elements))
+        _frames_rounds(elements, their_elements, rounds, tcp_port, ws_port)
+
+
+def _frames_rounds(
+    elements: int, their_elements: int, rounds: int, tcp_port: int, ws_port: int
+) -> None:
     contenders: list[tuple[str, Any, int]] = [
         ("floor", floor, elements * 4),
-        ("ours, TCP", lambda count: ours_frames(count, "tcp"), elements),
-        ("ours, WebSocket", lambda count: ours_frames(count, "ws"), elements),
+        ("ours, TCP", lambda count: ours_frames(count, "tcp", tcp_port), elements),
+        ("ours, WebSocket", lambda count: ours_frames(count, "ws", ws_port), elements),
         ("rsocket-py", theirs_frames, their_elements),
     ]
     rates: dict[str, list[float]] = {name: [] for name, _, _ in contenders}
@@ -347,9 +399,10 @@ def frames(elements: int, their_elements: int, rounds: int) -> None:
         for name, run, count in contenders:
             elapsed, _ = run(count)
             rates[name].append(count / elapsed)
+    where = "in a child process" if tcp_port else "in this process"
     print(
-        f"\nframes: 8-byte payloads, request-stream, loopback TCP; {rounds} alternating rounds"
-        f" (load average {os.getloadavg()[0]:.1f})"
+        f"\nframes: 8-byte payloads, request-stream, loopback TCP; our server {where};"
+        f" {rounds} alternating rounds (load average {os.getloadavg()[0]:.1f})"
     )
     for name, _, count in contenders:
         values = rates[name]
@@ -452,13 +505,20 @@ def main() -> None:
     parser.add_argument("--frames-their-elements", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=5, help="frames: alternating rounds")
     parser.add_argument("--frames-only", action="store_true")
+    parser.add_argument(
+        "--server-process", action="store_true", help="frames: our server in a child process"
+    )
+    parser.add_argument("--serve-frames-child", default="", help=argparse.SUPPRESS)
     parser.add_argument("--serve-child", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_child:
         serve_child(args.serve_child)
         return
+    if args.serve_frames_child:
+        serve_frames_child(args.serve_frames_child)
+        return
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, best of {args.repeat}")
-    frames(args.frames_elements, args.frames_their_elements, args.rounds)
+    frames(args.frames_elements, args.frames_their_elements, args.rounds, args.server_process)
     if args.frames_only:
         return
     compare(
