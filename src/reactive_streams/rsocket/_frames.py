@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import struct
 from enum import IntEnum
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from ._errors import FrameError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "FLAG_COMPLETE",
@@ -349,7 +352,23 @@ class FrameReader:
         header_size = _HEADER_SIZE
         run: list[bytes] | None = None  # the data of the run being collected
         run_stream = -1
+        run_append: Callable[[bytes], None] = bytearray().extend  # never called: no run yet
+        startswith = buffer.startswith
+        # The length prefix and header of the run's last frame, and that frame's size: a
+        # frame that starts with the same bytes has the same length, stream and flags, all
+        # checked already, so only its data needs taking (the bulk of a stream: elements
+        # of one size).
+        prefix = b""
+        prefix_size = _LENGTH_SIZE + header_size
+        frame_size = 0
         while end - position >= _LENGTH_SIZE:
+            if run is not None and startswith(prefix, position):
+                stop = position + frame_size
+                if stop <= end:
+                    run_append(buffer[position + prefix_size : stop])
+                    count += 1
+                    position = stop
+                    continue
             high, low = unpack_length(buffer, position)
             length = (high << 16) | low
             if length > max_frame_size:
@@ -371,12 +390,16 @@ class FrameReader:
                 # PAYLOAD with NEXT, without metadata and FOLLOWS: joins or starts a run
                 if run is None or stream_id != run_stream:
                     run = []
+                    run_append = run.append
                     run_stream = stream_id
                     append(PayloadRun(stream_id, run))
-                run.append(buffer[start + header_size : stop])
+                run_append(buffer[start + header_size : stop])
                 if type_and_flags & FLAG_COMPLETE:
                     items[-1].complete = True  # type: ignore[union-attr]  # the run
                     run = None
+                else:
+                    prefix = buffer[position : start + header_size]
+                    frame_size = stop - position
             else:
                 run = None
                 frame = decode_frame(buffer[start:stop])

@@ -29,6 +29,7 @@ from inside ``on_next`` only adds demand (Rule 3.3).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import deque
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
@@ -58,6 +59,7 @@ from ._frames import (
 from ._payload import Payload
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from concurrent.futures import Executor
 
     from .._core import ExecutorRejectedError
@@ -137,6 +139,11 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
         self._connection = publisher._connection
         self._subscriber: Subscriber[T] | None = subscriber
         self._election = EmitterElection()
+        # ``election.cancelled`` as a callable, asked before every on_next (C calls only,
+        # up to the property itself)
+        self._is_cancelled: Callable[[], bool] = functools.partial(
+            getattr, self._election, "cancelled"
+        )
         self._drain = DrainLoop(
             self._pass,
             executor=publisher._executor,
@@ -263,7 +270,7 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
                     batch = [buffer.popleft() for _ in range(count)]
             if not batch:
                 break
-            delivered, ok = signal_each(subscriber, batch, self._cancelled)
+            delivered, ok = signal_each(subscriber, batch, self._is_cancelled)
             if not ok:  # Rule 2.13: reported by signal_each, treated as cancelled
                 election.cancel()
             if delivered:
