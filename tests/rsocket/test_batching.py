@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactive_streams import Subscriber, Subscription
 from reactive_streams.reference import IterablePublisher
@@ -30,6 +30,9 @@ from reactive_streams.rsocket._websocket import WebSocketTransport
 
 from .conftest import TIMEOUT
 from .rawpeer import RawServer
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 # -- reading: runs of payloads ------------------------------------------------------------
 
@@ -179,6 +182,52 @@ def test_the_requester_grants_credit_before_it_has_delivered_the_whole_batch() -
                 peer.close()
     finally:
         raw_server.close()
+
+
+class _Runs(Subscriber[bytes]):
+    """Declares the kit's ``RunSubscriber`` capability; records each run's elements."""
+
+    def __init__(self) -> None:
+        self.runs: list[list[bytes]] = []
+        self.done = threading.Event()
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        subscription.request(10)
+
+    def on_next(self, element: bytes) -> None:
+        self.runs.append([element])
+
+    def on_next_run(self, elements: Iterator[bytes]) -> None:
+        self.runs.append(list(elements))
+
+    def on_error(self, error: Exception) -> None:
+        self.done.set()
+
+    def on_complete(self) -> None:
+        self.done.set()
+
+
+def test_a_subscriber_that_takes_runs_gets_the_elements_of_a_read_in_one_call() -> None:
+    raw_server = RawServer()
+    subscriber = _Runs()
+    try:
+        with connect(f"tcp://127.0.0.1:{raw_server.port}") as client:
+            peer = raw_server.accept()
+            try:
+                client.request_stream("a").subscribe(subscriber)
+                peer.frames(2)
+                elements = [b"x%d" % index for index in range(10)]
+                peer.send(
+                    b"".join(encode_payload(1, element) for element in elements)
+                    + encode_payload(1, b"", next_=False, complete=True)
+                )
+                assert subscriber.done.wait(TIMEOUT)
+            finally:
+                peer.close()
+    finally:
+        raw_server.close()
+    assert [element for run in subscriber.runs for element in run] == elements
+    assert max(len(run) for run in subscriber.runs) > 1  # runs, not an on_next each
 
 
 # -- WebSocket: one message per frame, but batches to and from the connection ------------

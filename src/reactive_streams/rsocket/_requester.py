@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import deque
+from operator import length_hint
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from .._core import (
@@ -39,6 +40,7 @@ from .._core import (
     EmitterElection,
     ProtocolViolationError,
     StreamStatistics,
+    run_receiver,
     signal_each,
     signal_on_complete,
     signal_on_error,
@@ -59,7 +61,7 @@ from ._frames import (
 from ._payload import Payload
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
     from concurrent.futures import Executor
 
     from .._core import ExecutorRejectedError
@@ -141,6 +143,7 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
         self._election = EmitterElection()
         # ``election.cancelled`` as a callable, asked before every on_next (C calls only,
         # up to the property itself)
+        self._run: Callable[[Iterator[T]], None] | None = None  # on_next_run, if declared
         self._is_cancelled: Callable[[], bool] = functools.partial(
             getattr, self._election, "cancelled"
         )
@@ -210,6 +213,7 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
             return False
         if not self._subscribed:
             self._subscribed = True
+            self._run = run_receiver(subscriber)
             if not signal_on_subscribe(subscriber, self):  # Rule 2.13: treat as cancelled
                 election.cancel()
         if election.cancelled:
@@ -251,7 +255,9 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
 
         The elements go in slices of ``_STEP``, each taken in one critical section and
         handed over with the kit's ``signal_each`` (one ``on_next`` each; a cancel from
-        inside one stops the run, Rule 3.12); after each slice the peer is granted the
+        inside one stops the run, Rule 3.12), or in one ``on_next_run`` call to a
+        subscriber that declares the kit's ``RunSubscriber`` capability (what
+        ``Flow.subscribe(on_next=...)`` creates does); after each slice the peer is granted the
         credit the subscriber's demand allows by then, so the next elements travel while
         the rest of the batch is delivered.
         """
@@ -270,9 +276,15 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
                     batch = [buffer.popleft() for _ in range(count)]
             if not batch:
                 break
-            delivered, ok = signal_each(subscriber, batch, self._is_cancelled)
-            if not ok:  # Rule 2.13: reported by signal_each, treated as cancelled
-                election.cancel()
+            run = self._run
+            if run is not None:  # the subscriber takes the slice in one call
+                elements = iter(batch)
+                run(elements)  # it stops when done, and never raises (Rule 2.13)
+                delivered = count - length_hint(elements)
+            else:
+                delivered, ok = signal_each(subscriber, batch, self._is_cancelled)
+                if not ok:  # Rule 2.13: reported by signal_each, treated as cancelled
+                    election.cancel()
             if delivered:
                 demand = election.produced(delivered)
             if delivered < count or self._cancelled():
