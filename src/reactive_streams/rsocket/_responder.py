@@ -110,6 +110,7 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         self._pending: list[bytes] | None = None  # frames held while the pump is in request
         self._header = b""  # the PAYLOAD header for elements of _header_size bytes
         self._header_size = -1
+        self._streaming = kind == FrameType.REQUEST_STREAM
         self._pump = DrainLoop(
             self._pass,
             executor=executor,
@@ -248,13 +249,51 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         """
         if element is None:
             raise TypeError("Rule 2.13: on_next() requires an element, got None")
-        if (
-            type(element) is bytes
-            and self._kind == FrameType.REQUEST_STREAM
-            and len(element) <= self._max_payload
-        ):
-            self._next_bytes(element)
+        if type(element) is bytes and self._streaming:
+            # the hot path: a bytes element of a request-stream that fits one frame
+            size = len(element)
+            if size != self._header_size:  # a new size: a new header (rarely)
+                if size > self._max_payload:
+                    self._next_slow(element)
+                    return
+                self._header = encode_payload_header(self.stream_id, size)
+                self._header_size = size
+                largest = self._element_size  # read by the pump without the lock: stale
+                if size > largest:  # at worst by one batch
+                    self._element_size = size
+            frame = self._header + element
+            held: list[bytes] | None = None
+            refill = False
+            with self._lock:
+                if self._done:
+                    return
+                outstanding = self._outstanding - 1
+                if outstanding >= 0:
+                    self._outstanding = outstanding
+                    refill = outstanding == self._refill_at and self._credits > 0
+                    pending = self._pending
+                    if pending is not None:
+                        pending.append(frame)
+                        frame = b""
+                        if len(pending) >= COALESCE:  # enough for one write: hand them over
+                            held, self._pending = pending, []
+                else:
+                    self._done = True
+                    self._cancel_pending = True
+            if outstanding < 0:
+                self._violation()
+                return
+            if held is not None:
+                self._connection.send_all(held)
+            elif frame:
+                self._connection.send(frame)
+            if refill:
+                self._pump.schedule()
             return
+        self._next_slow(element)
+
+    def _next_slow(self, element: bytes | Payload) -> None:
+        """``on_next`` of anything but a ``bytes`` element of a request-stream in one frame."""
         refill = False
         with self._lock:
             if self._done:
@@ -317,45 +356,6 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
                 )
             )
         if complete or refill:
-            self._pump.schedule()
-
-    def _next_bytes(self, data: bytes) -> None:
-        """``on_next`` of a ``bytes`` element that fits one frame, on a request-stream."""
-        size = len(data)
-        if size != self._header_size:
-            self._header = encode_payload_header(self.stream_id, size)
-            self._header_size = size
-        frame = self._header + data
-        held: list[bytes] | None = None
-        refill = violation = False
-        with self._lock:
-            if self._done:
-                return
-            outstanding = self._outstanding
-            if outstanding <= 0:
-                self._done = True
-                self._cancel_pending = True
-                violation = True
-            else:
-                self._outstanding = outstanding = outstanding - 1
-                refill = outstanding == self._refill_at and self._credits > 0
-                pending = self._pending
-                if pending is not None:
-                    pending.append(frame)
-                    frame = b""
-                    if len(pending) >= COALESCE:  # enough for one write: hand them over now
-                        held, self._pending = pending, []
-        if violation:
-            self._violation()
-            return
-        largest = self._element_size  # read by the pump without the lock: a stale value
-        if size > largest:  # only delays one batch (and this store is rare: cheaper than max)
-            self._element_size = size
-        if held is not None:
-            self._connection.send_all(held)
-        elif frame:
-            self._connection.send(frame)
-        if refill:
             self._pump.schedule()
 
     def _violation(self) -> None:
