@@ -69,14 +69,17 @@ def test_consecutive_payloads_of_a_stream_come_back_as_one_run() -> None:
     ]
 
 
-def test_the_connection_reads_into_one_64_kib_buffer() -> None:
+def test_connections_read_into_one_64_kib_buffer_per_loop_thread() -> None:
     loop = asyncio.new_event_loop()
     try:
         connection = Connection(loop, ConnectionSettings())
         assert isinstance(connection, asyncio.BufferedProtocol)
         first = connection.get_buffer(-1)
         assert len(first) == 64 * 1024
+        connection.buffer_updated(0)
         assert connection.get_buffer(1 << 20).obj is first.obj  # the same buffer every read
+        # ... and for every connection of the thread: idle ones hold no buffer of their own
+        assert Connection(loop, ConnectionSettings()).get_buffer(-1).obj is first.obj
     finally:
         loop.close()
 
