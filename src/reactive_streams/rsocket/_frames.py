@@ -5,8 +5,9 @@ with ``struct``: every frame on a TCP connection is a 24-bit big-endian length, 
 6-byte header (31-bit stream ID, 6-bit frame type, 10 bits of flags), then the body that
 depends on the type. ``FrameReader`` splits a byte stream into frames and refuses anything
 malformed with ``FrameError``; the ``encode_*`` functions build whole frames, length prefix
-included, so a sender only joins them. ``encode_fragments`` splits a request or payload
-that is larger than the frame limit into a ``FOLLOWS`` chain.
+included, so a sender only joins them (``encode_payload_header`` builds the header of an
+element frame once for elements of one size). ``encode_fragments`` splits a request or
+payload that is larger than the frame limit into a ``FOLLOWS`` chain.
 """
 
 from __future__ import annotations
@@ -270,7 +271,9 @@ class FrameReader:
     """Splits a TCP byte stream into frames.
 
     ``feed(data)`` takes whatever bytes arrived and returns every frame they complete, in
-    order; an incomplete frame waits in the buffer for the next call. Frames are checked as
+    order; an incomplete frame waits in the buffer for the next call. ``feed_runs`` does
+    the same with the consecutive element frames of a stream as one ``PayloadRun`` (the
+    connection's hot path). Frames are checked as
     they are decoded: a length prefix above ``max_frame_size``, a frame shorter than its
     header, a metadata length that overruns the frame, a request-n of 0, or an unknown type
     without the ignore flag raise ``FrameError`` (the connection must then close). Frames
