@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import pytest
@@ -32,11 +33,13 @@ from reactive_streams.rsocket._frames import (
     ErrorCode,
     FrameReader,
     FrameType,
+    PayloadRun,
     encode_cancel,
     encode_error,
     encode_fragments,
     encode_keepalive,
     encode_payload,
+    encode_payload_header,
     encode_request,
     encode_request_n,
     encode_setup,
@@ -333,6 +336,55 @@ def test_every_frame_the_encoders_write_is_read_back_with_the_same_fields(
     assert len(decoded) == len(frames)
     for frame, (_, expected) in zip(decoded, frames, strict=True):
         assert {name: getattr(frame, name) for name in expected} == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    elements=st.lists(
+        st.tuples(
+            st.sampled_from([1, 3]),  # two streams, interleaved
+            st.sampled_from([b"", b"abcde", b"0123456789" * 2]),  # frames of equal headers
+            st.sampled_from(["next", "next", "next", "next+complete", "complete", "metadata"]),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    cuts=st.lists(st.integers(min_value=0), max_size=8),
+)
+def test_payload_runs_are_exactly_the_frames_however_the_bytes_are_cut(
+    elements: list[tuple[int, bytes, str]], cuts: list[int]
+) -> None:
+    frames = []
+    for stream_id, data, kind in elements:
+        if kind == "metadata":
+            frames.append(encode_payload(stream_id, data, b"m"))
+        else:
+            frames.append(
+                encode_payload(stream_id, data, next_=kind != "complete", complete=kind != "next")
+            )
+    wire = b"".join(frames)
+    points = sorted({cut % (len(wire) + 1) for cut in cuts} | {0, len(wire)})
+    reader = FrameReader()
+    items = []
+    for start, stop in itertools.pairwise(points):
+        items += reader.feed_runs(wire[start:stop])
+    spelled = []
+    for item in items:
+        spelled += item.frames() if isinstance(item, PayloadRun) else [item]
+    assert reader.pending == 0
+    expected = FrameReader().feed(wire)  # in one piece
+    assert [(f.stream_id, f.flags, f.metadata, f.data) for f in spelled] == [
+        (f.stream_id, f.flags, f.metadata, f.data) for f in expected
+    ]
+    assert len(expected) == len(elements)
+    for run in items:  # a run is one stream's, all NEXT, and ends where COMPLETE does
+        if isinstance(run, PayloadRun):
+            assert run.data
+
+
+@given(stream_id=st.integers(0, MAX_STREAM_ID), data=st.binary(max_size=64))
+def test_a_payload_header_and_its_data_are_the_payload_frame(stream_id: int, data: bytes) -> None:
+    assert encode_payload_header(stream_id, len(data)) + data == encode_payload(stream_id, data)
 
 
 _ASCII = st.text(alphabet=st.characters(max_codepoint=127), max_size=255)

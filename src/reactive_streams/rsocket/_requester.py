@@ -29,8 +29,10 @@ from inside ``on_next`` only adds demand (Rule 3.3).
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections import deque
+from operator import length_hint
 from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from .._core import (
@@ -38,7 +40,8 @@ from .._core import (
     EmitterElection,
     ProtocolViolationError,
     StreamStatistics,
-    report_violation,
+    run_receiver,
+    signal_each,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
@@ -58,6 +61,7 @@ from ._frames import (
 from ._payload import Payload
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
     from concurrent.futures import Executor
 
     from .._core import ExecutorRejectedError
@@ -71,6 +75,8 @@ T = TypeVar("T")
 _PAYLOAD: Final[int] = int(FrameType.PAYLOAD)
 _BATCH: Final[int] = 512
 """Elements delivered per drain pass before the pass yields the executor."""
+_STEP: Final[int] = 64
+"""Elements delivered between two looks at the credit to grant (see ``_deliver``)."""
 
 
 class RemotePublisher(Publisher[T], Generic[T]):
@@ -135,6 +141,12 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
         self._connection = publisher._connection
         self._subscriber: Subscriber[T] | None = subscriber
         self._election = EmitterElection()
+        # ``election.cancelled`` as a callable, asked before every on_next (C calls only,
+        # up to the property itself)
+        self._run: Callable[[Iterator[T]], None] | None = None  # on_next_run, if declared
+        self._is_cancelled: Callable[[], bool] = functools.partial(
+            getattr, self._election, "cancelled"
+        )
         self._drain = DrainLoop(
             self._pass,
             executor=publisher._executor,
@@ -201,6 +213,7 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
             return False
         if not self._subscribed:
             self._subscribed = True
+            self._run = run_receiver(subscriber)
             if not signal_on_subscribe(subscriber, self):  # Rule 2.13: treat as cancelled
                 election.cancel()
         if election.cancelled:
@@ -212,25 +225,7 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
             election.terminate()
             signal_on_error(subscriber, error)
             return False
-        demand = election.demand
-        if demand:
-            with self._lock:
-                buffer = self._buffer
-                count = min(demand, _BATCH, len(buffer))
-                batch = [buffer.popleft() for _ in range(count)]
-            delivered = 0
-            for element in batch:
-                delivered += 1
-                try:
-                    subscriber.on_next(element)
-                except Exception as exc:
-                    report_violation(subscriber, "on_next", exc)  # Rule 2.13
-                    election.cancel()
-                    break
-                if self._cancelled():
-                    break
-            if delivered:
-                demand = election.produced(delivered)
+        demand = self._deliver(subscriber, election.demand)
         if self._cancelled():
             self._finish(send_cancel=True)
             return False
@@ -254,6 +249,51 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
         if self._top_up(demand, buffered):
             return True
         return bool(buffered and demand)
+
+    def _deliver(self, subscriber: Subscriber[T], demand: int) -> int:
+        """Deliver up to ``_BATCH`` buffered elements within ``demand``; the demand left.
+
+        The elements go in slices of ``_STEP``, each taken in one critical section and
+        handed over with the kit's ``signal_each`` (one ``on_next`` each; a cancel from
+        inside one stops the run, Rule 3.12), or in one ``on_next_run`` call to a
+        subscriber that declares the kit's ``RunSubscriber`` capability (what
+        ``Flow.subscribe(on_next=...)`` creates does); after each slice the peer is granted the
+        credit the subscriber's demand allows by then, so the next elements travel while
+        the rest of the batch is delivered.
+        """
+        election = self._election
+        lock = self._lock
+        buffer = self._buffer
+        left = _BATCH
+        while demand and left:
+            with lock:
+                available = len(buffer)
+                count = min(demand, _STEP, left, available)
+                if count == available:
+                    batch = list(buffer)
+                    buffer.clear()
+                else:
+                    batch = [buffer.popleft() for _ in range(count)]
+            if not batch:
+                break
+            run = self._run
+            if run is not None:  # the subscriber takes the slice in one call
+                elements = iter(batch)
+                run(elements)  # it stops when done, and never raises (Rule 2.13)
+                delivered = count - length_hint(elements)
+            else:
+                delivered, ok = signal_each(subscriber, batch, self._is_cancelled)
+                if not ok:  # Rule 2.13: reported by signal_each, treated as cancelled
+                    election.cancel()
+            if delivered:
+                demand = election.produced(delivered)
+            if delivered < count or self._cancelled():
+                break
+            left -= count
+            if count == available:
+                break  # the buffer is empty: the pass tops up below
+            self._top_up(demand, available - count)
+        return demand
 
     def _cancelled(self) -> bool:
         return self._election.cancelled  # a method: the value changes under mypy's feet
@@ -332,6 +372,42 @@ class _RequesterSubscription(Subscription, StreamHandler, Generic[T]):
         signal_on_error(subscriber, error)
 
     # -- StreamHandler (loop thread) ------------------------------------------------------
+
+    def on_payloads(self, data: list[bytes], complete: bool) -> None:
+        """Buffer a run of elements at once: one critical section and one wake-up for it.
+
+        As ``on_frame`` for each: beyond the credit granted, the excess is dropped and the
+        stream ends with a Rule 1.1 violation after the elements within it.
+        """
+        if not self._is_stream:
+            super().on_payloads(data, complete)
+            return
+        cancel = False
+        with self._lock:
+            if self._remote_done:
+                return
+            outstanding = self._outstanding
+            if len(data) > outstanding:
+                data = data[:outstanding]
+                self._terminal = ProtocolViolationError(
+                    f"Rule 1.1: the peer sent more PAYLOAD frames than were requested "
+                    f"on stream {self.stream_id}; the excess was dropped",
+                    rule="1.1",
+                )
+                self._remote_done = cancel = True
+            self._outstanding = outstanding - len(data)
+            if self._payloads:
+                self._buffer.extend([Payload(element) for element in data])  # type: ignore[misc]
+            else:
+                self._buffer.extend(data)  # type: ignore[arg-type]  # T is bytes here
+            if complete:
+                self._remote_done = True
+            done = self._remote_done
+        if done:
+            self._connection.unregister(self.stream_id)
+        if cancel:
+            self._connection.send(encode_cancel(self.stream_id))
+        self._connection.touch(self)
 
     def on_frame(self, frame: Frame) -> None:
         frame_type = frame.frame_type

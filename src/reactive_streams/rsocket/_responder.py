@@ -40,6 +40,7 @@ from ._frames import (
     encode_error,
     encode_fragments,
     encode_payload,
+    encode_payload_header,
 )
 from ._payload import Payload
 
@@ -61,6 +62,8 @@ CHUNK: Final[int] = 1024
 FIRST_BATCH: Final[int] = 16
 """The most elements requested before the size of one is known."""
 _FRAME_OVERHEAD: Final[int] = 10  # length prefix and header of a PAYLOAD frame, at least 1
+COALESCE: Final[int] = 256
+"""The most frames a pass holds back before handing them to the connection."""
 
 
 class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
@@ -104,6 +107,10 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         self._cancel_pending = False
         self._started = False
         self._max_payload = connection.settings.max_frame_size - 6
+        self._pending: list[bytes] | None = None  # frames held while the pump is in request
+        self._header = b""  # the PAYLOAD header for elements of _header_size bytes
+        self._header_size = -1
+        self._streaming = kind == FrameType.REQUEST_STREAM
         self._pump = DrainLoop(
             self._pass,
             executor=executor,
@@ -160,7 +167,18 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         if cancel:
             subscription.cancel()
         elif count:
-            subscription.request(count)
+            # Frames signalled while request runs (a synchronous publisher emits them all
+            # here) are held and handed to the connection at once: one wake-up of the
+            # loop and one write for the batch, not one per frame.
+            with self._lock:
+                self._pending = []
+            try:
+                subscription.request(count)
+            finally:
+                with self._lock:
+                    frames, self._pending = self._pending, None
+                if frames:
+                    self._connection.send_all(frames)
 
     def _batch(self) -> int:
         """The most elements to have outstanding: ``CHUNK``, and one window of bytes."""
@@ -231,6 +249,51 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         """
         if element is None:
             raise TypeError("Rule 2.13: on_next() requires an element, got None")
+        if type(element) is bytes and self._streaming:
+            # the hot path: a bytes element of a request-stream that fits one frame
+            size = len(element)
+            if size != self._header_size:  # a new size: a new header (rarely)
+                if size > self._max_payload:
+                    self._next_slow(element)
+                    return
+                self._header = encode_payload_header(self.stream_id, size)
+                self._header_size = size
+                largest = self._element_size  # read by the pump without the lock: stale
+                if size > largest:  # at worst by one batch
+                    self._element_size = size
+            frame = self._header + element
+            held: list[bytes] | None = None
+            refill = False
+            with self._lock:
+                if self._done:
+                    return
+                outstanding = self._outstanding - 1
+                if outstanding >= 0:
+                    self._outstanding = outstanding
+                    refill = outstanding == self._refill_at and self._credits > 0
+                    pending = self._pending
+                    if pending is not None:
+                        pending.append(frame)
+                        frame = b""
+                        if len(pending) >= COALESCE:  # enough for one write: hand them over
+                            held, self._pending = pending, []
+                else:
+                    self._done = True
+                    self._cancel_pending = True
+            if outstanding < 0:
+                self._violation()
+                return
+            if held is not None:
+                self._connection.send_all(held)
+            elif frame:
+                self._connection.send(frame)
+            if refill:
+                self._pump.schedule()
+            return
+        self._next_slow(element)
+
+    def _next_slow(self, element: bytes | Payload) -> None:
+        """``on_next`` of anything but a ``bytes`` element of a request-stream in one frame."""
         refill = False
         with self._lock:
             if self._done:
@@ -247,10 +310,7 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
                     self._done = True
                     self._cancel_pending = True
         if violation:
-            self._end_with_error(
-                f"Rule 1.1: route {self._route!r} emitted more elements than were requested"
-            )
-            self._pump.schedule()
+            self._violation()
             return
         kind = self._kind
         if kind == FrameType.REQUEST_FNF:
@@ -283,10 +343,10 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         if complete:  # first: the ID is free once the requester hears the stream ended
             connection.unregister(self.stream_id)
         if metadata is None and len(data) <= self._max_payload:
-            connection.send(encode_payload(self.stream_id, data, complete=complete))
+            self._send(encode_payload(self.stream_id, data, complete=complete))
         else:
-            connection.send_all(
-                encode_fragments(
+            self._send(
+                *encode_fragments(
                     FrameType.PAYLOAD,
                     self.stream_id,
                     data,
@@ -297,6 +357,24 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
             )
         if complete or refill:
             self._pump.schedule()
+
+    def _violation(self) -> None:
+        self._end_with_error(
+            f"Rule 1.1: route {self._route!r} emitted more elements than were requested"
+        )
+        self._pump.schedule()
+
+    def _send(self, *frames: bytes) -> None:
+        """Send ``frames`` in order, behind any the pump holds (see ``_pass``)."""
+        with self._lock:
+            pending = self._pending
+            if pending is not None:
+                pending += frames
+                return
+        if len(frames) == 1:
+            self._connection.send(frames[0])
+        else:
+            self._connection.send_all(list(frames))
 
     def on_error(self, error: Exception) -> None:
         """Send ``ERROR[APPLICATION_ERROR]`` with the error's type and text.
@@ -327,16 +405,14 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         # First: the ID is free once the requester hears the stream ended (it may reuse it).
         self._connection.unregister(self.stream_id)
         if self._kind != FrameType.REQUEST_FNF:
-            self._connection.send(encode_payload(self.stream_id, b"", next_=False, complete=True))
+            self._send(encode_payload(self.stream_id, b"", next_=False, complete=True))
 
     def _end_with_error(self, message: str) -> None:
         with self._lock:
             self._done = True
         self._connection.unregister(self.stream_id)  # first: the stream is over when it hears
         if self._kind != FrameType.REQUEST_FNF:
-            self._connection.send(
-                encode_error(self.stream_id, ErrorCode.APPLICATION_ERROR, message)
-            )
+            self._send(encode_error(self.stream_id, ErrorCode.APPLICATION_ERROR, message))
 
     # -- StreamHandler (loop thread) ------------------------------------------------------
 
