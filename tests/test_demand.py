@@ -529,3 +529,18 @@ def test_a_run_started_by_a_producer_is_not_bounded() -> None:
     loop.schedule()
     assert items == []
     assert elsewhere == []
+
+
+def test_latency_window_keeps_the_last_samples_and_gives_nearest_rank_quantiles() -> None:
+    from reactive_streams._core import LatencyWindow
+
+    window = LatencyWindow(size=100)
+    assert window.quantiles() is None
+    for value in range(1, 201):  # only the last 100 stay: 101..200
+        window.add(float(value))
+    p50, p99, samples = window.quantiles() or (0.0, 0.0, 0)
+    assert samples == 100
+    assert p50 in (150.0, 151.0)
+    assert p99 == 199.0
+    with pytest.raises(ValueError, match="size"):
+        LatencyWindow(size=0)

@@ -19,7 +19,7 @@ from reactive_streams.cli._display import (
     render_top,
     spark_output_line,
 )
-from reactive_streams.pipeline import PipelineProgress, PipelineResult
+from reactive_streams.pipeline import PipelineProgress, PipelineResult, RouteStats
 from reactive_streams.pipeline._checkpoint import ResumePoint
 from reactive_streams.pipeline._diagnostics import resumed_note
 
@@ -204,3 +204,18 @@ def test_equal_shares_read_as_one_number() -> None:
     )  # fmt: skip
     text = _text(render_progress(progress, title="run"), 140)
     assert "last micro-batch: 4 of 4 splits read, 100 records each" in text
+
+
+def test_an_rsocket_inputs_producer_shows_its_demand_and_latency() -> None:
+    assert "producer" not in _text(render_progress(_progress(), title="t"), 140)
+    producer = RouteStats(
+        streams=4, outstanding_batches=7, sent_batches=1_234, latency_p50=0.42, latency_p99=1.5
+    )
+    text = _text(
+        render_progress(dataclasses.replace(_progress(), producer=producer), title="t"), 160
+    )
+    assert "producer" in text and "1,234 batches sent" in text and "7 batches" in text
+    assert "4 streams open, arrival to commit p50 0.42 s, p99 1.50 s" in text
+    files = RouteStats(streams=1, outstanding_batches=1, sent_batches=3)
+    text = _text(render_progress(dataclasses.replace(_progress(), producer=files), title="t"), 160)
+    assert "1 stream open" in text and "p50" not in text

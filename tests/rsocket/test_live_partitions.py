@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import json
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -226,3 +228,47 @@ class TestLivePartitionsTck(PublisherVerification):
 
     def create_failed_publisher(self) -> Publisher[Any] | None:
         return LivePartitions(Flow.error(RuntimeError("failed")), SCHEMA).open(0, 0)
+
+
+def test_the_stats_route_counts_the_demand_on_the_wire_and_the_commit_latency() -> None:
+    manual = Manual()
+    live = LivePartitions(manual, SCHEMA, partitions=1)
+    with (
+        serve(partitioned_routes("live", live)) as server,
+        connect(f"tcp://127.0.0.1:{server.port}") as client,
+    ):
+
+        def stats() -> dict[str, Any]:
+            [data] = collect(client.request_response("live.stats"), timeout=TIMEOUT)
+            answer: dict[str, Any] = json.loads(data)
+            return answer
+
+        assert stats() == {
+            "streams": 0,
+            "outstanding_batches": 0,
+            "sent_batches": 0,
+            "latency": None,
+        }
+        reader = RecordingSubscriber[bytes](initial_request=3)
+        client.request_stream("live", b'{"partition":0,"start":0}').subscribe(reader)
+        wait_for(lambda: stats()["outstanding_batches"] == 3)
+        assert stats()["streams"] == 1
+        manual.push(batch(0, 4))
+        assert reader.wait_for_elements(1, TIMEOUT)
+        wait_for(lambda: stats()["outstanding_batches"] == 2)
+        assert stats()["sent_batches"] == 1
+        client.fire_and_forget("live.commit", b'{"partition":0,"offset":4}')
+        wait_for(lambda: stats()["latency"] is not None)
+        latency = stats()["latency"]
+        assert 0 <= latency["p50"] <= latency["p99"] < TIMEOUT
+        assert latency["samples"] == 1
+        assert reader.subscription is not None
+        reader.subscription.cancel()
+        wait_for(lambda: stats()["streams"] == 0)
+
+
+def wait_for(condition: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.02)

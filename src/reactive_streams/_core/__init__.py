@@ -114,7 +114,7 @@ from ._stage import (
     UpstreamStage,
     latch_terminal_locked,
 )
-from ._statistics import StreamStatistics
+from ._statistics import LatencyWindow, StreamStatistics
 
 __all__ = [
     "Admission",
@@ -187,4 +187,5 @@ __all__ = [
     "validate_request",
     "walk",
     "latch_terminal_locked",
+    "LatencyWindow",
 ]

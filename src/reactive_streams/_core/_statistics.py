@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from dataclasses import dataclass
 
-__all__ = ["StreamStatistics"]
+__all__ = ["LatencyWindow", "StreamStatistics"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -25,3 +27,37 @@ class StreamStatistics:
     buffered: int
     cancelled: bool
     terminated: bool
+
+
+class LatencyWindow:
+    """The last ``size`` latencies, in seconds, and their median and 99th percentile.
+
+    Thread-safe: ``add`` from any thread, ``quantiles`` from another. The percentiles are
+    nearest-rank over the window (the oldest samples fall out once it is full), so they
+    follow what the stream does now, not since it started.
+
+    Raises:
+        ValueError: ``size`` is below 1.
+    """
+
+    __slots__ = ("_lock", "_samples")
+
+    def __init__(self, size: int = 10_000) -> None:
+        if size < 1:
+            raise ValueError(f"size must be >= 1, got {size}")
+        self._lock = threading.Lock()
+        self._samples: deque[float] = deque(maxlen=size)
+
+    def add(self, seconds: float) -> None:
+        """Keep one latency, in seconds."""
+        with self._lock:
+            self._samples.append(seconds)
+
+    def quantiles(self) -> tuple[float, float, int] | None:
+        """``(p50, p99, samples)`` in seconds, or ``None`` before the first sample."""
+        with self._lock:
+            ordered = sorted(self._samples)
+        if not ordered:
+            return None
+        last = len(ordered) - 1
+        return ordered[round(0.5 * last)], ordered[round(0.99 * last)], len(ordered)

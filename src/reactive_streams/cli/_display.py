@@ -13,7 +13,7 @@ from rich.text import Text
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from ..pipeline import PipelineProgress, PipelineResult
+    from ..pipeline import PipelineProgress, PipelineResult, RouteStats
 
 __all__ = [
     "bottleneck_line",
@@ -70,6 +70,14 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
     table.add_column("done", justify="right")
     table.add_column("demand", justify="right")
     table.add_column("detail")
+    producer = progress.producer
+    if producer is not None:
+        table.add_row(
+            "producer",
+            f"{_count(producer.sent_batches)} batches sent",
+            _plural(producer.outstanding_batches, "batch", "batches"),
+            _producer_detail(producer),
+        )
     read = _count(progress.records_read)
     if progress.total_rows:
         share = 100.0 * progress.records_read / progress.total_rows
@@ -104,6 +112,17 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
     held_back = bottleneck_line(progress)
     parts = (table, status) if held_back is None else (table, held_back, status)
     return Panel(Group(*parts), title=title, title_align="left", expand=False)
+
+
+def _producer_detail(producer: RouteStats) -> str:
+    """An ``rsocket://`` input's producer: its open streams and arrival-to-commit latency."""
+    streams = _plural(producer.streams, "stream", "streams")
+    if producer.latency_p50 is None or producer.latency_p99 is None:
+        return f"{streams} open"
+    return (
+        f"{streams} open, arrival to commit p50 {producer.latency_p50:,.2f} s, "
+        f"p99 {producer.latency_p99:,.2f} s"
+    )
 
 
 def _row_style(progress: PipelineProgress, *stages: str) -> str | None:

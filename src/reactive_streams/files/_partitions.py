@@ -24,10 +24,18 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-from .._core import MAX_DEMAND, EmitLoopSubscription, check_positive, report_undeliverable
+from .._core import (
+    MAX_DEMAND,
+    EmitLoopSubscription,
+    LatencyWindow,
+    check_positive,
+    report_undeliverable,
+)
 from ..api import Publisher, Subscriber
 from ._convert import ConversionOptions
 from ._infer import infer_files_schema
@@ -138,6 +146,9 @@ class FilePartitions:
         self._pieces = [list(part) for part in cut_partitions(splits, partitions)]
         self._readers: list[set[_PartitionSubscription]] = [set() for _ in range(partitions)]
         self._live = live
+        # Per partition, the records appended by each ``extend``: (end offset, when).
+        self._arrivals: list[deque[tuple[int, float]]] = [deque() for _ in range(partitions)]
+        self._latency = LatencyWindow()
         self._reader = SplitReader(
             schema, chunk_rows=batch_rows, options=options or ConversionOptions()
         )
@@ -172,8 +183,11 @@ class FilePartitions:
         with self._lock:
             if not self._live:
                 raise ValueError("these FilePartitions are final: nothing can be appended")
-            for part, pieces in zip(self._pieces, cut, strict=True):
+            now = time.monotonic()
+            for part, pieces, arrivals in zip(self._pieces, cut, self._arrivals, strict=True):
                 part.extend(pieces)
+                if pieces:
+                    arrivals.append((sum(piece.records for piece in part), now))
             added = sum(split.records for split in splits)
             self._records += added
             woken = [reader for readers in self._readers for reader in readers]
@@ -302,12 +316,28 @@ class FilePartitions:
         return _PartitionPublisher(self, partition, start)
 
     def commit(self, partition: int, offset: int) -> None:
-        """Nothing to release: files can always be read again.
+        """Nothing to release (files can always be read again); measures the latency.
+
+        For records appended by ``extend``: the seconds from their arrival to this commit
+        (``commit_latencies``).
 
         Raises:
             ValueError: there is no such partition.
         """
         self._check(partition)
+        now = time.monotonic()
+        with self._lock:
+            arrivals = self._arrivals[partition]
+            while arrivals and arrivals[0][0] <= offset:
+                self._latency.add(now - arrivals.popleft()[1])
+
+    def commit_latencies(self) -> tuple[float, float, int] | None:
+        """``(p50, p99, samples)``: seconds from records' arrival to their commit.
+
+        Arrival is the ``extend`` that appended them; ``None`` before any such commit
+        (always for files planned at the start).
+        """
+        return self._latency.quantiles()
 
     # -- for the readers ----------------------------------------------------------------
 

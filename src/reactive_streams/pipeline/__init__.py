@@ -29,6 +29,7 @@ from ._dead_letter import DeadLetterLimit as DeadLetterLimit
 from ._dead_letter import DeadLetterWriter as DeadLetterWriter
 from ._diagnostics import PipelineProgress as PipelineProgress
 from ._diagnostics import PipelineResult as PipelineResult
+from ._diagnostics import RouteStats as RouteStats
 from ._errors import PipelineError as PipelineError
 from ._errors import PipelineFailedError as PipelineFailedError
 from ._errors import PipelineInterruptedError as PipelineInterruptedError
@@ -69,6 +70,7 @@ __all__ = [
     "PipelineInterruptedError",
     "PipelineProgress",
     "PipelineResult",
+    "RouteStats",
     "PipelineUsageError",
     "RemoteInput",
     "ResultSink",

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
+from ..spark import RouteStats
 from ._errors import first_line, signal_exit_code, signal_name
 from ._late import BatchRange, batch_range
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Bottleneck",
+    "RouteStats",
     "PipelineProgress",
     "PipelineResult",
     "QueryProgress",
@@ -127,6 +129,9 @@ class PipelineProgress:
         records_skipped: valid records read again and not sent to Spark, because an
             earlier run's micro-batches hold them (a resume with ``--read-on driver``).
         batches_before: micro-batches earlier runs folded in (the sink's journal).
+        producer: an ``rsocket://`` input's producer, as it last answered ``R.stats``
+            (its open streams, the batches requested of it and not sent yet, and the
+            arrival-to-commit latency), else ``None``.
         dead_letters_before: dead letters earlier runs found that this run did not find
             again (on the executors; on the driver every one is found again: 0).
     """
@@ -153,6 +158,7 @@ class PipelineProgress:
     resumed: bool = False
     records_skipped: int = 0
     batches_before: int = 0
+    producer: RouteStats | None = None
     dead_letters_before: int = 0
     late_rows_of_input: bool = False
 

@@ -574,6 +574,28 @@ class _PipelineCollector:
                 ("gauge", "spark_batch_duration_seconds", "spark",
                  "Seconds the last micro-batch's trigger took.", batch.duration),
             ]  # fmt: skip
+        producer = progress.producer
+        if producer is not None:
+            samples += [
+                ("gauge", "producer_outstanding_batches", "producer",
+                 "Batches the executors requested of the rsocket:// producer, not sent yet.",
+                 producer.outstanding_batches),
+                ("gauge", "producer_streams", "producer",
+                 "Streams open at the rsocket:// producer.", producer.streams),
+                ("counter", "producer_sent_batches", "producer",
+                 "Batches the rsocket:// producer sent since it started.",
+                 producer.sent_batches),
+            ]  # fmt: skip
+            if producer.latency_p50 is not None and producer.latency_p99 is not None:
+                latency = core.GaugeMetricFamily(
+                    f"{prefix}_producer_latency_seconds",
+                    "Seconds from a record's arrival at the producer to the commit of its "
+                    "micro-batch (over the producer's last 10,000 batches).",
+                    labels=["stage", "quantile"],
+                )
+                latency.add_metric(["producer", "0.5"], producer.latency_p50)
+                latency.add_metric(["producer", "0.99"], producer.latency_p99)
+                yield latency
         for kind, name, stage, documentation, value in samples:
             family_type = core.CounterMetricFamily if kind == "counter" else core.GaugeMetricFamily
             family = family_type(f"{prefix}_{name}", documentation, labels=["stage"])

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from .._core import StreamStatistics
+    from ..spark import RouteStats
     from ._config import PipelineConfig
     from ._dead_letter import DeadLetterLimit
     from ._inputs import InputPlan
@@ -53,6 +54,7 @@ class ReadCounts:
     splits: int = 0
     records_skipped: int = 0
     dead_letters_before: int = 0
+    producer: RouteStats | None = None
 
 
 class ReadMode(Protocol):

@@ -13,7 +13,10 @@ copy of the input is made.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import dataclasses
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
@@ -26,11 +29,18 @@ from ._splits import DeadLetterSplitter
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from ..spark import RouteStats
     from ._config import PipelineConfig
     from ._diagnostics import QueryProgress
     from ._inputs import InputPlan, RemoteInput
+    from ._read_mode import ReadCounts
 
 __all__ = ["RemoteRead", "SelectColumns"]
+
+logger = logging.getLogger("reactive_streams.pipeline")
+
+_STATS_PERIOD: Final = 1.0
+"""Seconds between two ``R.stats`` requests to the producer, at least."""
 
 
 def reconnect_policy(seconds: float) -> Backoff | None:
@@ -80,6 +90,9 @@ class RemoteRead(PartsRead):
         super().__init__(config, plan, progress, notes, splits=int(info.partitions))
         self.remote = remote
         self._info = info
+        self._stats: RouteStats | None = None
+        self._stats_at = float("-inf")
+        self._stats_failed = False
 
     @property
     def trigger(self) -> dict[str, Any] | None:
@@ -90,6 +103,33 @@ class RemoteRead(PartsRead):
     def live(self) -> bool:
         """Whether the route is live (its partitions grow): the run goes on until stopped."""
         return not self._info.finite
+
+    def counts(self, processed: int, *, done_at: float | None, started: float) -> ReadCounts:
+        """``PartsRead``'s counts, with the producer's ``R.stats`` (asked once a second)."""
+        counts = super().counts(processed, done_at=done_at, started=started)
+        return dataclasses.replace(counts, producer=self._producer_stats())
+
+    def _producer_stats(self) -> RouteStats | None:
+        """The producer's last answer to ``R.stats``; asked again once a second at most.
+
+        A producer that cannot answer (one older than the stats route, or gone for a
+        moment) leaves the last answer in place; it is logged once.
+        """
+        from reactive_streams.spark import RemoteRouteError, route_stats  # noqa: PLC0415
+
+        now = time.monotonic()
+        if now - self._stats_at < _STATS_PERIOD:
+            return self._stats
+        self._stats_at = now
+        try:
+            self._stats = route_stats(
+                self.remote.url, self.remote.route, token=self._config.token, timeout=5.0
+            )
+        except RemoteRouteError as exc:
+            if not self._stats_failed:
+                logger.info("the producer's stats are not available: %s", exc)
+            self._stats_failed = True
+        return self._stats
 
     def events(self, spark: SparkSession) -> DataFrame:
         """``from_rsocket`` over the route, its dead letters split off on the executors.

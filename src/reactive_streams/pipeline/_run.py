@@ -750,6 +750,7 @@ class Pipeline:
             bottleneck=self.metrics.bottleneck(),
             resumed=read is not None and read.resumed,
             records_skipped=counts.records_skipped,
+            producer=counts.producer,
             batches_before=sink.journaled if sink is not None else 0,
             dead_letters_before=counts.dead_letters_before,
             late_rows_of_input=late_counter is not None,

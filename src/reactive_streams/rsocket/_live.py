@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Final
 
 from .._core import (
     EmitLoopSubscription,
+    LatencyWindow,
     ProtocolViolationError,
     cancel_quietly,
     check_positive,
@@ -57,10 +59,11 @@ class ReleasedOffsetError(LookupError):
 class _Partition:
     """One partition's retained batches: ``(first position, batch)`` in order."""
 
-    __slots__ = ("base", "batches", "high_water", "readers")
+    __slots__ = ("arrived", "base", "batches", "high_water", "readers")
 
     def __init__(self) -> None:
         self.batches: deque[tuple[int, pa.RecordBatch]] = deque()
+        self.arrived: deque[float] = deque()  # each retained batch's arrival (monotonic)
         self.base = 0  # positions below were released (committed)
         self.high_water = 0  # the position the next record gets
         self.readers: set[_LiveReader] = set()  # readers waiting for more
@@ -125,6 +128,7 @@ class LivePartitions:
         self._final = False  # the publisher completed
         self._error: Exception | None = None  # the publisher failed (or sent a bad batch)
         self._upstream: Subscription | None = None
+        self._latency = LatencyWindow()
         publisher.subscribe(_Intake(self))
 
     # -- PartitionedSource ------------------------------------------------------------------
@@ -160,6 +164,13 @@ class LivePartitions:
         """The most rows ever held at once (the retention buffer's high-water mark)."""
         with self._lock:
             return self._high_retained
+
+    def commit_latencies(self) -> tuple[float, float, int] | None:
+        """``(p50, p99, samples)``: seconds from a batch's arrival to the commit releasing it.
+
+        Over the last 10,000 batches released; ``None`` before the first commit.
+        """
+        return self._latency.quantiles()
 
     def high_water(self, partition: int) -> int:
         """The position ``partition``'s next record will get (its end offset now)."""
@@ -203,8 +214,10 @@ class LivePartitions:
                 return
             part.base = offset
             batches = part.batches
+            now = time.monotonic()
             while batches and batches[0][0] + batches[0][1].num_rows <= offset:
                 _, batch = batches.popleft()
+                self._latency.add(now - part.arrived.popleft())
                 self._retained -= batch.num_rows
             more = self._top_up_locked()
         self._request(more)
@@ -261,6 +274,7 @@ class LivePartitions:
             self._end(exc)
             return
         woken: list[_LiveReader] = []
+        arrived = time.monotonic()
         with self._lock:
             if self._final or self._error is not None:
                 return
@@ -280,6 +294,7 @@ class LivePartitions:
                     part = self._partitions[self._next]
                     self._next = (self._next + 1) % len(self._partitions)
                     part.batches.append((part.high_water, piece))
+                    part.arrived.append(arrived)
                     part.high_water += piece.num_rows
                     self._retained += piece.num_rows
                     woken.extend(part.readers)

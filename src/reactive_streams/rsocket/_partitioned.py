@@ -13,7 +13,13 @@ protocol, version 1, for a ``PartitionedSource``; pass them to ``serve``/``serve
   its last record; ``s`` beyond its size, a partition that does not exist or a request
   that is not such JSON ends the stream with ``ERROR[APPLICATION_ERROR]`` naming it;
 * ``name.commit`` (fire-and-forget), data ``{"partition": p, "offset": o}``: positions
-  below ``o`` will not be asked for again (``source.commit``).
+  below ``o`` will not be asked for again (``source.commit``);
+* ``name.stats`` (request-response): ``{"streams": k, "outstanding_batches": n,
+  "sent_batches": m, "latency": {"p50": s, "p99": s, "samples": c} or null}``: the streams
+  open now, the batches their readers requested and were not sent yet (the demand on the
+  wire), the batches sent since the server started, and, for a source that timestamps
+  arrivals (``commit_latencies``: a live source), seconds from a record's arrival at the
+  producer to the commit that released it. Version 1 readers that do not ask still work.
 
 The stream reads its source only on demand: the requester's request-n reaches the
 source's subscription unchanged (the responder passes it on within its write window), and
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from typing import TYPE_CHECKING, Final, Protocol
 
 from .._core import (
@@ -109,6 +116,7 @@ def partitioned_routes(
     """
     if not name:
         raise ValueError("a partitioned route needs a name")
+    counts = _RouteCounts()
 
     def meta(data: bytes) -> Publisher[bytes]:
         return _Answer(lambda: _meta(source))
@@ -129,17 +137,67 @@ def partitioned_routes(
             batches = source.open(partition, start)
         except Exception as exc:
             return _Failed(exc)
-        return _EncodedBatches(batches, source.schema)
+        return _EncodedBatches(batches, source.schema, counts)
 
     def commit(data: bytes) -> Publisher[bytes]:
         return _Answer(lambda: _commit(source, data))
+
+    def stats(data: bytes) -> Publisher[bytes]:
+        return _Answer(lambda: _stats(source, counts))
 
     return {
         name: stream,
         f"{name}.meta": meta,
         f"{name}.offsets": offsets,
         f"{name}.commit": commit,
+        f"{name}.stats": stats,
     }
+
+
+class _StreamCount:
+    """One stream's batches: requested by its reader, and sent (``_RouteCounts``' lock)."""
+
+    __slots__ = ("requested", "sent")
+
+    def __init__(self) -> None:
+        self.requested = 0
+        self.sent = 0
+
+
+class _RouteCounts:
+    """The demand on the wire of one partitioned route: its open streams' counts."""
+
+    __slots__ = ("_lock", "_open", "_sent")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[_StreamCount] = set()
+        self._sent = 0
+
+    def opened(self) -> _StreamCount:
+        count = _StreamCount()
+        with self._lock:
+            self._open.add(count)
+        return count
+
+    def requested(self, count: _StreamCount, n: int) -> None:
+        with self._lock:
+            count.requested = min(MAX_DEMAND, count.requested + n)
+
+    def sent(self, count: _StreamCount) -> None:
+        with self._lock:
+            count.sent += 1
+            self._sent += 1
+
+    def closed(self, count: _StreamCount) -> None:
+        with self._lock:
+            self._open.discard(count)
+
+    def snapshot(self) -> tuple[int, int, int]:
+        """``(streams, outstanding batches, batches sent)``."""
+        with self._lock:
+            outstanding = sum(max(0, c.requested - c.sent) for c in self._open)
+            return len(self._open), min(outstanding, MAX_DEMAND), self._sent
 
 
 def _json(value: object) -> bytes:
@@ -165,6 +223,22 @@ def _offsets(source: PartitionedSource) -> bytes:
         {
             "high_water": [source.high_water(partition) for partition in partitions],
             "final": [bool(source.final(partition)) for partition in partitions],
+        }
+    )
+
+
+def _stats(source: PartitionedSource, counts: _RouteCounts) -> bytes:
+    streams, outstanding, sent = counts.snapshot()
+    latencies = getattr(source, "commit_latencies", None)
+    latency = latencies() if callable(latencies) else None
+    return _json(
+        {
+            "streams": streams,
+            "outstanding_batches": outstanding,
+            "sent_batches": sent,
+            "latency": None
+            if latency is None
+            else {"p50": latency[0], "p99": latency[1], "samples": latency[2]},
         }
     )
 
@@ -219,15 +293,38 @@ def encode_batch(batch: pa.RecordBatch, schema: pa.Schema) -> bytes:
 class _EncodedBatches(Publisher[bytes]):
     """``batches`` with each batch encoded by ``encode_batch``; demand goes straight up."""
 
-    __slots__ = ("_batches", "_schema")
+    __slots__ = ("_batches", "_counts", "_schema")
 
-    def __init__(self, batches: Publisher[pa.RecordBatch], schema: pa.Schema) -> None:
+    def __init__(
+        self, batches: Publisher[pa.RecordBatch], schema: pa.Schema, counts: _RouteCounts
+    ) -> None:
         self._batches = batches
         self._schema = schema
+        self._counts = counts
 
     def subscribe(self, subscriber: Subscriber[bytes]) -> None:
         check_subscriber(subscriber)
-        self._batches.subscribe(_Encoder(subscriber, self._schema))
+        self._batches.subscribe(_Encoder(subscriber, self._schema, self._counts))
+
+
+class _CountedSubscription(Subscription):
+    """The source's subscription, handed to the reader: its requests are counted."""
+
+    __slots__ = ("_count", "_counts", "_upstream")
+
+    def __init__(self, upstream: Subscription, counts: _RouteCounts, count: _StreamCount) -> None:
+        self._upstream = upstream
+        self._counts = counts
+        self._count = count
+
+    def request(self, n: int) -> None:
+        if type(n) is int and n > 0:
+            self._counts.requested(self._count, n)
+        self._upstream.request(n)  # the source validates n (Rule 3.9)
+
+    def cancel(self) -> None:
+        self._counts.closed(self._count)
+        self._upstream.cancel()
 
 
 class _Encoder(Subscriber["pa.RecordBatch"]):
@@ -240,13 +337,17 @@ class _Encoder(Subscriber["pa.RecordBatch"]):
     signals are dropped).
     """
 
-    __slots__ = ("_done", "_downstream", "_schema", "_upstream")
+    __slots__ = ("_count", "_counts", "_done", "_downstream", "_schema", "_upstream")
 
-    def __init__(self, downstream: Subscriber[bytes], schema: pa.Schema) -> None:
+    def __init__(
+        self, downstream: Subscriber[bytes], schema: pa.Schema, counts: _RouteCounts
+    ) -> None:
         self._downstream: Subscriber[bytes] | None = downstream
         self._schema = schema
         self._upstream: Subscription | None = None
         self._done = False
+        self._counts = counts
+        self._count = counts.opened()
 
     def on_subscribe(self, subscription: Subscription) -> None:
         if subscription is None:
@@ -255,10 +356,11 @@ class _Encoder(Subscriber["pa.RecordBatch"]):
             subscription.cancel()  # Rule 2.5
             return
         self._upstream = subscription
-        if not signal_on_subscribe(self._downstream, subscription):
+        counted = _CountedSubscription(subscription, self._counts, self._count)
+        if not signal_on_subscribe(self._downstream, counted):
             self._done = True
             self._downstream = None
-            subscription.cancel()
+            counted.cancel()
 
     def on_next(self, element: pa.RecordBatch) -> None:
         if element is None:
@@ -271,21 +373,25 @@ class _Encoder(Subscriber["pa.RecordBatch"]):
         except Exception as exc:
             self._done = True
             self._downstream = None
+            self._counts.closed(self._count)
             if self._upstream is not None:
                 self._upstream.cancel()
             signal_on_error(downstream, exc)
             return
+        self._counts.sent(self._count)
         downstream.on_next(data)  # a raise reaches the source, which cancels (Rule 2.13)
 
     def on_error(self, error: Exception) -> None:
         if error is None:
             raise TypeError("Rule 2.13: on_error() requires an exception, got None")
+        self._counts.closed(self._count)
         downstream, self._downstream = self._downstream, None
         if not self._done and downstream is not None:
             self._done = True
             signal_on_error(downstream, error)
 
     def on_complete(self) -> None:
+        self._counts.closed(self._count)
         downstream, self._downstream = self._downstream, None
         if not self._done and downstream is not None:
             self._done = True

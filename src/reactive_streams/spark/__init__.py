@@ -44,9 +44,11 @@ from ._errors import StreamingQueryFailedError as StreamingQueryFailedError
 from ._from_dataframe import DataFramePublisher as DataFramePublisher
 from ._from_dataframe import from_dataframe as from_dataframe
 from ._from_rsocket import RouteInfo as RouteInfo
+from ._from_rsocket import RouteStats as RouteStats
 from ._from_rsocket import RSocketSplit as RSocketSplit
 from ._from_rsocket import describe_route as describe_route
 from ._from_rsocket import from_rsocket as from_rsocket
+from ._from_rsocket import route_stats as route_stats
 from ._from_splits import from_splits as from_splits
 from ._from_streaming_query import MicroBatch as MicroBatch
 from ._from_streaming_query import StreamingQueryPublisher as StreamingQueryPublisher
@@ -68,6 +70,7 @@ __all__ = [
     "RSocketSplit",
     "RemoteRouteError",
     "RouteInfo",
+    "RouteStats",
     "SparkBridgeError",
     "SparkConnectUnsupportedError",
     "SparkProcessor",
@@ -86,6 +89,7 @@ __all__ = [
     "spark_processor",
     "to_spark_stream",
     "to_spark_stream_bridge",
+    "route_stats",
 ]
 
 set_public_module(__name__, globals())

@@ -62,10 +62,12 @@ __all__ = [
     "PROTOCOL_VERSION",
     "RSocketSplit",
     "RouteInfo",
+    "RouteStats",
     "decode_batch",
     "describe_route",
     "from_rsocket",
     "route_offsets",
+    "route_stats",
     "shared_client",
 ]
 
@@ -317,6 +319,55 @@ def route_offsets(
     """
     client = shared_client(url, token, timeout, reconnect)
     return _offsets(_ask(client, url, route + ".offsets", timeout), url, route)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteStats:
+    """``R.stats``: the producer's side of a partitioned route, now.
+
+    Attributes:
+        streams: streams open now (readers of partitions).
+        outstanding_batches: batches the readers requested and were not sent yet (the
+            demand on the wire).
+        sent_batches: batches sent since the producer started.
+        latency_p50: seconds from a record's arrival at the producer to the commit that
+            released it, median over the last 10,000 batches; ``None`` when the source
+            does not timestamp arrivals (files present at its start) or nothing was
+            committed yet.
+        latency_p99: the same, 99th percentile.
+    """
+
+    streams: int
+    outstanding_batches: int
+    sent_batches: int
+    latency_p50: float | None = None
+    latency_p99: float | None = None
+
+
+def route_stats(
+    url: str, route: str, *, token: str | None = None, timeout: float = 10.0
+) -> RouteStats:
+    """``R.stats`` on this process's shared connection (see ``RouteStats``).
+
+    Raises:
+        RemoteRouteError: the route cannot be asked (a producer older than the stats
+            route answers "no route"), or the answer is not a stats object.
+    """
+    client = shared_client(url, token, timeout)
+    answer = _ask(client, url, route + ".stats", timeout)
+    try:
+        latency = answer.get("latency")
+        return RouteStats(
+            streams=int(answer["streams"]),
+            outstanding_batches=int(answer["outstanding_batches"]),
+            sent_batches=int(answer["sent_batches"]),
+            latency_p50=None if latency is None else float(latency["p50"]),
+            latency_p99=None if latency is None else float(latency["p99"]),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RemoteRouteError(
+            f"{_where(url, route + '.stats')}: not a partitioned route's stats: {exc!r}"
+        ) from exc
 
 
 def decode_batch(data: bytes) -> pa.RecordBatch:
