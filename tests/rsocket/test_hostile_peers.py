@@ -477,4 +477,8 @@ def test_websocket_cancel_is_read_while_the_server_writes() -> None:
         late = produced.count_at_cancel - sent_at
         ws.close()
         reader.join(TIMEOUT)
-    assert late < 3 * 1024, late
+    # The server keeps writing while the CANCEL travels and waits for its read: about one
+    # write window (64 KiB, some 7,300 frames of one byte) on each side of the CANCEL, and
+    # more while the machine is loaded (frames go out in batches of up to 256). The defect
+    # this guards against, a CANCEL read only behind the writing, let 379,929 through.
+    assert late < 32 * 1024, late
