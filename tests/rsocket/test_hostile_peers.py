@@ -398,11 +398,11 @@ def test_a_connection_without_setup_is_closed_at_the_deadline(
 def test_a_huge_frame_before_setup_is_refused_at_its_length_prefix(
     hostile_server: RSocketServer,
 ) -> None:
+    body = b"\x00" * (8 * MIB)  # the client's own 8 MiB, allocated before measuring
     before = rss_mib()
     peers = [RawPeer.connect(hostile_server.port) for _ in range(4)]
     try:
         for peer in peers:
-            body = b"\x00" * (8 * MIB)
             send_until_blocked(peer, iter([(2**24 - 1).to_bytes(3, "big"), body]))
         grown = rss_mib() - before
         for peer in peers:
