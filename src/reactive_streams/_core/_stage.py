@@ -458,6 +458,11 @@ class BufferedStage(TerminalLatch, UpstreamStage):
     _errors_wait: ClassVar[bool] = True
     """Whether an upstream error waits behind ``_ready`` (``True``) or overtakes it."""
 
+    _forwards_demand: ClassVar[bool] = False
+    """Whether downstream's demand goes upstream as it comes (a stage that emits at most
+    one element per element it receives, and holds back none): ``request(n)`` downstream
+    is ``request(n)`` upstream until upstream ended."""
+
     def __init__(self, downstream: Subscriber[Any]) -> None:
         super().__init__(downstream)
         self._ready: deque[Any] = deque()
@@ -470,6 +475,11 @@ class BufferedStage(TerminalLatch, UpstreamStage):
 
     def _upstream_completed(self) -> None:
         """Hook run under the lock by the first ``on_complete`` (e.g. flush a partial)."""
+
+    def _demand_added(self, count: int) -> None:
+        """With ``_forwards_demand``: pass ``count`` on upstream, unless upstream ended."""
+        if self._forwards_demand and self._upstream is not None and not self._done:
+            self.request_upstream(self._upstream, count)
 
     def on_next(self, element: Any) -> None:
         """Queue ``element`` for downstream and drain; by default the stage passes it on.

@@ -338,6 +338,8 @@ class WithLatestFromOperator(StageOperator[Any]):
 
 
 class _WithLatestFrom(BufferedStage):
+    _forwards_demand = True
+
     __slots__ = (
         "_combiner",
         "_dropped",
@@ -376,10 +378,6 @@ class _WithLatestFrom(BufferedStage):
         if stopped:  # other failed before upstream subscribed
             cancel_quietly(subscription)
             self._schedule()
-
-    def _demand_added(self, count: int) -> None:
-        if self._upstream is not None and not self._done:
-            self.request_upstream(self._upstream, count)
 
     def on_next(self, element: Any) -> None:
         if element is None:

@@ -121,6 +121,8 @@ class KillSwitch:
 class _Killable(BufferedStage):
     """One stream through the switch: elements pass through ``_ready``."""
 
+    _forwards_demand = True
+
     __slots__ = ("_switch",)
 
     def __init__(self, downstream: Subscriber[Any], switch: KillSwitch) -> None:
@@ -142,20 +144,6 @@ class _Killable(BufferedStage):
         if ended:
             cancel_quietly(subscription)
             self._schedule()
-
-    def _demand_added(self, count: int) -> None:
-        if self._upstream is not None and not self._done:
-            self.request_upstream(self._upstream, count)
-
-    def on_next(self, element: Any) -> None:
-        if element is None:
-            raise TypeError("Rule 2.13: on_next(None)")
-        with self._lock:
-            if self._done or self._cancelled:
-                return
-            self._ready.append(element)
-            self._high_water = max(self._high_water, len(self._ready))
-        self._schedule()
 
     def kill(self, error: Exception | None) -> None:
         """End the stream: upstream cancelled; completion after ``_ready``, or ``error`` now."""

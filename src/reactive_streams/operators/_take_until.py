@@ -61,6 +61,8 @@ class _TakeUntil(BufferedStage):
     runs the drain, so nothing reaches downstream before ``on_subscribe`` (Rule 1.9).
     """
 
+    _forwards_demand = True
+
     __slots__ = ("_started", "_trigger")
 
     def __init__(self, downstream: Subscriber[Any]) -> None:
@@ -77,10 +79,6 @@ class _TakeUntil(BufferedStage):
         if stopped:  # other emitted (or failed) before upstream subscribed
             cancel_quietly(subscription)
             self._schedule()
-
-    def _demand_added(self, count: int) -> None:
-        if self._upstream is not None and not self._done:
-            self.request_upstream(self._upstream, count)
 
     # ------------------------------------------------------------- the other publisher
     def trigger_subscribed(self, subscription: Subscription) -> bool:

@@ -154,6 +154,8 @@ class _UpstreamThenRelease:
 class _Using(BufferedStage):
     """Elements pass through ``_ready``; the stage's end (``_stop_locked``) cleans up."""
 
+    _forwards_demand = True
+
     __slots__ = ("_release", "subscribed")
 
     def __init__(self, downstream: Subscriber[Any], release: _Release) -> None:
@@ -164,20 +166,6 @@ class _Using(BufferedStage):
     def on_subscribe(self, subscription: Subscription) -> None:
         self.subscribed = True
         self._accept_upstream(subscription)
-
-    def _demand_added(self, count: int) -> None:
-        if self._upstream is not None:
-            self.request_upstream(self._upstream, count)
-
-    def on_next(self, element: Any) -> None:
-        if element is None:
-            raise TypeError("Rule 2.13: on_next(None)")
-        with self._lock:
-            if self._done or self._cancelled:
-                return
-            self._ready.append(element)
-            self._high_water = max(self._high_water, len(self._ready))
-        self._schedule()
 
     def _stop_locked(self) -> Sequence[Cancellable]:
         super()._stop_locked()
