@@ -172,9 +172,10 @@ def test_a_producer_that_dies_mid_stream_fails_the_query_naming_the_partition(
         route.release.set()
         server.close(5.0)
     message = str(caught.value)
-    # The task reading the stalled partition, or another one cut off with it.
+    # The task reading the stalled partition, or another one cut off with it, or one that
+    # opened its partition after the producer was gone (a loaded machine starts it late).
     assert re.search(rf"split {re.escape(url)} route 'numbers' partition \d \(element", message)
-    assert "RSocketConnectionError" in message
+    assert "RSocketConnectionError" in message or "cannot connect" in message, message
 
 
 def test_a_producer_that_sends_more_than_requested_fails_the_read_naming_rule_1_1() -> None:
