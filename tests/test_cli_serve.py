@@ -23,7 +23,7 @@ import reactive_streams
 from reactive_streams import Flow
 from reactive_streams.cli import main
 from reactive_streams.rsocket import RSocketClient, connect
-from reactive_streams.testing import collect
+from reactive_streams.testing import RecordingSubscriber, collect
 
 from .files.partition_inputs import RECORDS, local_rows, write_inputs
 
@@ -176,3 +176,63 @@ def test_follow_serves_files_that_land_later_as_a_live_route(tmp_path: Path) -> 
         for stream_ in (process.stdout, process.stderr):
             assert stream_ is not None
             stream_.close()
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+def test_a_slow_reader_keeps_the_producers_memory_flat(tmp_path: Path) -> None:
+    """The producer reads its files only as fast as a reader asks: a reader that takes one
+    batch at a time, slowly, through a 600,000-record input (15 MiB of CSV) leaves its RSS flat."""
+    directory = tmp_path / "input"
+    directory.mkdir()
+    with (directory / "big.csv").open("w") as out:
+        out.write("id,name,score\n")
+        for number in range(600_000):
+            out.write(f"{number},name-{number},{number}.5\n")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reactive_streams", "serve", "--input", str(directory),
+         "--port", "0", "--partitions", "1", "--batch-rows", "1000"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SOURCE},
+    )  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(process.stderr, lines), daemon=True).start()
+    try:
+        found = SERVING.match(lines.get(timeout=TIMEOUT))
+        assert found is not None
+        with connect(f"tcp://127.0.0.1:{found['port']}") as client:
+            reader = RecordingSubscriber[bytes](initial_request=1)
+            client.request_stream("events", b'{"partition":0,"start":0}').subscribe(reader)
+            assert reader.wait_for_elements(1, TIMEOUT)
+            assert reader.subscription is not None
+            for _ in range(10):  # warm-up: the first batches, buffers, imports
+                count = len(reader.elements)
+                reader.subscription.request(1)
+                assert reader.wait_for_elements(count + 1, TIMEOUT)
+            before = _rss_mib(process.pid)
+            for _ in range(60):  # a slow reader: one batch, then a pause
+                count = len(reader.elements)
+                reader.subscription.request(1)
+                assert reader.wait_for_elements(count + 1, TIMEOUT)
+                time.sleep(0.02)
+            grown = _rss_mib(process.pid) - before
+            reader.subscription.cancel()
+        assert len(reader.elements) == 71  # never more than requested
+        assert grown < 10, f"the producer's RSS grew by {grown:.1f} MiB"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=TIMEOUT)
+        for stream_ in (process.stdout, process.stderr):
+            if stream_ is not None:
+                stream_.close()
