@@ -525,10 +525,14 @@ class BufferedStage(TerminalLatch, UpstreamStage):
     def _fail_urgently(self, error: Exception) -> None:
         """Our own error: signalled before the buffer, with upstream cancelled."""
         with self._lock:
-            if not self._terminated:  # even after upstream completed (Rule 3.9)
-                self._error = error
-                self._done = True
-                self._urgent = True
+            self._fail_urgently_locked(error)
+
+    def _fail_urgently_locked(self, error: Exception) -> None:
+        """``_fail_urgently`` for a caller that holds ``_lock``."""
+        if not self._terminated:  # even after upstream completed (Rule 3.9)
+            self._error = error
+            self._done = True
+            self._urgent = True
 
     def _buffered_now(self) -> int:
         """Elements held right now (``_lock`` is held); by default ``len(_ready)``."""

@@ -454,12 +454,6 @@ class _WithLatestFrom(BufferedStage):
         if started:
             self._schedule()
 
-    def _fail_urgently_locked(self, error: Exception) -> None:
-        if not self._terminated:
-            self._error = error
-            self._done = True
-            self._urgent = True
-
     def _stop_locked(self) -> Sequence[Cancellable]:
         super()._stop_locked()
         other, self._other = self._other, None

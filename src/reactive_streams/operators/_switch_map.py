@@ -248,12 +248,6 @@ class _SwitchMap(BufferedStage):
             self._done = self._outer_done
         self._schedule()
 
-    def _fail_urgently_locked(self, error: Exception) -> None:
-        if not self._terminated:
-            self._error = error
-            self._done = True
-            self._urgent = True
-
     # ---------------------------------------------------------------- the end
     def _stop_locked(self) -> Sequence[Cancellable]:
         super()._stop_locked()

@@ -143,13 +143,6 @@ class _TimedStage(BufferedStage):
             self._push_locked(element)
         return self._guard.acquire_locked()
 
-    def _fail_urgently_locked(self, error: Exception) -> None:
-        """``_fail_urgently`` for a caller holding the lock: signalled ahead of ``_ready``."""
-        if not self._terminated:
-            self._error = error
-            self._done = True
-            self._urgent = True
-
     def _label(self) -> str:
         return self._name
 
