@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import queue
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -42,23 +44,42 @@ def _lines(stream: IO[str], into: queue.Queue[str]) -> None:
     into.put("")  # EOF
 
 
+@contextlib.contextmanager
+def _serving(*arguments: str) -> Iterator[tuple[subprocess.Popen[str], queue.Queue[str]]]:
+    """``reactive-streams serve ARGUMENTS`` in a subprocess, its stderr lines in a queue.
+
+    The code under test is imported whether installed or not. On the way out a process
+    still running is killed, and its stderr closed.
+    """
+    process = subprocess.Popen(
+        [sys.executable, "-m", "reactive_streams", "serve", *arguments],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SOURCE},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(process.stderr, lines), daemon=True).start()
+    try:
+        yield process, lines
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=TIMEOUT)
+        assert process.stderr is not None
+        process.stderr.close()
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_serve_prints_its_address_serves_a_client_and_stops_cleanly_on_a_signal(
     tmp_path: Path, stop: signal.Signals
 ) -> None:
     files = write_inputs(tmp_path / "input")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reactive_streams", "serve", "--input", str(tmp_path / "input"),
-         "--port", "0", "--route", "flights", "--partitions", "2", "--batch-rows", "10",
-         "--schema", "id BIGINT, name STRING, score DOUBLE", "--token", "s3cret"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": SOURCE},  # the code under test, installed or not
-    )  # fmt: skip
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_lines, args=(process.stderr, lines), daemon=True).start()
-    try:
+    with _serving(
+        "--input", str(tmp_path / "input"), "--port", "0", "--route", "flights",
+        "--partitions", "2", "--batch-rows", "10",
+        "--schema", "id BIGINT, name STRING, score DOUBLE", "--token", "s3cret",
+    ) as (process, lines):  # fmt: skip
         line = lines.get(timeout=TIMEOUT)
         found = SERVING.match(line)
         assert found is not None, line
@@ -79,13 +100,6 @@ def test_serve_prints_its_address_serves_a_client_and_stops_cleanly_on_a_signal(
         process.send_signal(stop)
         assert process.wait(timeout=TIMEOUT) == 0
         assert lines.get(timeout=TIMEOUT) == "stopped serving flights"
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=TIMEOUT)
-        for stream in (process.stdout, process.stderr):
-            assert stream is not None
-            stream.close()
 
 
 @pytest.mark.parametrize(
@@ -129,18 +143,10 @@ def _answer(client: RSocketClient, route: str) -> dict[str, object]:
 def test_follow_serves_files_that_land_later_as_a_live_route(tmp_path: Path) -> None:
     incoming = tmp_path / "incoming"
     incoming.mkdir()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reactive_streams", "serve", "--input", str(incoming),
-         "--port", "0", "--route", "events", "--partitions", "2", "--schema", "id BIGINT",
-         "--follow", "--poll-interval", "0.05"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": SOURCE},
-    )  # fmt: skip
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_lines, args=(process.stderr, lines), daemon=True).start()
-    try:
+    with _serving(
+        "--input", str(incoming), "--port", "0", "--route", "events", "--partitions", "2",
+        "--schema", "id BIGINT", "--follow", "--poll-interval", "0.05",
+    ) as (process, lines):  # fmt: skip
         found = SERVING.match(lines.get(timeout=TIMEOUT))
         assert found is not None
         assert found["records"] == "0" and found["following"]
@@ -169,13 +175,6 @@ def test_follow_serves_files_that_land_later_as_a_live_route(tmp_path: Path) -> 
             ]
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=TIMEOUT) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=TIMEOUT)
-        for stream_ in (process.stdout, process.stderr):
-            assert stream_ is not None
-            stream_.close()
 
 
 def _rss_mib(pid: int) -> float:
@@ -195,17 +194,9 @@ def test_a_slow_reader_keeps_the_producers_memory_flat(tmp_path: Path) -> None:
         out.write("id,name,score\n")
         for number in range(600_000):
             out.write(f"{number},name-{number},{number}.5\n")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "reactive_streams", "serve", "--input", str(directory),
-         "--port", "0", "--partitions", "1", "--batch-rows", "1000"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": SOURCE},
-    )  # fmt: skip
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_lines, args=(process.stderr, lines), daemon=True).start()
-    try:
+    with _serving(
+        "--input", str(directory), "--port", "0", "--partitions", "1", "--batch-rows", "1000"
+    ) as (process, lines):  # fmt: skip
         found = SERVING.match(lines.get(timeout=TIMEOUT))
         assert found is not None
         with connect(f"tcp://127.0.0.1:{found['port']}") as client:
@@ -229,10 +220,3 @@ def test_a_slow_reader_keeps_the_producers_memory_flat(tmp_path: Path) -> None:
         assert grown < 10, f"the producer's RSS grew by {grown:.1f} MiB"
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=TIMEOUT) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(timeout=TIMEOUT)
-        for stream_ in (process.stdout, process.stderr):
-            if stream_ is not None:
-                stream_.close()
