@@ -182,37 +182,13 @@ def test_a_producer_that_sends_more_than_requested_fails_the_read_naming_rule_1_
     """The worker requests one batch; a producer that sends three breaks Rule 1.1."""
     from reactive_streams.rsocket._frames import FrameType, encode_payload
     from reactive_streams.spark._from_rsocket import _RouteReader
-    from reactive_streams.spark._splits_source import (
-        SplitPartition,
-        SplitPlan,
-        read_partition,
-    )
     from tests.rsocket.rawpeer import RawServer
 
     partitions, schema = numbered_partitions([9], 3)
     payloads = [rsocket_producer.ipc_stream(batch) for batch in partitions[0]]
     server = RawServer()
     url = f"tcp://127.0.0.1:{server.port}"
-    split = RSocketSplit(url, "numbers", 0)
-    reader = _RouteReader(url, None, 10.0)
-    plan = SplitPlan(
-        splits=(split,),
-        names=(str(split),),
-        opener=reader.open,
-        count=reader.count,
-        arrow=True,
-        read_timeout=60.0,
-    )
-    failures: list[BaseException] = []
-
-    def read() -> None:
-        try:
-            list(read_partition(plan, SplitPartition(0, split, str(split), 0, 9), schema))
-        except BaseException as exc:
-            failures.append(exc)
-
-    worker = threading.Thread(target=read, daemon=True)
-    worker.start()
+    _, failures, worker = _read_partition_zero(_RouteReader(url, None, 10.0), url, schema, 9)
     peer = server.accept()
     try:
         _setup, request = peer.frames(2)
@@ -234,9 +210,10 @@ RECONNECT = Backoff(min_backoff=0.05, max_backoff=0.5, deadline=60.0)
 
 
 def _read_partition_zero(
-    reader: Any, url: str, schema: pa.Schema
+    reader: Any, url: str, schema: pa.Schema, size: int = SIZES[0]
 ) -> tuple[list[Any], list[BaseException], threading.Thread]:
-    """Start reading partition 0 of ``numbers`` on a thread, as a Spark task would."""
+    """Start reading the ``size`` records of partition 0 of ``numbers`` on a thread, as a
+    Spark task would; its rows and failures are filled in as it goes."""
     from reactive_streams.spark._splits_source import SplitPartition, SplitPlan, read_partition
 
     split = RSocketSplit(url, "numbers", 0)
@@ -253,7 +230,7 @@ def _read_partition_zero(
 
     def read() -> None:
         try:
-            task = SplitPartition(0, split, str(split), 0, SIZES[0])
+            task = SplitPartition(0, split, str(split), 0, size)
             for batch in read_partition(plan, task, schema):
                 rows.extend(batch.to_pylist())
         except BaseException as exc:
