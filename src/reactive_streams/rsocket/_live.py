@@ -78,7 +78,8 @@ class LivePartitions:
 
     Args:
         publisher: the live source; each element a ``pyarrow.RecordBatch`` with
-            ``schema``'s columns (by name; cast to ``schema``). Empty batches are skipped.
+            ``schema``'s columns (by name; cast to ``schema``). An empty batch adds no
+            record (it still answers one batch of demand).
         schema: the route's Arrow schema.
         partitions: how many partitions, ``>= 1``; batches go round-robin.
         batch_rows: the most rows in one served batch (a larger one is sliced), ``>= 1``.
@@ -273,7 +274,7 @@ class LivePartitions:
                 cancel_quietly(upstream)
             self._end(exc)
             return
-        woken: list[_LiveReader] = []
+        woken: set[_LiveReader] = set()  # a reader of several pieces is woken once
         arrived = time.monotonic()
         with self._lock:
             if self._final or self._error is not None:
@@ -297,7 +298,7 @@ class LivePartitions:
                     part.arrived.append(arrived)
                     part.high_water += piece.num_rows
                     self._retained += piece.num_rows
-                    woken.extend(part.readers)
+                    woken.update(part.readers)
                 self._high_retained = max(self._high_retained, self._retained)
                 more = self._top_up_locked()
             else:
@@ -338,10 +339,10 @@ class LivePartitions:
         for reader in woken:
             reader.wake()
 
-    def _all_readers_locked(self) -> list[_LiveReader]:
-        woken: list[_LiveReader] = []
+    def _all_readers_locked(self) -> set[_LiveReader]:
+        woken: set[_LiveReader] = set()
         for part in self._partitions:
-            woken.extend(part.readers)
+            woken.update(part.readers)
         return woken
 
     # -- the readers' side ------------------------------------------------------------------
@@ -413,13 +414,7 @@ class _Intake(Subscriber["pa.RecordBatch"]):
     def on_next(self, element: pa.RecordBatch) -> None:
         if element is None:
             raise TypeError("Rule 2.13: on_next(None)")
-        if element.num_rows == 0:
-            with self._source._lock:
-                self._source._outstanding = max(0, self._source._outstanding - 1)
-                more = self._source._top_up_locked()
-            self._source._request(more)
-            return
-        self._source._append(element)
+        self._source._append(element)  # an empty batch adds no record, but counts (Rule 1.1)
 
     def on_error(self, error: Exception) -> None:
         if error is None:
