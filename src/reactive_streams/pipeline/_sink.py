@@ -407,12 +407,7 @@ class ResultSink(Subscriber[MicroBatchLike]):
         """
         if self._mode == "append" and self._journal is None:
             return
-        table = self._final_table()
-        writer = self._new_writer()
-        writer.write(table)
-        path = writer.commit(table.schema)
-        with self._lock:
-            self._result_path = path
+        self._write_result()
 
     def _apply(self, batch_id: int, table: pa.Table) -> None:
         if self._schema is None:

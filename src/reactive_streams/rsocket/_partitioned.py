@@ -29,6 +29,7 @@ each batch is encoded as it passes. Every failure ends the stream with one ``ERR
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import threading
 from typing import TYPE_CHECKING, Final, Protocol
@@ -36,11 +37,14 @@ from typing import TYPE_CHECKING, Final, Protocol
 from .._core import (
     MAX_DEMAND,
     EmitLoopSubscription,
+    ProtocolViolationError,
+    add_demand,
     check_subscriber,
     signal_error_only,
     signal_on_complete,
     signal_on_error,
     signal_on_subscribe,
+    validate_request,
 )
 from ..api import Publisher, Subscriber, Subscription
 
@@ -182,7 +186,7 @@ class _RouteCounts:
 
     def requested(self, count: _StreamCount, n: int) -> None:
         with self._lock:
-            count.requested = min(MAX_DEMAND, count.requested + n)
+            count.requested = add_demand(count.requested, n)
 
     def sent(self, count: _StreamCount) -> None:
         with self._lock:
@@ -318,9 +322,9 @@ class _CountedSubscription(Subscription):
         self._count = count
 
     def request(self, n: int) -> None:
-        if type(n) is int and n > 0:
-            self._counts.requested(self._count, n)
-        self._upstream.request(n)  # the source validates n (Rule 3.9)
+        with contextlib.suppress(ProtocolViolationError):  # the source signals Rule 3.9
+            self._counts.requested(self._count, validate_request(n))
+        self._upstream.request(n)
 
     def cancel(self) -> None:
         self._counts.closed(self._count)
