@@ -341,21 +341,15 @@ class FilePartitions:
 
     # -- for the readers ----------------------------------------------------------------
 
-    def _piece(
-        self, reader: _PartitionSubscription, partition: int, index: int
-    ) -> PartitionPiece | None:
-        """Piece ``index`` of ``partition``, or ``None`` past the end.
+    def _piece(self, partition: int, index: int) -> PartitionPiece | None:
+        """Piece ``index`` of ``partition``, or ``None`` past its end for now.
 
-        Past the end of a live partition the reader is registered, to be woken by the
-        next ``extend`` or ``finish``.
+        A reader of a live partition was registered when it opened (``_join``), so the
+        next ``extend`` or ``finish`` wakes it.
         """
         with self._lock:
             pieces = self._pieces[partition]
-            if index < len(pieces):
-                return pieces[index]
-            if self._live:
-                self._readers[partition].add(reader)
-            return None
+            return pieces[index] if index < len(pieces) else None
 
     def _join(self, reader: _PartitionSubscription, partition: int) -> None:
         """Register ``reader`` for wake-ups while the partitions are live.
@@ -445,7 +439,7 @@ class _PartitionSubscription(EmitLoopSubscription["pa.RecordBatch"]):
     def _current(self) -> PartitionPiece | None:
         piece = self._piece
         if piece is None:
-            piece = self._piece = self._source._piece(self, self._partition, self._index)
+            piece = self._piece = self._source._piece(self._partition, self._index)
         return piece
 
     def _open(self) -> None:
