@@ -25,6 +25,7 @@ from reactive_streams.cli import main
 from reactive_streams.files import SplitReader, plan_splits
 from reactive_streams.pipeline import Pipeline, PipelineConfig, PipelineUsageError, RemoteInput
 from reactive_streams.rsocket import serve
+from reactive_streams.spark import RemoteRouteError, route_stats
 from tests.spark.rsocket_producer import PartitionedRoute
 
 from .conftest import SPARK_MARKS, run_to_end
@@ -60,7 +61,7 @@ def _producer(directory: Path, partitions: int) -> PartitionedRoute:
 
 
 def test_a_route_gives_the_same_result_and_dead_letters_as_the_files_read_locally(
-    spark: SparkSession, tmp_path: Path
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     _inputs(tmp_path / "in")
     route = _producer(tmp_path / "in", 2)
@@ -85,7 +86,13 @@ def test_a_route_gives_the_same_result_and_dead_letters_as_the_files_read_locall
         run_to_end(remote, spark)
         result = remote.finish()
         remote.close()
+        with pytest.raises(RemoteRouteError) as refusal:
+            route_stats(f"tcp://127.0.0.1:{server.port}", "flights", token="s3cret")
     assert result.status == "completed", result.error
+    # This producer has no R.stats: asked once by the run (the answer is final), refused
+    assert refusal.value.refused
+    asked = [record for record in caplog.records if "'flights.stats'" in record.getMessage()]
+    assert len(asked) == 2, [record.getMessage() for record in asked]
     ours = pq.read_table(tmp_path / "remote" / "result.parquet")
     theirs = pq.read_table(tmp_path / "local" / "result.parquet")
     keys = [(name, "ascending") for name in theirs.column_names]
@@ -389,3 +396,67 @@ def test_the_pipeline_killed_and_run_again_on_its_checkpoint_is_exact(tmp_path: 
     ours = pq.read_table(tmp_path / "out" / "result.parquet").sort_by("origin")
     theirs = pq.read_table(tmp_path / "local" / "result.parquet").sort_by("origin")
     assert ours.equals(theirs)  # exact across the kill: nothing lost, nothing twice
+
+
+def _executor_jvms(process: subprocess.Popen[str]) -> set[int]:
+    """Pids of the executor JVMs below ``process`` (``local-cluster``'s workers start them)."""
+    import psutil
+
+    found = set()
+    for child in psutil.Process(process.pid).children(recursive=True):
+        try:
+            if any("CoarseGrainedExecutorBackend" in part for part in child.cmdline()):
+                found.add(child.pid)
+        except psutil.Error:  # gone meanwhile
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_an_executor_killed_mid_task_is_replaced_and_the_micro_batch_retried_exactly(
+    tmp_path: Path,
+) -> None:
+    """``local-cluster[2,1,1024]``, one core per executor JVM. Every partition's stream
+    stalls at its 300th record, so two of a micro-batch's three tasks hold both executors;
+    one executor gets SIGKILL there. Spark loses that task, runs it again on the executor
+    the worker starts in its place, which asks the producer for the same offsets again."""
+    _inputs(tmp_path / "in")
+    route = _producer(tmp_path / "in", 3)
+    route.stall_at = (None, 300)  # about a third into each of the 3 partitions
+    with serve(route.routes(), token="s3cret") as server:
+        pipeline = _pipeline_process(
+            tmp_path, server.port, "--master", "local-cluster[2,1,1024]", "--debug"
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while route.stalls < 2:  # a stalled task on each executor (one core each)
+                assert pipeline.poll() is None, pipeline.communicate()[1][-4000:]
+                assert time.monotonic() < deadline, "the streams never reached the stall"
+                time.sleep(0.1)
+            before = _executor_jvms(pipeline)
+            assert len(before) == 2, before
+            os.kill(min(before), signal.SIGKILL)
+            while not (_executor_jvms(pipeline) - before):  # the worker starts another
+                assert pipeline.poll() is None, pipeline.communicate()[1][-4000:]
+                assert time.monotonic() < deadline, "the lost executor was never replaced"
+                time.sleep(0.2)
+            route.release.set()
+            _, errors = pipeline.communicate(timeout=300)
+        finally:
+            route.release.set()
+            _stop(pipeline)
+    assert pipeline.returncode == 0, errors[-4000:]
+    assert "ExecutorLostFailure" in errors, errors[-4000:]  # a running task was lost
+    # What the route holds (the producer converted the records: 3 dead letters)
+    table = pa.Table.from_batches(
+        [batch for batches in route.partitions for batch in batches], route.schema
+    )
+    good = table.filter(pa.compute.is_null(table.column("_dead_letter")))
+    counts = good.group_by("origin").aggregate([("origin", "count")])
+    expected = dict(
+        zip(counts["origin"].to_pylist(), counts["origin_count"].to_pylist(), strict=True)
+    )
+    ours = pq.read_table(tmp_path / "out" / "result.parquet")
+    got = dict(zip(ours["origin"].to_pylist(), ours["flights"].to_pylist(), strict=True))
+    assert got == expected  # exact across the lost executor and the task run twice

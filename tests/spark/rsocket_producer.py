@@ -81,7 +81,9 @@ class PartitionedRoute:
         streams: request-streams opened.
         commits: ``(partition, offset)`` of every ``R.commit``, in arrival order.
         stall_at: ``(partition, record)``: a stream of that partition stops before the
-            batch holding that record, sets ``stalled`` and waits for ``release``.
+            batch holding that record, sets ``stalled`` and waits for ``release``;
+            partition ``None``: a stream of any partition does.
+        stalls: streams that reached the stall so far.
     """
 
     def __init__(
@@ -102,7 +104,8 @@ class PartitionedRoute:
         self.streams = 0
         self.commits: list[tuple[int, int]] = []
         self.committed = threading.Condition(self.lock)
-        self.stall_at: tuple[int, int] | None = None
+        self.stall_at: tuple[int | None, int] | None = None
+        self.stalls = 0
         self.stalled = threading.Event()
         self.release = threading.Event()
 
@@ -168,9 +171,11 @@ class PartitionedRoute:
             stall = self.stall_at
             if (
                 stall is not None
-                and stall[0] == partition
+                and stall[0] in (partition, None)
                 and position <= stall[1] < position + rows
             ):
+                with self.lock:
+                    self.stalls += 1
                 self.stalled.set()
                 self.release.wait(STALL_TIMEOUT)
             skip = max(0, start - position)

@@ -112,8 +112,9 @@ class RemoteRead(PartsRead):
     def _producer_stats(self) -> RouteStats | None:
         """The producer's last answer to ``R.stats``; asked again once a second at most.
 
-        A producer that cannot answer (one older than the stats route, or gone for a
-        moment) leaves the last answer in place; it is logged once.
+        A producer that cannot answer (gone for a moment) leaves the last answer in place;
+        one that refuses the request (older than the stats route: "no route") is not
+        asked again. Either is logged once.
         """
         from reactive_streams.spark import RemoteRouteError, route_stats  # noqa: PLC0415
 
@@ -129,6 +130,8 @@ class RemoteRead(PartsRead):
             if not self._stats_failed:
                 logger.info("the producer's stats are not available: %s", exc)
             self._stats_failed = True
+            if exc.refused:  # the same answer every time: do not ask again
+                self._stats_at = float("inf")
         return self._stats
 
     def events(self, spark: SparkSession) -> DataFrame:

@@ -86,4 +86,13 @@ class RemoteRouteError(SparkBridgeError):
     The message names the URL and the route, and says what happened: the connection
     refused or dropped, the route unknown, the token refused, no answer in time, or an
     answer that does not follow the partitioned-route protocol.
+
+    Attributes:
+        refused: ``True`` when the server itself refused the request (``REJECTED``: an
+            unknown route, or ``REJECTED_SETUP``: a wrong token), so asking again gets the
+            same answer; ``False`` for a dropped connection, a timeout or a bad answer.
     """
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused

@@ -186,9 +186,11 @@ def _refusal(url: str, route: str, error: BaseException) -> RemoteRouteError:
     where = _where(url, route)
     if isinstance(error, RSocketConnectionError) and error.code == ErrorCode.REJECTED_SETUP:
         what = f"the server refused the connection (a wrong or missing --token?): {error}"
-    elif isinstance(error, RSocketStreamError) and error.code == ErrorCode.REJECTED:
+        return RemoteRouteError(f"{where}: {what}", refused=True)
+    if isinstance(error, RSocketStreamError) and error.code == ErrorCode.REJECTED:
         what = f"the server refused the request (no such route, or a wrong token?): {error}"
-    elif isinstance(error, RSocketConnectionError):
+        return RemoteRouteError(f"{where}: {what}", refused=True)
+    if isinstance(error, RSocketConnectionError):
         what = f"the connection failed: {error}"
     elif isinstance(error, TimeoutError):
         what = f"no answer: {error}"
@@ -351,7 +353,8 @@ def route_stats(
 
     Raises:
         RemoteRouteError: the route cannot be asked (a producer older than the stats
-            route answers "no route"), or the answer is not a stats object.
+            route answers "no route": ``refused`` is then set), or the answer is not a
+            stats object.
     """
     client = shared_client(url, token, timeout)
     answer = _ask(client, url, route + ".stats", timeout)
