@@ -207,6 +207,31 @@ def test_journal_lets_a_rerun_resume_exactly(tmp_path: Path) -> None:
     ]
 
 
+def test_an_append_result_from_the_journal_is_written_a_micro_batch_at_a_time(
+    tmp_path: Path,
+) -> None:
+    """Each micro-batch commit and the last write go through the journal part by part: the
+    result of a long live run is never held in memory whole."""
+    journal = tmp_path / "checkpoint" / "sink"
+    out = tmp_path / "out"
+    out.mkdir()
+    batches = [_groups(("JFK", 1, 2), ("EWR", 1, 1)), _groups(("LGA", 2, 4))]
+    batches.append(batches[1].slice(0, 0))  # a micro-batch with no rows
+    sink = ResultSink(out, "parquet", mode="append", journal=journal, commit_each_batch=True)
+    sink.on_subscribe(FakeSubscription())
+    for batch_id, table in enumerate(batches[:2]):
+        sink.on_next(Batch(batch_id, table))
+        assert sink.result is None
+        assert pq.read_table(out / "result.parquet").num_rows == sum(
+            part.num_rows for part in batches[: batch_id + 1]
+        )
+    sink.on_next(Batch(2, batches[2]))
+    sink.on_complete()
+    assert sink.completed, sink.error
+    assert sink.result is None
+    assert pq.read_table(out / "result.parquet").equals(pa.concat_tables(batches))
+
+
 # -- --partition-by: a Hive-style Parquet dataset -------------------------------------
 
 

@@ -330,7 +330,11 @@ class ResultSink(Subscriber[MicroBatchLike]):
 
     @property
     def result(self) -> pa.Table | None:
-        """The final result (the file's content) once completed."""
+        """The final result (the file's content) once completed.
+
+        ``None`` for an ``append`` result, which is streamed to disk a micro-batch at a
+        time and never held whole.
+        """
         return self._result
 
     @property
@@ -462,10 +466,7 @@ class ResultSink(Subscriber[MicroBatchLike]):
             if self._latest is None:
                 return pa.table({})
             return self._latest.sort_by([(key, "ascending") for key in self._keys])
-        if self._mode == "complete":
-            return self._complete_table if self._complete_table is not None else pa.table({})
-        parts = [pq.read_table(path) for _, path in self._journal_files()]
-        return pa.concat_tables(parts) if parts else pa.table({})
+        return self._complete_table if self._complete_table is not None else pa.table({})
 
     def _new_writer(self) -> ResultWriter:
         return ResultWriter(self._directory, self._fmt, partition_by=self._partition_by)
@@ -476,6 +477,13 @@ class ResultSink(Subscriber[MicroBatchLike]):
             self._writer = None
             self._result_path = writer.commit(self._schema)
             self._result = None  # streamed to disk, not kept in memory
+            return
+        if self._mode == "append":  # from the journal, a micro-batch at a time
+            writer = self._new_writer()
+            for _, path in self._journal_files():
+                writer.write(pq.read_table(path))
+            self._result_path = writer.commit(self._schema)
+            self._result = None  # as large as the input may be: never held whole
             return
         table = self._final_table()
         writer = self._new_writer()
