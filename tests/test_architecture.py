@@ -29,7 +29,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "files": KIT | {"_arrow_literals"},
     "operators": KIT | {"adapters"},
     "spark": KIT | {"_arrow_literals", "files", "operators", "rsocket"},
-    "pipeline": KIT | {"_arrow_literals", "files", "metrics", "operators", "spark"},
+    "pipeline": KIT | {"_arrow_literals", "files", "metrics", "operators", "rsocket", "spark"},
     "cli": KIT | {"__init__", "files", "pipeline", "reference", "rsocket", "tck"},
     "_cli_entry": {"cli"},
     "__main__": {"_cli_entry"},

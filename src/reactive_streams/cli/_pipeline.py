@@ -181,6 +181,21 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     help="The bearer token the rsocket:// input's server requires (serve --token).",
 )
 @click.option(
+    "--follow",
+    is_flag=True,
+    help="A live input: files that land later in the --input directories are read too, "
+    "and the run goes on, a micro-batch whenever new records arrived, until Ctrl-C or "
+    "SIGTERM (exit 0). A file is read once its size held still for one --poll-interval; "
+    "an empty directory needs --schema.",
+)
+@click.option(
+    "--poll-interval",
+    type=click.FloatRange(min=0.01),
+    default=1.0,
+    show_default=True,
+    help="Seconds between looks for new files (with --follow).",
+)
+@click.option(
     "--reconnect-for",
     type=click.FloatRange(min=0),
     default=60.0,
@@ -310,6 +325,8 @@ def pipeline(
     *,
     inputs: tuple[str, ...],
     token: str | None,
+    follow: bool,
+    poll_interval: float,
     reconnect_for: float,
     sql: str | None,
     output: Path,
@@ -386,6 +403,11 @@ def pipeline(
             )
         if token is not None and not urls:
             raise PipelineUsageError("--token is for an rsocket:// --input")
+        if follow and urls:
+            raise PipelineUsageError(
+                f"--follow is for --input files; a route is followed by its producer "
+                f"(serve --follow), and --input {urls[0]} reads it as it grows"
+            )
     except PipelineUsageError as exc:
         if summary_json is not None:
             _write_summary(summary_json, {"status": "error", "exit_code": 2, "error": str(exc)})
@@ -394,6 +416,8 @@ def pipeline(
         inputs=() if urls else tuple(Path(text) for text in inputs),
         input_url=urls[0] if urls else None,
         token=token,
+        follow=follow,
+        poll_interval=poll_interval,
         reconnect_for=reconnect_for,
         sql=sql,
         output=output,

@@ -28,7 +28,6 @@ from ._file_options import character, file_options, null_value_list, quote_chara
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-    from ..files import InputFile
 
 __all__ = ["serve"]
 
@@ -163,8 +162,8 @@ def serve(
     until Ctrl-C or SIGTERM. Exit status: 0 after a stop signal, 2 bad input or options.
     """
     try:
-        from ..files import ConversionOptions, FileFollower, FilePartitions, FormatError, list_files
-        from ..pipeline import PipelineUsageError, plan_inputs, schema_from_ddl
+        from ..files import ConversionOptions, FileFollower, FormatError
+        from ..pipeline import PipelineUsageError, plan_file_partitions, schema_from_ddl
         from ..rsocket import ServerLimits, partitioned_routes
         from ..rsocket import serve as serve_routes
     except ModuleNotFoundError as exc:  # pyarrow: the spark extra
@@ -200,47 +199,17 @@ def serve(
                 if value is not None
             }
         )
-        delimiter_character, quote_char = character(delimiter), quote_character(quote)
-
-        def listed() -> list[InputFile]:
-            try:
-                return list_files(
-                    inputs,
-                    encoding=encoding,
-                    delimiter=delimiter_character,
-                    quote=quote_char,
-                    follow_symlinks=follow_symlinks,
-                )
-            except FileNotFoundError:
-                if not follow or not all(path.is_dir() for path in inputs):
-                    raise
-                return []  # followed directories with no data file yet
-
-        if follow and not listed():
-            if given is None:
-                raise PipelineUsageError(
-                    "--follow on directories with no data file yet needs --schema "
-                    "(there is nothing to infer it from)"
-                )
-            files, planned_schema = [], given  # nothing yet: the files will come
-        else:
-            plan = plan_inputs(
-                inputs,
-                encoding=encoding,
-                delimiter=delimiter_character,
-                quote=quote_char,
-                follow_symlinks=follow_symlinks,
-                schema=given,
-                options=options,
-            )
-            files, planned_schema = list(plan.files), plan.schema
-        source = FilePartitions.plan(
-            files,
-            schema=planned_schema,
+        source, listed, files = plan_file_partitions(
+            inputs,
+            encoding=encoding,
+            delimiter=character(delimiter),
+            quote=quote_character(quote),
+            follow_symlinks=follow_symlinks,
+            schema=given,
+            options=options,
             partitions=partitions,
             batch_rows=batch_rows,
-            options=options,
-            live=follow,
+            follow=follow,
         )
     except (PipelineUsageError, FormatError, ValueError) as exc:
         _fail(str(exc), exc, debug=debug)

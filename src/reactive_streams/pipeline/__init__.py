@@ -8,6 +8,8 @@ The pieces, each usable on its own:
   ``arrow=True`` ``pyarrow.RecordBatch`` chunks), read only on demand, validated against
   the schema (malformed records go to a ``DeadLetterWriter``; ``DeadLetterLimit`` says when
   there are too many);
+* ``plan_file_partitions`` / ``FollowedFiles``: files (and, followed, those that land
+  later) as live partitions, served on loopback for ``--input DIR --follow``;
 * ``TableSpec``: a reference table (``--table NAME=PATH``) the query can join with;
 * ``ResultSink``: a ``Subscriber`` of micro-batches that keeps the latest row per key and
   writes one exact result file at completion (temporary name, then rename);
@@ -36,6 +38,8 @@ from ._errors import PipelineInterruptedError as PipelineInterruptedError
 from ._errors import PipelineUsageError as PipelineUsageError
 from ._errors import signal_exit_code as signal_exit_code
 from ._errors import signal_name as signal_name
+from ._follow import FollowedFiles as FollowedFiles
+from ._follow import plan_file_partitions as plan_file_partitions
 from ._inputs import InputPlan as InputPlan
 from ._inputs import RemoteInput as RemoteInput
 from ._inputs import default_input as default_input
@@ -61,6 +65,7 @@ __all__ = [
     "DeadLetterLimit",
     "DeadLetterWriter",
     "FileSource",
+    "FollowedFiles",
     "InputFile",
     "InputPlan",
     "Pipeline",
@@ -70,16 +75,17 @@ __all__ = [
     "PipelineInterruptedError",
     "PipelineProgress",
     "PipelineResult",
-    "RouteStats",
     "PipelineUsageError",
     "RemoteInput",
     "ResultSink",
     "ResultWriter",
+    "RouteStats",
     "SinkStatistics",
     "SourceStatistics",
     "TableSpec",
     "Validator",
     "default_input",
+    "plan_file_partitions",
     "plan_inputs",
     "schema_from_ddl",
     "signal_exit_code",

@@ -104,6 +104,11 @@ class PipelineConfig:
             are not text.
         timestamp_format: a ``strptime`` format for timestamp text, tried before ISO 8601
             and ``YYYY/MM/DD[ HH:MM[:SS]]`` (``--timestamp-format``); ``None``: those only.
+        follow: read ``inputs`` as a live input (``--follow``): files that land later in
+            their directories are read too, and the run goes on until stopped
+            (``_follow``).
+        poll_interval: with ``follow``, seconds between two looks for new files; a file
+            is read once its size held still for one interval.
     """
 
     inputs: tuple[Path, ...] = ()
@@ -137,6 +142,8 @@ class PipelineConfig:
     schema: str | None = None
     null_values: tuple[str, ...] = ()
     timestamp_format: str | None = None
+    follow: bool = False
+    poll_interval: float = 1.0
 
     @property
     def dead_letter_path(self) -> Path:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import signal
 import threading
 import time
@@ -74,6 +75,7 @@ from ._errors import (
     PipelineUsageError,
     signal_name,
 )
+from ._follow import FollowedFiles, plan_file_partitions
 from ._inputs import (
     InputPlan,
     RemoteInput,
@@ -190,6 +192,8 @@ class Pipeline:
         self._read: ReadMode | None = None
         # --input rsocket://...: the route, and what it said of itself (``prepare``).
         self._remote: tuple[RemoteInput, Any] | None = None
+        # --input DIR --follow: the files served on loopback for the run (``prepare``).
+        self._followed: FollowedFiles | None = None
         # Per-stage metrics: the display's bottleneck, and --metrics-port (see _metrics).
         self.metrics = PipelineMetrics(self)
         # --max-dead-letters: why the run was failed for its dead letters (set once).
@@ -223,6 +227,10 @@ class Pipeline:
         start_now = start_spark and not spark_is_running()
         if config.input_url is not None:
             plan = self._remote_plan(config.input_url)
+            if start_now:
+                self._start_spark_in_background()
+        elif config.follow:
+            plan = self._followed_plan()
             if start_now:
                 self._start_spark_in_background()
         elif config.inputs:
@@ -304,6 +312,68 @@ class Pipeline:
         plan, info = remote_input_plan(remote, token=config.token, timeout=_REMOTE_TIMEOUT)
         self._remote = (remote, info)
         return self._checked(plan)
+
+    def _followed_plan(self) -> InputPlan:
+        """The plan of ``--input DIR --follow``: the files served on loopback as a live route.
+
+        The files there now are planned into live partitions (one per core of this host,
+        at least 2), served for the run (``FollowedFiles``) and read as a route: the same
+        path, demand and offsets as ``--input rsocket://`` to ``serve --follow``.
+
+        Raises:
+            PipelineUsageError: no ``--input``, options that only a driver-side read takes,
+                a master whose executors may run on other hosts (they could not reach this
+                host's loopback), or the files cannot be planned.
+        """
+        config = self.config
+        if not config.inputs:
+            raise PipelineUsageError("--follow needs --input files or directories to follow")
+        given = [
+            option
+            for option, value in (
+                ("--rate", config.rate),
+                ("--read-on driver", config.read_on == "driver"),
+            )
+            if value
+        ]
+        if given:
+            raise PipelineUsageError(
+                f"{', '.join(given)}: not with --follow (followed files are read on the "
+                "executors, as fast as Spark asks)"
+            )
+        if not config.master.startswith("local"):
+            raise PipelineUsageError(
+                f"--follow with --master {config.master}: the followed files are served on "
+                "this host's loopback, which executors on other hosts cannot reach; run "
+                "`reactive-streams serve --follow` here and --input rsocket://HOST:PORT/ROUTE"
+            )
+        schema, options = self._schema_and_options()
+        try:
+            partitions, list_inputs, files = plan_file_partitions(
+                config.inputs,
+                encoding=config.encoding,
+                delimiter=config.delimiter,
+                quote=config.quote,
+                follow_symlinks=config.follow_symlinks,
+                schema=schema,
+                options=options,
+                partitions=max(2, os.cpu_count() or 1),
+                batch_rows=config.chunk_rows,
+                follow=True,
+            )
+        except (FormatError, ValueError, OSError, pa.ArrowException) as exc:
+            if isinstance(exc, PipelineUsageError):
+                raise
+            raise PipelineUsageError(f"cannot plan the input: {exc}") from None
+        self._followed = FollowedFiles(
+            partitions, list_inputs, known=files, interval=config.poll_interval
+        )
+        remote = RemoteInput.parse(self._followed.url)
+        assert remote is not None
+        plan, info = remote_input_plan(remote, token=self._followed.token, timeout=_REMOTE_TIMEOUT)
+        self._remote = (remote, info)
+        names = ", ".join(str(path) for path in config.inputs)
+        return self._checked(dataclasses.replace(plan, description=f"following {names}"))
 
     def _schema_and_options(self) -> tuple[pa.Schema | None, ConversionOptions]:
         """``--schema`` read, and ``--null-value`` and ``--timestamp-format`` checked.
@@ -409,7 +479,9 @@ class Pipeline:
                 ) from None
         if remote is not None:
             self._read = RemoteRead(
-                config,
+                config
+                if self._followed is None
+                else dataclasses.replace(config, token=self._followed.token),
                 plan,
                 remote=remote[0],
                 info=remote[1],
@@ -938,6 +1010,9 @@ class Pipeline:
         self.metrics.close()
         if self._read is not None:
             self._read.close()
+        followed, self._followed = self._followed, None
+        if followed is not None:
+            followed.close()
         self._dead.close()
         spark, self.spark = self.spark, None
         starter, self._starter = self._starter, None
