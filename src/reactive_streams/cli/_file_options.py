@@ -42,6 +42,35 @@ def file_options(command: F) -> F:
     return command
 
 
+def follow_options(what: str) -> Callable[[F], F]:
+    """Add ``--follow`` and ``--poll-interval`` (parameters ``follow``, ``poll_interval``).
+
+    ``what`` says what the command does with the files that land later.
+    """
+    options = [
+        click.option(
+            "--follow",
+            is_flag=True,
+            help=f"{what} A file is taken once its size held still for one --poll-interval "
+            "(in listing order); an empty directory needs --schema.",
+        ),
+        click.option(
+            "--poll-interval",
+            type=click.FloatRange(min=0.01),
+            default=1.0,
+            show_default=True,
+            help="Seconds between looks for new files (with --follow).",
+        ),
+    ]
+
+    def add(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return add
+
+
 _OPTIONS = [
     click.option(
         "--encoding",

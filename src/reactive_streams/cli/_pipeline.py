@@ -27,7 +27,13 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from ._file_options import character, file_options, null_value_list, quote_character
+from ._file_options import (
+    character,
+    file_options,
+    follow_options,
+    null_value_list,
+    quote_character,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -180,20 +186,10 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     default=None,
     help="The bearer token the rsocket:// input's server requires (serve --token).",
 )
-@click.option(
-    "--follow",
-    is_flag=True,
-    help="A live input: files that land later in the --input directories are read too, "
-    "and the run goes on, a micro-batch whenever new records arrived, until Ctrl-C or "
-    "SIGTERM (exit 0). A file is read once its size held still for one --poll-interval; "
-    "an empty directory needs --schema.",
-)
-@click.option(
-    "--poll-interval",
-    type=click.FloatRange(min=0.01),
-    default=1.0,
-    show_default=True,
-    help="Seconds between looks for new files (with --follow).",
+@follow_options(
+    "A live input: files that land later in the --input directories are read too, and "
+    "the run goes on, a micro-batch whenever new records arrived, until Ctrl-C or SIGTERM "
+    "(exit 0)."
 )
 @click.option(
     "--reconnect-for",

@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from ._file_options import character, file_options, null_value_list, quote_character
+from ._file_options import (
+    character,
+    file_options,
+    follow_options,
+    null_value_list,
+    quote_character,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -102,20 +108,9 @@ def _describe(schema: pa.Schema) -> str:
     default=None,
     help="Streams open at once on one connection.  [default: 128]",
 )
-@click.option(
-    "--follow",
-    is_flag=True,
-    help="Keep serving: files that land later in the --input directories are appended to "
-    "the partitions (a live route: readers wait at the end instead of completing). A file "
-    "is taken once its size held still for one --poll-interval; an empty directory needs "
-    "--schema.",
-)
-@click.option(
-    "--poll-interval",
-    type=click.FloatRange(min=0.01),
-    default=1.0,
-    show_default=True,
-    help="Seconds between looks for new files (with --follow).",
+@follow_options(
+    "Keep serving: files that land later in the --input directories are appended to the "
+    "partitions (a live route: readers wait at the end instead of completing)."
 )
 @file_options
 @click.option("--debug", is_flag=True, help="Tracebacks on errors.")
