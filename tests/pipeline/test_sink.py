@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from reactive_streams import Subscription
 from reactive_streams.pipeline import ResultSink
+from reactive_streams.pipeline import _sink as sink_module
 from reactive_streams.pipeline._sink import latest_per_key
 
 if TYPE_CHECKING:
@@ -208,10 +210,11 @@ def test_journal_lets_a_rerun_resume_exactly(tmp_path: Path) -> None:
 
 
 def test_an_append_result_from_the_journal_is_written_a_micro_batch_at_a_time(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each micro-batch commit and the last write go through the journal part by part: the
     result of a long live run is never held in memory whole."""
+    monkeypatch.setattr(sink_module, "monotonic", lambda: 0.0)  # rewrites take no time
     journal = tmp_path / "checkpoint" / "sink"
     out = tmp_path / "out"
     out.mkdir()
@@ -230,6 +233,30 @@ def test_an_append_result_from_the_journal_is_written_a_micro_batch_at_a_time(
     assert sink.completed, sink.error
     assert sink.result is None
     assert pq.read_table(out / "result.parquet").equals(pa.concat_tables(batches))
+
+
+def test_a_growing_append_result_is_rewritten_at_spaced_micro_batches_and_at_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rewrite that took 1 s (the clock moves 1 s per reading) is not repeated until
+    ``APPEND_REWRITE_SPACING`` seconds later; the end writes everything."""
+    clock = itertools.count()
+    monkeypatch.setattr(sink_module, "monotonic", lambda: float(next(clock)))
+    out = tmp_path / "out"
+    out.mkdir()
+    sink = ResultSink(
+        out, "parquet", mode="append", journal=tmp_path / "journal", commit_each_batch=True
+    )
+    sink.on_subscribe(FakeSubscription())
+    rows_in_file = []
+    for batch_id in range(12):
+        sink.on_next(Batch(batch_id, _groups(("JFK", batch_id, 1))))
+        rows_in_file.append(pq.read_table(out / "result.parquet").num_rows)
+    # written after batch 0 (it took 1 s), then 10 s later: after batch 10
+    assert sink_module.APPEND_REWRITE_SPACING == 10.0
+    assert rows_in_file == [1] * 10 + [11, 11]
+    sink.on_complete()
+    assert pq.read_table(out / "result.parquet").num_rows == 12
 
 
 # -- --partition-by: a Hive-style Parquet dataset -------------------------------------

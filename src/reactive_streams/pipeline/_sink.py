@@ -40,6 +40,7 @@ from __future__ import annotations
 import threading
 import uuid
 from dataclasses import dataclass
+from time import monotonic
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -124,6 +125,11 @@ def latest_per_key(previous: pa.Table | None, table: pa.Table, keys: Sequence[st
     return merged.take(last[f"{index}_max"])
 
 
+APPEND_REWRITE_SPACING = 10.0
+"""A growing ``append`` result is rewritten after a micro-batch once this many times its
+last rewrite's duration has passed since that rewrite (``commit_each_batch``)."""
+
+
 class ResultSink(Subscriber[MicroBatchLike]):
     """Folds micro-batches into the final result and writes it at completion.
 
@@ -138,6 +144,14 @@ class ResultSink(Subscriber[MicroBatchLike]):
         before_commit: called once the stream completed, before the result is written;
             an exception it raises fails the stream instead (``error``) and nothing is
             written.
+        commit_each_batch: write the result so far under its final name after every
+            micro-batch (a live input, which never completes). An ``append`` result
+            with a ``journal`` grows without end and is rewritten whole each time, so it
+            is rewritten only once the time since its last rewrite is at least
+            ``APPEND_REWRITE_SPACING`` times what that rewrite took: at most about a
+            tenth of the run goes to it however long the run, and the file lags the
+            journal by that much at most. A streamed ``append`` result (no journal) is
+            written at the end only.
 
     Raises:
         ValueError: update mode without ``keys``, or ``partition_by`` with another
@@ -172,6 +186,9 @@ class ResultSink(Subscriber[MicroBatchLike]):
         # comes from another thread than the stream's signals.
         self._write_lock = threading.Lock()
         self._commit_each_batch = commit_each_batch
+        # A growing append result: when its last rewrite ended, and how long it took.
+        self._rewritten_at = float("-inf")
+        self._rewrite_took = 0.0
         self._done = threading.Event()
         self._subscription: Subscription | None = None
         self._seen: set[int] = set()
@@ -407,11 +424,20 @@ class ResultSink(Subscriber[MicroBatchLike]):
         """Write the result so far under its final name (``commit_each_batch``).
 
         For ``update`` and ``complete`` results, and ``append`` ones with a journal (a
-        checkpoint); a streamed ``append`` result is written once, at the end.
+        checkpoint), spaced by ``APPEND_REWRITE_SPACING``; a streamed ``append`` result is
+        written once, at the end.
         """
-        if self._mode == "append" and self._journal is None:
+        if self._mode != "append":
+            self._write_result()
             return
+        if self._journal is None:
+            return
+        started = monotonic()
+        if started - self._rewritten_at < APPEND_REWRITE_SPACING * self._rewrite_took:
+            return  # the next micro-batch's commit, or the end, writes it
         self._write_result()
+        self._rewritten_at = monotonic()
+        self._rewrite_took = self._rewritten_at - started
 
     def _apply(self, batch_id: int, table: pa.Table) -> None:
         if self._schema is None:
