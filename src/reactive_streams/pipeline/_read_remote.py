@@ -93,6 +93,7 @@ class RemoteRead(PartsRead):
         self._stats: RouteStats | None = None
         self._stats_at = float("-inf")
         self._stats_failed = False
+        self._finally_committed = False
 
     @property
     def trigger(self) -> dict[str, Any] | None:
@@ -133,6 +134,30 @@ class RemoteRead(PartsRead):
             if exc.refused:  # the same answer every time: do not ask again
                 self._stats_at = float("inf")
         return self._stats
+
+    def finish(self) -> list[str]:
+        """The dead letters merged (``PartsRead.finish``); a live route's last commit sent.
+
+        Spark commits a micro-batch to its source when the next one starts, so the last
+        micro-batch of a live run that was stopped is committed to the producer here (the
+        query's progress says where it ended), and the producer releases what it kept.
+        """
+        notes = super().finish()
+        if self.live and not self._finally_committed:
+            self._finally_committed = True
+            ranges = self._progress.ranges()
+            if ranges:
+                from reactive_streams.spark import commit_route  # noqa: PLC0415
+
+                last = ranges[max(ranges)].end
+                commit_route(
+                    self.remote.url,
+                    self.remote.route,
+                    dict(enumerate(last)),
+                    token=self._config.token,
+                    timeout=5.0,
+                )
+        return notes
 
     def events(self, spark: SparkSession) -> DataFrame:
         """``from_rsocket`` over the route, its dead letters split off on the executors.

@@ -932,6 +932,9 @@ class Pipeline:
             # Stopped for its dead letters: the executors' tasks stop writing parts first.
             for subscription in self._publisher.subscriptions:
                 subscription.wait_stopped(_STOP_WAIT)
+        query = self._query()
+        if query is not None:  # the last micro-batch's range, for the read's finish
+            self._query_progress.poll(query)
         if self._read is not None:
             self.notes.extend(self._read.finish())
         wall = time.monotonic() - self._started if self._started else 0.0

@@ -46,6 +46,7 @@ from ._from_dataframe import from_dataframe as from_dataframe
 from ._from_rsocket import RouteInfo as RouteInfo
 from ._from_rsocket import RouteStats as RouteStats
 from ._from_rsocket import RSocketSplit as RSocketSplit
+from ._from_rsocket import commit_route as commit_route
 from ._from_rsocket import describe_route as describe_route
 from ._from_rsocket import from_rsocket as from_rsocket
 from ._from_rsocket import route_stats as route_stats
@@ -79,6 +80,7 @@ __all__ = [
     "SplitReadError",
     "StreamingQueryFailedError",
     "StreamingQueryPublisher",
+    "commit_route",
     "describe_route",
     "from_dataframe",
     "from_rsocket",

@@ -50,7 +50,7 @@ from ._errors import RemoteRouteError
 from ._from_splits import from_splits
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
@@ -373,6 +373,37 @@ def route_stats(
         ) from exc
 
 
+def commit_route(
+    url: str,
+    route: str,
+    offsets: Mapping[int, int],
+    *,
+    token: str | None = None,
+    timeout: float = 10.0,
+    reconnect: Backoff | None = None,
+) -> bool:
+    """``R.commit`` of each ``partition -> offset`` (records before it may be released).
+
+    Fire-and-forget on this process's shared connection (``shared_client``): a live
+    producer releases what it kept for a replay below each offset. A query commits its
+    micro-batches itself (Spark calls the source's commit at the start of the next one);
+    this is for the last micro-batch of a query that stopped.
+
+    Returns:
+        ``True`` once every commit was sent; ``False`` when the producer could not be
+        reached (logged only: a producer that is gone has nothing to release).
+    """
+    try:
+        client = shared_client(url, token, timeout, reconnect)
+        for partition, offset in offsets.items():
+            request = json.dumps({"partition": int(partition), "offset": int(offset)})
+            client.fire_and_forget(route + ".commit", request.encode("utf-8"))
+    except (RSocketError, RemoteRouteError) as exc:
+        logger.debug("%s: the commit at %s was not sent: %s", _where(url, route), offsets, exc)
+        return False
+    return True
+
+
 def decode_batch(data: bytes) -> pa.RecordBatch:
     """One ``PAYLOAD``'s data: an Arrow IPC stream of exactly one record batch.
 
@@ -427,12 +458,14 @@ class _RouteReader:
         A producer that stopped (its route ended and it exited) has nothing to release,
         so a commit it cannot hear does not fail the query.
         """
-        try:
-            client = shared_client(split.url, self.token, self.timeout, self.reconnect)
-            request = json.dumps({"partition": split.partition, "offset": offset})
-            client.fire_and_forget(split.route + ".commit", request.encode("utf-8"))
-        except (RSocketError, RemoteRouteError) as exc:
-            logger.debug("%s: the commit at %d was not sent: %s", split, offset, exc)
+        commit_route(
+            split.url,
+            split.route,
+            {split.partition: offset},
+            token=self.token,
+            timeout=self.timeout,
+            reconnect=self.reconnect,
+        )
 
 
 class _Resuming:
