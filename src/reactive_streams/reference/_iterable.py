@@ -164,22 +164,26 @@ class _IteratorSubscription(EmitLoopSubscription[T]):
         """Read the next element ahead, or note exhaustion or failure."""
         try:
             element = next(self._iterator)  # type: ignore[arg-type]
-        except StopIteration:
-            self._next = _NOTHING
-            self._iterator = None
-            return
-        except Exception as exc:  # Rule 1.4
-            self._next = _NOTHING
-            self._error = exc
+        except Exception as exc:  # StopIteration, or a failure (Rule 1.4)
+            self._stop(exc)
             return
         if element is None:
-            self._next = _NOTHING
+            self._stop(None)
+            return
+        self._next = element
+
+    def _stop(self, error: Exception | None) -> None:
+        """No element was read ahead: the iterator ended, failed, or produced ``None``."""
+        self._next = _NOTHING
+        if isinstance(error, StopIteration):
+            self._iterator = None
+        elif error is not None:  # Rule 1.4
+            self._error = error
+        else:
             self._error = TypeError(
                 f"Rule 2.13: the iterable produced None at position {self._position}; "
                 "None is never a valid element"
             )
-            return
-        self._next = element
 
     def _emit(self, subscriber: Subscriber[T], count: int) -> int:
         if self._on_next_run is not None and count > 1:
@@ -223,18 +227,33 @@ class _IteratorSubscription(EmitLoopSubscription[T]):
         return self._position - start
 
     def _elements(self, count: int) -> Iterator[T]:
-        """Up to ``count`` elements from the read-ahead, each counted as it is taken."""
-        election = self._election
+        """Up to ``count`` elements from the read-ahead, each counted as it is taken.
+
+        ``_advance``'s read written out (this runs once per element); ``_stop`` notes
+        the end as it does.
+        """
+        cancelled = self._cancelled_meanwhile
+        if cancelled():
+            return
+        iterator = self._iterator
+        element = self._next
         for _ in range(count):
-            element = self._next
-            if element is _NOTHING or election.cancelled:
+            if element is _NOTHING:
                 return
             self._next = _NOTHING
             self._position += 1
             yield element  # type: ignore[misc]  # not _NOTHING: an element
-            if self._cancelled_meanwhile():  # taken and delivered: read no more (Rule 3.12)
+            if cancelled():  # taken and delivered: read no more (Rule 3.12)
                 return
-            self._advance()
+            try:
+                element = next(iterator)  # type: ignore[arg-type]
+            except Exception as exc:  # StopIteration, or a failure (Rule 1.4)
+                self._stop(exc)
+                return
+            if element is None:
+                self._stop(None)
+                return
+            self._next = element
 
     def _exhausted(self) -> bool:
         return self._next is _NOTHING
