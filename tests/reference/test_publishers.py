@@ -510,3 +510,17 @@ def test_a_source_that_fails_inside_a_run_ends_with_its_error_after_the_elements
     subscriber.subscription.request(5)
     assert subscriber.runs == [[0, 1]]
     assert isinstance(subscriber.error, RuntimeError)
+
+
+@pytest.mark.rule("2.13")
+def test_a_none_inside_a_run_ends_the_stream_after_the_elements_before_it() -> None:
+    subscriber = _RunRecorder()
+    elements: list[int] = [0, 1, None, 3]  # type: ignore[list-item]
+    IterablePublisher(elements).subscribe(subscriber)
+    assert subscriber.subscription is not None
+    subscriber.subscription.request(4)
+    assert subscriber.runs == [[0, 1]]
+    assert isinstance(subscriber.error, TypeError)
+    assert str(subscriber.error) == (
+        "Rule 2.13: the iterable produced None at position 2; None is never a valid element"
+    )
