@@ -7,6 +7,7 @@ over the wire: each test checks a batch boundary, and that frames and order are 
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -222,6 +223,71 @@ def test_a_run_of_payloads_and_changing_sizes_goes_out_in_order() -> None:
         for frame in frames[:-1]
     ] == elements
     assert frames[-1].flags & FLAG_COMPLETE
+
+
+def test_frames_sent_from_another_thread_go_to_a_tcp_socket_at_once_and_in_order() -> None:
+    loop = asyncio.new_event_loop()
+    looping = threading.Thread(target=loop.run_forever, daemon=True)
+    looping.start()
+    ours, theirs = socket.socketpair()
+    theirs.settimeout(TIMEOUT)
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold_the_loop() -> None:
+        held.set()
+        release.wait(TIMEOUT)
+
+    async def open_connection() -> Connection:
+        _, protocol = await loop.create_connection(
+            lambda: Connection(loop, ConnectionSettings()), sock=ours
+        )
+        assert isinstance(protocol, Connection)
+        return protocol
+
+    try:
+        connection = asyncio.run_coroutine_threadsafe(open_connection(), loop).result(TIMEOUT)
+        first = [encode_payload(1, b"%06d" % index) for index in range(3)]
+        loop.call_soon_threadsafe(hold_the_loop)
+        assert held.wait(TIMEOUT)
+        # The loop is busy: the frames are in the peer's socket as soon as the calls
+        # return only if this thread wrote them there itself.
+        assert connection.send(first[0])
+        assert connection.send_all(first[1:])
+        expected = b"".join(first)
+        theirs.setblocking(False)  # raises BlockingIOError if nothing is there yet
+        assert theirs.recv(len(expected) + 1) == expected
+        theirs.settimeout(TIMEOUT)
+        # More than the socket takes while the peer does not read: what is left waits
+        # in the outbox, and what comes after it queues behind it.
+        release.set()
+        large = [encode_payload(1, bytes([index]) * 60_000) for index in range(40)]
+        for frame in large:
+            assert connection.send(frame)
+        expected = b"".join(large)
+        received = bytearray()
+        while len(received) < len(expected):
+            chunk = theirs.recv(1 << 20)
+            assert chunk
+            received += chunk
+        assert bytes(received) == expected
+        assert (connection.frames_sent, connection.bytes_sent) == (
+            43,
+            sum(map(len, first + large)),
+        )
+
+        async def close() -> None:
+            connection.close()
+            await connection.closed
+
+        asyncio.run_coroutine_threadsafe(close(), loop).result(TIMEOUT)
+    finally:
+        release.set()
+        loop.call_soon_threadsafe(loop.stop)
+        looping.join(TIMEOUT)
+        loop.close()
+        ours.close()  # closed with the transport already, unless the test failed before
+        theirs.close()
 
 
 # -- the requester grants credit while it delivers ---------------------------------------
