@@ -402,3 +402,125 @@ def test_an_element_goes_out_before_the_next_one_is_read(on_executor: bool) -> N
     assert waits == [True]
     assert subscriber.elements == ["e1", "e2"]
     assert subscriber.completed
+
+
+# -- runs: a subscriber that declares on_next_run takes its elements in one call ----------
+
+
+class _RunRecorder(Subscriber[int]):
+    """Declares ``on_next_run``; takes at most ``take`` elements of each run.
+
+    ``cancel_at``: cancel from inside the run once that element was taken.
+    """
+
+    def __init__(self, take: int = MAX_DEMAND, cancel_at: int | None = None) -> None:
+        self.elements: list[int] = []
+        self.runs: list[list[int]] = []
+        self.per_element = 0
+        self.completed = False
+        self.error: Exception | None = None
+        self.subscription: Subscription | None = None
+        self._take = take
+        self._cancel_at = cancel_at
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        self.subscription = subscription
+
+    def on_next(self, element: int) -> None:
+        self.per_element += 1
+        self.elements.append(element)
+
+    def on_next_run(self, elements: Iterator[int]) -> None:
+        run: list[int] = []
+        self.runs.append(run)
+        for taken, element in enumerate(elements, 1):
+            run.append(element)
+            self.elements.append(element)
+            if element == self._cancel_at:
+                assert self.subscription is not None
+                self.subscription.cancel()
+                return
+            if taken == self._take:
+                return  # stops before asking for the next one
+
+    def on_error(self, error: Exception) -> None:
+        self.error = error
+
+    def on_complete(self) -> None:
+        self.completed = True
+
+
+def test_a_subscriber_that_takes_runs_gets_each_request_in_one_call() -> None:
+    subscriber = _RunRecorder()
+    IterablePublisher(range(7)).subscribe(subscriber)
+    assert subscriber.subscription is not None
+    subscriber.subscription.request(4)
+    subscriber.subscription.request(3)
+    assert subscriber.runs == [[0, 1, 2, 3], [4, 5, 6]]
+    assert subscriber.per_element == 0
+    assert subscriber.completed  # Rule 1.5: right after the last, no more demand needed
+
+
+def test_a_run_that_stops_short_leaves_the_rest_for_later_and_does_not_complete() -> None:
+    # The subscriber takes 2 of each run and stops without asking for a third: the
+    # publisher must still read ahead after the second (Rule 1.5) and not mistake the
+    # unread rest for the end of the source.
+    subscriber = _RunRecorder(take=2)
+    IterablePublisher(range(5)).subscribe(subscriber)
+    assert subscriber.subscription is not None
+    subscriber.subscription.request(2)
+    assert (subscriber.elements, subscriber.completed) == ([0, 1], False)
+    subscriber.subscription.request(3)
+    assert subscriber.elements == [0, 1, 2, 3]  # two taken of the demand of three
+    subscriber.subscription.request(1)
+    assert subscriber.elements == [0, 1, 2, 3, 4]
+    assert subscriber.completed
+    assert subscriber.per_element == 0
+
+
+@pytest.mark.rule("3.12")
+def test_a_cancel_inside_a_run_reads_nothing_more_from_the_source() -> None:
+    pulled: list[int] = []
+
+    def source() -> Iterator[int]:
+        for index in range(10):
+            pulled.append(index)
+            yield index
+
+    subscriber = _RunRecorder(cancel_at=3)
+    IterablePublisher(source()).subscribe(subscriber)
+    assert subscriber.subscription is not None
+    subscriber.subscription.request(10)
+    assert subscriber.runs == [[0, 1, 2, 3]]
+    assert pulled == [0, 1, 2, 3]
+    assert not subscriber.completed
+    assert subscriber.error is None
+
+
+@pytest.mark.rule("1.4")
+def test_a_source_that_fails_inside_a_run_ends_with_its_error_after_the_elements() -> None:
+    def source() -> Iterator[int]:
+        yield 0
+        yield 1
+        raise RuntimeError("boom")
+
+    subscriber = _RunRecorder()
+    IterablePublisher(source()).subscribe(subscriber)
+    assert subscriber.subscription is not None
+    subscriber.subscription.request(5)
+    assert subscriber.runs == [[0, 1]]
+    assert isinstance(subscriber.error, RuntimeError)
+
+
+@pytest.mark.rule("2.13")
+def test_a_none_inside_a_run_ends_the_stream_after_the_elements_before_it() -> None:
+    subscriber = _RunRecorder()
+    elements: list[int] = [0, 1, None, 3]  # type: ignore[list-item]
+    IterablePublisher(elements).subscribe(subscriber)
+    assert subscriber.subscription is not None
+    subscriber.subscription.request(4)
+    assert subscriber.runs == [[0, 1]]
+    assert isinstance(subscriber.error, TypeError)
+    assert str(subscriber.error) == (
+        "Rule 2.13: the iterable produced None at position 2; None is never a valid element"
+    )

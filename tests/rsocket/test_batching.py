@@ -7,13 +7,17 @@ over the wire: each test checks a batch boundary, and that frames and order are 
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from reactive_streams import Subscriber, Subscription
+import pytest
+
+from reactive_streams import Publisher, Subscriber, Subscription
+from reactive_streams._core import run_receiver
 from reactive_streams.reference import IterablePublisher
-from reactive_streams.rsocket import connect
+from reactive_streams.rsocket import Payload, connect
 from reactive_streams.rsocket._connection import Connection, ConnectionSettings
 from reactive_streams.rsocket._frames import (
     FLAG_COMPLETE,
@@ -131,6 +135,159 @@ def test_the_frames_a_publisher_emits_inside_one_request_go_out_in_one_send() ->
     # 16 before the size of one is known, then the rest: a send per request call, not
     # one per element
     assert len(outbox.calls) <= 4, [len(call) for call in outbox.calls]
+
+
+class _RunPublisher(Publisher[bytes]):
+    """Hands each ``request(n)`` a run of the next ``n`` elements; then some more (Rule 1.1)."""
+
+    def __init__(self, elements: list[bytes], excess: int) -> None:
+        self._elements = elements
+        self._excess = excess
+
+    def subscribe(self, subscriber: Subscriber[bytes]) -> None:
+        run = run_receiver(subscriber)
+        elements = list(self._elements)
+        excess = self._excess
+
+        class _Runs(Subscription):
+            def request(self, n: int) -> None:
+                if run is None:  # the capability is what the test is about
+                    subscriber.on_error(AssertionError("the subscriber takes no runs"))
+                    return
+                batch = elements[:n]
+                del elements[:n]
+                if not elements:
+                    batch += [b"extra"] * excess
+                run(iter(batch))
+
+            def cancel(self) -> None:
+                pass
+
+        subscriber.on_subscribe(_Runs())
+
+
+@pytest.mark.rule("1.1")
+def test_a_run_beyond_the_demand_sends_what_was_requested_and_then_the_error() -> None:
+    elements = [b"e%02d" % index for index in range(40)]
+    outbox = _Outbox()
+    ended = threading.Event()
+    send_all = outbox.send_all
+
+    def record(frames: list[bytes]) -> bool:
+        send_all(frames)
+        if FrameReader().feed(frames[-1])[-1].frame_type == FrameType.ERROR:
+            ended.set()
+        return True
+
+    outbox.send_all = record  # type: ignore[method-assign]
+    with ThreadPoolExecutor(1) as executor:
+        stream = ResponderStream(
+            outbox,  # type: ignore[arg-type]  # the part of a Connection it uses
+            kind=FrameType.REQUEST_STREAM,
+            route="r",
+            factory=lambda data: _RunPublisher(elements, excess=3),
+            data=b"",
+            initial_n=len(elements),
+            executor=executor,
+        )
+        stream.stream_id = 1
+        stream.start()
+        assert ended.wait(TIMEOUT)
+    frames = FrameReader().feed(b"".join(frame for call in outbox.calls for frame in call))
+    assert [frame.data for frame in frames[:-1]] == elements  # never one more
+    assert frames[-1].frame_type == FrameType.ERROR
+    assert frames[-1].data.startswith(b"Rule 1.1: route 'r' emitted more elements")
+
+
+def test_a_run_of_payloads_and_changing_sizes_goes_out_in_order() -> None:
+    elements: list[Any] = [b"a" * 3] * 20 + [b"b" * 5] * 10 + [Payload(b"p", b"m")]
+    elements += [b"c" * 5] * 9
+    outbox = _Outbox()
+    with ThreadPoolExecutor(1) as executor:
+        stream = ResponderStream(
+            outbox,  # type: ignore[arg-type]  # the part of a Connection it uses
+            kind=FrameType.REQUEST_STREAM,
+            route="r",
+            factory=lambda data: IterablePublisher(elements),
+            data=b"",
+            initial_n=len(elements),
+            executor=executor,
+        )
+        stream.stream_id = 1
+        assert run_receiver(stream) is not None  # IterablePublisher hands it runs
+        stream.start()
+        assert outbox.ended.wait(TIMEOUT)
+    frames = FrameReader().feed(b"".join(frame for call in outbox.calls for frame in call))
+    assert [
+        Payload(frame.data, frame.metadata) if frame.metadata else frame.data
+        for frame in frames[:-1]
+    ] == elements
+    assert frames[-1].flags & FLAG_COMPLETE
+
+
+def test_frames_sent_from_another_thread_go_to_a_tcp_socket_at_once_and_in_order() -> None:
+    loop = asyncio.new_event_loop()
+    looping = threading.Thread(target=loop.run_forever, daemon=True)
+    looping.start()
+    ours, theirs = socket.socketpair()
+    theirs.settimeout(TIMEOUT)
+    held = threading.Event()
+    release = threading.Event()
+
+    def hold_the_loop() -> None:
+        held.set()
+        release.wait(TIMEOUT)
+
+    async def open_connection() -> Connection:
+        _, protocol = await loop.create_connection(
+            lambda: Connection(loop, ConnectionSettings()), sock=ours
+        )
+        assert isinstance(protocol, Connection)
+        return protocol
+
+    try:
+        connection = asyncio.run_coroutine_threadsafe(open_connection(), loop).result(TIMEOUT)
+        first = [encode_payload(1, b"%06d" % index) for index in range(3)]
+        loop.call_soon_threadsafe(hold_the_loop)
+        assert held.wait(TIMEOUT)
+        # The loop is busy: the frames are in the peer's socket as soon as the calls
+        # return only if this thread wrote them there itself.
+        assert connection.send(first[0])
+        assert connection.send_all(first[1:])
+        expected = b"".join(first)
+        theirs.setblocking(False)  # raises BlockingIOError if nothing is there yet
+        assert theirs.recv(len(expected) + 1) == expected
+        theirs.settimeout(TIMEOUT)
+        # More than the socket takes while the peer does not read: what is left waits
+        # in the outbox, and what comes after it queues behind it.
+        release.set()
+        large = [encode_payload(1, bytes([index]) * 60_000) for index in range(40)]
+        for frame in large:
+            assert connection.send(frame)
+        expected = b"".join(large)
+        received = bytearray()
+        while len(received) < len(expected):
+            chunk = theirs.recv(1 << 20)
+            assert chunk
+            received += chunk
+        assert bytes(received) == expected
+        assert (connection.frames_sent, connection.bytes_sent) == (
+            43,
+            sum(map(len, first + large)),
+        )
+
+        async def close() -> None:
+            connection.close()
+            await connection.closed
+
+        asyncio.run_coroutine_threadsafe(close(), loop).result(TIMEOUT)
+    finally:
+        release.set()
+        loop.call_soon_threadsafe(loop.stop)
+        looping.join(TIMEOUT)
+        loop.close()
+        ours.close()  # closed with the transport already, unless the test failed before
+        theirs.close()
 
 
 # -- the requester grants credit while it delivers ---------------------------------------

@@ -373,6 +373,12 @@ def test_payload_runs_are_exactly_the_frames_however_the_bytes_are_cut(
         spelled += item.frames() if isinstance(item, PayloadRun) else [item]
     assert reader.pending == 0
     expected = FrameReader().feed(wire)  # in one piece
+    # ... and each frame read alone, so no run is involved
+    assert [(f.stream_id, f.flags, f.metadata, f.data) for f in expected] == [
+        (f.stream_id, f.flags, f.metadata, f.data)
+        for frame in frames
+        for f in FrameReader().feed(frame)
+    ]
     assert [(f.stream_id, f.flags, f.metadata, f.data) for f in spelled] == [
         (f.stream_id, f.flags, f.metadata, f.data) for f in expected
     ]

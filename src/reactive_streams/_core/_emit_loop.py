@@ -16,7 +16,9 @@ from a single emit loop run under an ``EmitterElection``:
   to the subscriber is dropped (Rule 3.13).
 
 Subclasses supply the source: ``_open`` (prepare, on the loop), ``_emit`` (deliver up to
-``count`` elements), ``_exhausted``, ``_failure`` and ``_close``. A source that is not
+``count`` elements: with ``on_next`` each, or, when the subscriber declares the kit's
+``RunSubscriber`` capability, as one run through ``_deliver_run``), ``_exhausted``,
+``_failure`` and ``_close``. A source that is not
 always ready (a timer, a streaming query, an async iterator) emits what it has and calls
 ``wake`` when it has more.
 
@@ -33,12 +35,13 @@ from abc import abstractmethod
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from ..api import Subscriber, Subscription
+from ._capabilities import run_receiver
 from ._demand import DrainLoop, EmitterElection
 from ._signals import report_violation, signal_on_complete, signal_on_error, signal_on_subscribe
 from ._statistics import StreamStatistics
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable, Iterator
     from concurrent.futures import Executor
 
 
@@ -68,6 +71,7 @@ class EmitLoopSubscription(Subscription, Generic[T]):
         "_batch_size",
         "_election",
         "_loop",
+        "_on_next_run",
         "_opened",
         "_subscribe_on_caller",
         "_subscribed",
@@ -83,6 +87,8 @@ class EmitLoopSubscription(Subscription, Generic[T]):
         subscribe_on_caller: bool = False,
     ) -> None:
         self._subscriber: Subscriber[T] | None = subscriber
+        # the subscriber's on_next_run, if it declares the capability (see _deliver_run)
+        self._on_next_run: Callable[[Iterator[T]], None] | None = run_receiver(subscriber)
         self._election = EmitterElection()
         self._batch_size = batch_size
         self._subscribe_on_caller = subscribe_on_caller
@@ -272,6 +278,7 @@ class EmitLoopSubscription(Subscription, Generic[T]):
 
     def _finish(self) -> None:
         self._subscriber = None  # Rule 3.13
+        self._on_next_run = None
         self._election.retire()
         self._close()
 
@@ -315,6 +322,24 @@ class EmitLoopSubscription(Subscription, Generic[T]):
             if election.cancelled:
                 break
         return sent
+
+    def _deliver_run(self, subscriber: Subscriber[T], elements: Iterator[T]) -> None:
+        """For ``_emit``: hand ``elements`` to the subscriber's ``on_next_run`` in one call.
+
+        Only when ``self._on_next_run`` is set: the subscriber declares the kit's
+        ``RunSubscriber`` capability. ``elements`` must yield only elements the
+        subscription may deliver now (within demand, Rule 1.1; none after a cancel, Rule
+        3.12), and count each as delivered when it yields it: the subscriber takes them
+        one by one and may stop early, leaving the rest unread. A run that raises (it must
+        not) is treated as ``on_next`` raising: reported, and the subscription cancelled
+        (Rule 2.13).
+        """
+        run = self._on_next_run
+        assert run is not None
+        try:
+            run(elements)
+        except Exception as exc:
+            self._deliver_failed(subscriber, exc)
 
     def _deliver_failed(self, subscriber: Subscriber[T], error: Exception) -> None:
         """``on_next`` raised: Rule 2.13 says the subscription is now cancelled."""

@@ -57,6 +57,10 @@ class IterablePublisher(_IterablePublisherBase[T]):
     (Rule 3.3). ``next()`` runs on that thread too, so a blocking iterator blocks the
     requester: use ``ExecutorIterablePublisher`` for those.
 
+    A subscriber that declares the kit's ``RunSubscriber`` capability (``on_next_run``)
+    gets the elements of each emission in one call, read the same way: each one only
+    after the one before was taken.
+
     Signals:
         ``on_error`` with the iterator's exception when ``iter()`` or ``next()`` raises
         (Rule 1.4); ``on_error(TypeError)`` when the iterable yields ``None``, which is never
@@ -160,24 +164,30 @@ class _IteratorSubscription(EmitLoopSubscription[T]):
         """Read the next element ahead, or note exhaustion or failure."""
         try:
             element = next(self._iterator)  # type: ignore[arg-type]
-        except StopIteration:
-            self._next = _NOTHING
-            self._iterator = None
-            return
-        except Exception as exc:  # Rule 1.4
-            self._next = _NOTHING
-            self._error = exc
+        except Exception as exc:  # StopIteration, or a failure (Rule 1.4)
+            self._stop(exc)
             return
         if element is None:
-            self._next = _NOTHING
+            self._stop(None)
+            return
+        self._next = element
+
+    def _stop(self, error: Exception | None) -> None:
+        """No element was read ahead: the iterator ended, failed, or produced ``None``."""
+        self._next = _NOTHING
+        if isinstance(error, StopIteration):
+            self._iterator = None
+        elif error is not None:  # Rule 1.4
+            self._error = error
+        else:
             self._error = TypeError(
                 f"Rule 2.13: the iterable produced None at position {self._position}; "
                 "None is never a valid element"
             )
-            return
-        self._next = element
 
     def _emit(self, subscriber: Subscriber[T], count: int) -> int:
+        if self._on_next_run is not None and count > 1:
+            return self._emit_run(subscriber, count)
         election = self._election
         emitted = 0
         while emitted < count and self._next is not _NOTHING and not election.cancelled:
@@ -196,6 +206,54 @@ class _IteratorSubscription(EmitLoopSubscription[T]):
             # element, never this one, and the end is known as soon as it comes (Rule 1.5).
             self._advance()
         return emitted
+
+    def _emit_run(self, subscriber: Subscriber[T], count: int) -> int:
+        """``_emit`` for a subscriber that takes a run: one ``on_next_run`` call.
+
+        The same order as one ``on_next`` at a time: each element is read ahead only
+        after the one before was taken, and not once the subscription is cancelled.
+        """
+        start = self._position
+        self._deliver_run(subscriber, self._elements(count))
+        if (
+            self._next is _NOTHING
+            and self._iterator is not None
+            and self._error is None
+            and not self._cancelled_meanwhile()
+        ):
+            # the subscriber stopped after taking an element, before asking for the next:
+            # read ahead now, so that the end of the source is known (Rule 1.5)
+            self._advance()
+        return self._position - start
+
+    def _elements(self, count: int) -> Iterator[T]:
+        """Up to ``count`` elements from the read-ahead, each counted as it is taken.
+
+        ``_advance``'s read written out (this runs once per element); ``_stop`` notes
+        the end as it does.
+        """
+        cancelled = self._cancelled_meanwhile
+        if cancelled():
+            return
+        iterator = self._iterator
+        element = self._next
+        for _ in range(count):
+            if element is _NOTHING:
+                return
+            self._next = _NOTHING
+            self._position += 1
+            yield element  # type: ignore[misc]  # not _NOTHING: an element
+            if cancelled():  # taken and delivered: read no more (Rule 3.12)
+                return
+            try:
+                element = next(iterator)  # type: ignore[arg-type]
+            except Exception as exc:  # StopIteration, or a failure (Rule 1.4)
+                self._stop(exc)
+                return
+            if element is None:
+                self._stop(None)
+                return
+            self._next = element
 
     def _exhausted(self) -> bool:
         return self._next is _NOTHING

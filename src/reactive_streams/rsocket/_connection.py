@@ -3,9 +3,11 @@
 ``Connection`` is an ``asyncio.Protocol`` that lives on one event loop. It never runs
 user code: frames that arrive are decoded and handed to the ``StreamHandler`` registered
 for their stream, and those handlers only update counters and buffers and schedule work
-elsewhere (an executor). Frames to send come from any thread through ``send``, which
-appends to an outbox and wakes the loop at most once per batch, so a thousand payloads
-produced in a burst leave in one ``transport.write``.
+elsewhere (an executor). Frames to send come from any thread through ``send``: over plain
+TCP, a batch sent from another thread while nothing waits ahead of it goes straight to
+the socket (no wake-up of the loop); otherwise it joins an outbox, and the loop is woken
+at most once per batch, so a thousand payloads produced in a burst leave in one
+``transport.write``.
 
 The multiplexing rule: per-stream demand is the only flow control. Nothing here waits on a
 stream, so a slow stream never stalls the others; the transport's own write buffer only
@@ -23,8 +25,10 @@ uses may have been used before.
 from __future__ import annotations
 
 import asyncio
+import asyncio.selector_events
 import contextlib
 import logging
+import os
 import threading
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Final
@@ -183,6 +187,25 @@ _read_buffers = threading.local()  # .buffer: each loop thread's read buffer
 _NO_BUFFER: Final = memoryview(b"")
 
 
+_SOCKET_TRANSPORT: Final = getattr(asyncio.selector_events, "_SelectorSocketTransport", None)
+"""asyncio's transport for plain TCP and Unix sockets (a private class; see ``_direct_fd``)."""
+
+
+def _direct_fd(transport: asyncio.BaseTransport) -> int:
+    """The socket to write to from other threads, for ``transport``; ``-1`` for none.
+
+    Only asyncio's own socket transport, whose write buffer is empty exactly when every
+    byte given to it has been handed to the kernel (it sends at once when its buffer is
+    empty, and keeps the rest in order): a frame written to the socket then, under the
+    connection's lock, comes after everything written before. Not a TLS transport (its
+    bytes are encrypted on the loop), nor any other (WebSocket, a test's fake).
+    """
+    if _SOCKET_TRANSPORT is None or not isinstance(transport, _SOCKET_TRANSPORT):
+        return -1
+    sock = transport.get_extra_info("socket")
+    return -1 if sock is None else int(sock.fileno())
+
+
 class Connection(asyncio.BufferedProtocol):
     """The frame-level half of an RSocket connection; subclassed for client and server.
 
@@ -201,6 +224,8 @@ class Connection(asyncio.BufferedProtocol):
         self._outbox_high_water = 4 * settings.write_high_water
         self._stalled = False  # a writer saw the outbox full: tell the streams when it drains
         self._flush_pending = False
+        self._flushing = False  # the loop is writing what it took from the outbox
+        self._direct = -1  # the socket other threads may write to (see _write_locked)
         self._closed = False
         self._error: RSocketConnectionError | None = None
         self._transport: asyncio.Transport | None = None
@@ -213,7 +238,7 @@ class Connection(asyncio.BufferedProtocol):
         self._paused = False
         self._loop_thread = 0
         self._last_received = loop.time()
-        self.frames_received = 0  # counters, updated on the loop thread only
+        self.frames_received = 0  # counters: received on the loop thread, sent under _lock
         self.frames_sent = 0
         self.bytes_received = 0
         self.bytes_sent = 0
@@ -264,23 +289,23 @@ class Connection(asyncio.BufferedProtocol):
         return self._closed
 
     def send(self, frame: bytes) -> bool:
-        """Queue an encoded frame; ``False`` if the connection is closed (frame dropped)."""
-        with self._lock:
-            if self._closed:
-                return False
-            self._outbox.append(frame)
-            self._outbox_bytes += len(frame)
-            if self._flush_pending:
-                return True
-            self._flush_pending = True
-        self._wake()
-        return True
+        """Send an encoded frame; ``False`` if the connection is closed (frame dropped).
+
+        From a thread other than the loop's, over plain TCP, with nothing queued before
+        it, the frame goes to the socket at once (``_write_locked``); otherwise it joins
+        the outbox, which the loop writes on its next turn (woken once per batch).
+        """
+        return self.send_all([frame])
 
     def send_all(self, frames: list[bytes]) -> bool:
-        """Queue several encoded frames in order (a fragment chain); see ``send``."""
+        """Send several encoded frames in order (a batch, a fragment chain); see ``send``."""
         with self._lock:
             if self._closed:
                 return False
+            if self._direct >= 0:
+                frames = self._write_locked(frames)
+                if not frames:
+                    return True
             self._outbox.extend(frames)
             self._outbox_bytes += sum(map(len, frames))
             if self._flush_pending:
@@ -288,6 +313,42 @@ class Connection(asyncio.BufferedProtocol):
             self._flush_pending = True
         self._wake()
         return True
+
+    def _write_locked(self, frames: list[bytes]) -> list[bytes]:
+        """Write ``frames`` to the socket now if nothing is ahead of them; return the rest.
+
+        Only on a thread other than the loop's, with the outbox empty, the loop not
+        writing and the transport's buffer empty (``_direct_fd``): then no byte is waiting
+        to go before these, and the lock keeps every other writer out until they are in
+        the kernel. The socket is non-blocking: what it does not take now (a full buffer,
+        an error the loop's own write will then meet and report) goes back to the outbox
+        in order. This saves the loop a wake-up per batch.
+        """
+        transport = self._transport
+        if (
+            self._outbox
+            or self._flushing
+            or self._paused
+            or transport is None
+            or transport.get_write_buffer_size()
+            or threading.get_ident() == self._loop_thread
+        ):
+            return frames
+        data = frames[0] if len(frames) == 1 else b"".join(frames)
+        try:
+            written = os.write(self._direct, data)
+        except OSError:  # full (BlockingIOError), or broken: the loop's write handles it
+            return frames
+        self.bytes_sent += written
+        if written == len(data):
+            self.frames_sent += len(frames)
+            return []
+        for index, frame in enumerate(frames):  # a partial write: keep the rest, in order
+            if written < len(frame):
+                self.frames_sent += index
+                return [frame[written:], *frames[index + 1 :]]
+            written -= len(frame)
+        return []  # not reached: written < len(data)
 
     def _wake(self) -> None:
         if threading.get_ident() == self._loop_thread:
@@ -349,6 +410,8 @@ class Connection(asyncio.BufferedProtocol):
         high_water = self._settings.write_high_water
         transport.set_write_buffer_limits(high=high_water, low=high_water // 4)
         self._loop_thread = threading.get_ident()
+        with self._lock:
+            self._direct = _direct_fd(transport)
         self._last_received = self._loop.time()
         self._opened()
         self._schedule_tick()
@@ -441,6 +504,8 @@ class Connection(asyncio.BufferedProtocol):
         return False  # close the transport; connection_lost does the rest
 
     def connection_lost(self, exc: Exception | None) -> None:
+        with self._lock:  # the socket is closed once this returns: no one writes to it now
+            self._direct = -1
         if self._closed:
             if not self.closed.done():
                 self.closed.set_result(None)
@@ -475,22 +540,27 @@ class Connection(asyncio.BufferedProtocol):
     # -- the loop side --------------------------------------------------------------------
 
     def _flush(self) -> None:
+        transport = self._transport
         with self._lock:
             frames = self._outbox
+            closed = self._closed
             self._outbox = []
+            if frames and not closed and transport is not None:
+                self.frames_sent += len(frames)
+                self.bytes_sent += self._outbox_bytes
+                self._flushing = True  # other threads queue behind these (_write_locked)
             self._outbox_bytes = 0
             self._flush_pending = False
-            closed = self._closed
             stalled = self._stalled
             self._stalled = False
-        transport = self._transport
         if closed or transport is None:
             return
         if frames:
-            data = b"".join(frames)
-            self.frames_sent += len(frames)
-            self.bytes_sent += len(data)
-            transport.write(data)
+            try:
+                transport.write(b"".join(frames))
+            finally:
+                with self._lock:
+                    self._flushing = False
         budget = self._settings.memory_budget
         if (
             budget is not None
@@ -511,6 +581,7 @@ class Connection(asyncio.BufferedProtocol):
             if self._closed:
                 return
             self._closed = True
+            self._direct = -1
             handlers = [*self._streams.values(), *self._watched]
             self._streams.clear()
             self._watched.clear()

@@ -366,10 +366,17 @@ class FrameReader:
         frame_size = 0
         while end - position >= _LENGTH_SIZE:
             if run is not None and startswith(prefix, position):
-                stop = position + frame_size
-                if stop <= end:
-                    run_append(buffer[position + prefix_size : stop])
-                    count += 1
+                whole = (end - position) // frame_size  # frames of that size that fit
+                if whole:
+                    same = _same_prefix(buffer, position, prefix, frame_size, whole)
+                    stop = position + same * frame_size
+                    data_size = frame_size - prefix_size
+                    first = position + prefix_size  # the first frame's data
+                    run += [
+                        buffer[start : start + data_size]
+                        for start in range(first, first + same * frame_size, frame_size)
+                    ]
+                    count += same
                     position = stop
                     continue
             high, low = unpack_length(buffer, position)
@@ -415,6 +422,27 @@ class FrameReader:
             pending += buffer[position:]
         self.count = count
         return items
+
+
+def _same_prefix(buffer: bytes, position: int, prefix: bytes, frame_size: int, whole: int) -> int:
+    """How many frames in a row from ``position`` start with ``prefix``, at most ``whole``.
+
+    The first one does, and a frame that starts with ``prefix`` (its length prefix and
+    header) is ``frame_size`` bytes long, so the next one starts that far on. Each byte of
+    ``prefix`` is checked for all ``whole`` frames at once, as a column of the buffer (the
+    bytes ``frame_size`` apart): the first frame that differs is the first row where any
+    column does.
+    """
+    if whole == 1:
+        return 1
+    same = whole
+    limit = position + whole * frame_size
+    for offset in range(len(prefix)):
+        column = buffer[position + offset : limit : frame_size]
+        rest = len(column.lstrip(prefix[offset : offset + 1]))  # from the first other byte
+        if rest and whole - rest < same:
+            same = whole - rest
+    return same
 
 
 class PayloadRun:
