@@ -220,15 +220,18 @@ class WebSocketTransport(asyncio.Transport):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closing:
             return
-        view = memoryview(data)
+        if type(data) is not bytes:
+            data = bytes(data)
+        append = self._messages.append
         position = 0
-        end = len(view)
+        end = len(data)
+        queued = 0
         while position + 3 <= end:
-            length = int.from_bytes(view[position : position + 3], "big")
-            message = bytes(view[position + 3 : position + 3 + length])
-            self._messages.append(message)
-            self._queued += len(message)
-            position += 3 + length
+            start = position + 3
+            position = start + (data[position] << 16 | data[position + 1] << 8 | data[start - 1])
+            append(data[start:position])
+            queued += position - start
+        self._queued += queued
         self._wakeup.set()
         if not self._paused and self._queued > self._high_water:
             self._paused = True
