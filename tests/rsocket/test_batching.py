@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from aiohttp import WSMsgType
+from aiohttp.http import WebSocketWriter
 
 from reactive_streams import Publisher, Subscriber, Subscription
 from reactive_streams._core import run_receiver
@@ -418,18 +420,6 @@ class _Recorder:
         pass
 
 
-class _SansIO:
-    def __init__(self) -> None:
-        self.pending: list[bytes] = []
-
-    def send_binary(self, data: bytes) -> None:
-        self.pending.append(b"<" + data + b">")
-
-    def data_to_send(self) -> list[bytes]:
-        pending, self.pending = self.pending, []
-        return pending
-
-
 class _Socket:
     def __init__(self) -> None:
         self.writes: list[bytes] = []
@@ -437,29 +427,36 @@ class _Socket:
     def write(self, data: bytes) -> None:
         self.writes.append(data)
 
+    def is_closing(self) -> bool:
+        return False
+
+
+class _SocketProtocol:
+    _paused = False  # the socket's buffer is below its high-water mark
+
+
+class _Message:
+    def __init__(self, kind: WSMsgType, data: Any) -> None:
+        self.type = kind
+        self.data = data
+
 
 class _WebSocket:
-    """Enough of a ``websockets`` connection: messages to read, sends recorded."""
+    """Enough of an ``aiohttp`` WebSocket: messages to read, a socket to write to."""
 
     def __init__(self, messages: list[bytes]) -> None:
-        self._messages = messages
-        self.protocol = _SansIO()
-        self.transport = _Socket()
-        self.sent: list[bytes] = []
+        self._messages = [_Message(WSMsgType.BINARY, message) for message in messages]
+        self._messages.append(_Message(WSMsgType.CLOSE, 1000))
+        self.socket = _Socket()
+        self._writer = WebSocketWriter(_SocketProtocol(), self.socket)  # type: ignore[arg-type]
+        self.closed = False
+        self.close_code = 1000
 
-    async def _read(self) -> Any:
-        for message in self._messages:
-            yield message
-
-    def __aiter__(self) -> Any:
-        return self._read()
-
-    async def send(self, message: bytes) -> None:
-        self.transport.write(b"".join(self.protocol.data_to_send()))
-        self.sent.append(message)
+    async def receive(self) -> _Message:
+        return self._messages.pop(0)
 
     async def close(self) -> None:
-        pass
+        self.closed = True
 
 
 def test_websocket_messages_read_together_reach_the_connection_in_one_piece() -> None:
@@ -478,6 +475,7 @@ def test_websocket_frames_written_together_go_out_as_messages_in_one_write() -> 
     websocket = _WebSocket([])
     recorder = _Recorder(to_write=b"".join(wire))
     asyncio.run(WebSocketTransport(websocket, recorder).run())  # type: ignore[arg-type]
-    # one message per frame, the first nine framed together, the last through send
-    assert websocket.transport.writes[0] == b"".join(b"<" + frame[3:] + b">" for frame in wire[:-1])
-    assert websocket.sent == [wire[-1][3:]]
+    # one binary message per frame (FIN, opcode 2, unmasked: a server's), in one write
+    assert websocket.socket.writes == [
+        b"".join(bytes([0x82, len(frame) - 3]) + frame[3:] for frame in wire)
+    ]

@@ -22,8 +22,9 @@ our side                           on the wire
 * ``connect("tcp://host:port", *, token=None, ssl_context=None) -> RSocketClient`` opens
   a connection; ``client.request_stream(route, data)`` is a ``Publisher[bytes]``.
   ``ws://`` URLs and ``serve(..., transport="ws")`` carry RSocket over WebSocket (with the
-  ``websockets`` package). ``connect(..., reconnect=Backoff(...))`` dials again when the
-  connection drops, within the policy's bound; requests made meanwhile wait for it.
+  ``aiohttp`` package: the ``rsocket-ws`` extra). ``connect(..., reconnect=Backoff(...))``
+  dials again when the connection drops, within the policy's bound; requests made
+  meanwhile wait for it.
 
 * ``partitioned_routes(name, source)`` serves a ``PartitionedSource`` (partitions of Arrow
   record batches, readable from any position: ``reactive_streams.files.FilePartitions``)

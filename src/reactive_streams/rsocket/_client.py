@@ -30,7 +30,7 @@ from ._reconnect import (
 )
 from ._requester import RemotePublisher
 from ._statistics import TransportStatistics
-from ._websocket import WebSocketTransport, import_websockets
+from ._websocket import WebSocketTransport, import_aiohttp
 
 if TYPE_CHECKING:
     import ssl
@@ -311,7 +311,8 @@ def connect(
 
     Args:
         url: ``tcp://host:port``, or ``ws://host:port/path`` (``wss://`` with
-            ``ssl_context``) for RSocket over WebSocket (needs the ``websockets`` package).
+            ``ssl_context``) for RSocket over WebSocket (needs the ``aiohttp`` package:
+            ``pip install 'reactive-streams-py[rsocket-ws]'``).
         token: a bearer token, sent as ``message/x.rsocket.authentication.v0`` in the
             SETUP metadata and in every request's composite metadata.
         ssl_context: a client-side context for TLS (the server's name is checked against
@@ -361,19 +362,24 @@ def connect(
         return protocol
 
     async def _connect_websocket() -> ClientConnection:
-        import_websockets()
-        from websockets.asyncio.client import connect as websocket_connect  # noqa: PLC0415
-
-        websocket = await websocket_connect(
-            url,
-            ssl=ssl_context if scheme == "wss" else None,
-            max_size=None,  # the frame limit is ours: max_frame_size
-            compression=None,
-            ping_interval=None,  # RSocket keeps itself alive
-            proxy=None,
-        )
+        aiohttp = import_aiohttp()
+        session = aiohttp.ClientSession()
+        try:
+            websocket = await session.ws_connect(
+                url,
+                ssl=ssl_context if scheme == "wss" and ssl_context is not None else True,
+                max_msg_size=MAX_FRAME_SIZE + 1,  # aiohttp refuses a message of max_msg_size
+                compress=0,
+                autoping=True,
+                heartbeat=None,  # RSocket keeps itself alive
+            )
+        except BaseException as exc:
+            await session.close()
+            if isinstance(exc, aiohttp.ClientError) and not isinstance(exc, OSError):
+                raise ConnectionError(f"the WebSocket handshake failed: {exc}") from exc
+            raise
         protocol = ClientConnection(loop, settings, setup_metadata)
-        transport = WebSocketTransport(websocket, protocol)
+        transport = WebSocketTransport(websocket, protocol, session)
         transport.task = loop.create_task(transport.run())
         await asyncio.sleep(0)  # run() calls connection_made, which sends SETUP
         return protocol

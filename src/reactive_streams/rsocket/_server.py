@@ -17,7 +17,7 @@ from ._limits import ServerLimits
 from ._metadata import COMPOSITE, bearer_token, decode_composite, route_of
 from ._responder import ResponderStream
 from ._statistics import TransportStatistics
-from ._websocket import WebSocketTransport, import_websockets
+from ._websocket import WebSocketServer, WebSocketTransport
 
 if TYPE_CHECKING:
     import ssl
@@ -59,7 +59,7 @@ class _ServerCore:
         self.limits = limits
         self.connections: set[ServerConnection] = set()
         self._closed_totals = (0, 0, 0, 0)  # counters of the connections already closed
-        self._server: Any = None  # an asyncio.Server, or a websockets Server
+        self._server: Any = None  # an asyncio.Server, or a WebSocketServer
 
     async def start(self, host: str, port: int, transport: str) -> None:
         if transport == "tcp":
@@ -69,25 +69,23 @@ class _ServerCore:
             return
         if transport != "ws":
             raise ValueError(f"transport must be 'tcp' or 'ws', got {transport!r}")
-        import_websockets()
-        from websockets.asyncio.server import serve as websocket_serve  # noqa: PLC0415
 
         async def handler(websocket: Any) -> None:
             await WebSocketTransport(websocket, ServerConnection(self)).run()
 
-        self._server = await websocket_serve(
+        self._server = await WebSocketServer.start(
             handler,
             host,
             port,
-            ssl=self.ssl_context,
-            max_size=self.settings.max_frame_size,  # one frame per message
-            compression=None,
-            ping_interval=None,  # RSocket keeps itself alive
+            ssl_context=self.ssl_context,
+            max_frame_size=self.settings.max_frame_size,  # one frame per message
         )
 
     @property
     def port(self) -> int:
         assert self._server is not None
+        if isinstance(self._server, WebSocketServer):
+            return self._server.port
         port: int = next(iter(self._server.sockets)).getsockname()[1]
         return port
 
@@ -552,7 +550,8 @@ def serve(
         workers: threads that run factories and the publishers' ``request``/``cancel``.
             Connections use no thread of their own: idle ones cost a socket only.
         transport: ``"tcp"`` (length-prefixed frames) or ``"ws"`` (RSocket over WebSocket,
-            one frame per binary message, any path; needs the ``websockets`` package).
+            one frame per binary message, any path; needs the ``aiohttp`` package:
+            ``pip install 'reactive-streams-py[rsocket-ws]'``).
             A WebSocket message longer than ``max_frame_size`` closes the connection
             (close code 1009) before it is buffered whole.
         limits: what one peer may make the server hold, and for how long: connections,

@@ -1,23 +1,28 @@
-"""The WebSocket transport: one RSocket frame per binary message, via ``websockets``.
+"""The WebSocket transport: one RSocket frame per binary message, via ``aiohttp``.
 
 ``Connection`` speaks to an ``asyncio.Transport``. ``WebSocketTransport`` is that
-transport over a ``websockets`` connection: ``write`` receives whole length-prefixed
-frames (the connection only ever writes whole frames) and queues each frame, without its
-prefix, as one binary message (the RSocket WebSocket transport, and rsocket-py and
-rsocket-java with it, read each message as exactly one frame, so frames are never
-coalesced into a message); a writer task sends them in order, the messages of a batch
-in one write to the socket, with ``websockets``' own flow control, and pauses the
-connection's writers above a high-water mark (``set_write_buffer_limits``). A reader task
-gives the messages back to the connection with length prefixes, so framing, validation
-and the frame limit are the same as over TCP: the messages ``websockets`` has already read
-go over together, one ``data_received`` per batch, not per frame. ``pause_reading``
-holds the reader between messages.
+transport over an ``aiohttp`` WebSocket (a client's ``ClientWebSocketResponse`` or a
+server's ``WebSocketResponse``, the handshake done): ``write`` receives whole
+length-prefixed frames (the connection only ever writes whole frames) and queues each
+frame, without its prefix, as one binary message (the RSocket WebSocket transport, and
+rsocket-py and rsocket-java with it, read each message as exactly one frame, so frames are
+never coalesced into a message). A writer task frames the queued messages with
+``aiohttp``'s ``WebSocketWriter`` (masked on the client's side, as RFC 6455 requires) and
+writes each batch to the socket in one write, waiting while the socket's buffer is above
+its high-water mark; above ``set_write_buffer_limits``' mark it pauses the connection's
+writers. A reader task gives the messages back to the connection with length prefixes, so
+framing, validation and the frame limit are the same as over TCP: the messages ``aiohttp``
+has already parsed go over together, one ``data_received`` per batch, not per frame.
+``pause_reading`` holds the reader between messages (``aiohttp``'s queue then stops
+reading from the socket). Control frames (ping, pong, close) are ``aiohttp``'s: it answers
+pings and the close handshake, and refuses a message beyond ``max_msg_size`` (close code
+1009) as soon as its header is read.
 
-Reading never waits behind writing: ``websockets``' ``send`` only suspends when the
-socket's buffer is full, so a writer with a long queue and a fast peer would otherwise keep
-the loop for the whole queue, and a ``CANCEL`` would wait behind every frame queued before
-it. The writer yields to the loop every ``_YIELD_EVERY`` messages. ``websockets`` is
-imported lazily: only ``ws://`` URLs and ``serve(..., transport="ws")`` need it.
+Reading never waits behind writing: the writer yields to the loop every ``_YIELD_EVERY``
+messages, so a writer with a long queue and a fast peer does not keep the loop for the
+whole queue, and a ``CANCEL`` does not wait behind every frame queued before it.
+``aiohttp`` is imported lazily: only ``ws://`` URLs and ``serve(..., transport="ws")``
+need it.
 """
 
 from __future__ import annotations
@@ -27,36 +32,70 @@ import contextlib
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final
 
-from ._errors import FrameError
-from ._frames import MAX_FRAME_SIZE
-
 if TYPE_CHECKING:
     from ._connection import Connection
 
-__all__ = ["WebSocketTransport", "import_websockets"]
+__all__ = ["WebSocketServer", "WebSocketTransport", "import_aiohttp"]
 
 _YIELD_EVERY: Final[int] = 64
 """Messages the writer sends before it lets the loop serve reads (and everything else)."""
 
+_LINGER: Final[float] = 5.0
+"""Seconds a server keeps reading (and dropping) what a peer still sends after the close."""
 
-def import_websockets() -> Any:
-    """Import ``websockets``, or explain how to install it."""
+_CLEAN_CLOSE_CODES: Final[frozenset[int | None]] = frozenset({1000, 1001})
+"""Close codes that end a connection without an error (normal closure, going away)."""
+
+
+def import_aiohttp() -> Any:
+    """Import ``aiohttp``, or explain how to install it."""
     try:
-        import websockets  # noqa: PLC0415 - optional dependency
+        import aiohttp  # noqa: PLC0415 - optional dependency
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "the WebSocket transport needs the websockets package: pip install websockets"
+            "the WebSocket transport needs the aiohttp package: "
+            "pip install 'reactive-streams-py[rsocket-ws]'"
         ) from exc
-    return websockets
+    return aiohttp
+
+
+class _Collector(asyncio.Transport):
+    """Where the frame writer puts its bytes: kept until the batch goes out in one write."""
+
+    def __init__(self, socket: asyncio.BaseTransport) -> None:
+        super().__init__()
+        self._socket = socket
+        self.chunks: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.chunks.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return self._socket.is_closing()
 
 
 class WebSocketTransport(asyncio.Transport):
-    """An ``asyncio.Transport`` facade over a ``websockets`` connection (see the module)."""
+    """An ``asyncio.Transport`` facade over an ``aiohttp`` WebSocket (see the module).
 
-    def __init__(self, websocket: Any, protocol: Connection) -> None:
+    ``session``: a client's ``aiohttp.ClientSession``, closed when the connection ends.
+    """
+
+    def __init__(self, websocket: Any, protocol: Connection, session: Any = None) -> None:
         super().__init__()
+        from aiohttp.http import WebSocketWriter  # noqa: PLC0415 - optional dependency
+
         self._websocket = websocket
         self._protocol = protocol
+        self._session = session
+        # aiohttp's own writer for this WebSocket knows the socket, its protocol (whose
+        # pause_writing the socket calls) and whether to mask; ours frames into a batch
+        # and waits on that protocol whenever the socket's buffer is above its mark.
+        own = websocket._writer
+        self._socket: asyncio.Transport = own.transport
+        self._collector = _Collector(self._socket)
+        self._framer = WebSocketWriter(
+            own.protocol, self._collector, use_mask=own.use_mask, limit=0
+        )
         self._messages: deque[bytes] = deque()
         self._queued = 0
         self._high_water = 64 * 1024
@@ -72,22 +111,24 @@ class WebSocketTransport(asyncio.Transport):
 
     async def run(self) -> None:
         """Pump messages both ways until either side ends; then tell the protocol."""
+        from aiohttp import WSMsgType  # noqa: PLC0415 - optional dependency
+
+        binary, text = WSMsgType.BINARY, WSMsgType.TEXT
+        websocket = self._websocket
         self._protocol.connection_made(self)
         self._writer = asyncio.create_task(self._write_loop())
         loop = asyncio.get_running_loop()
         error: Exception | None = None
         try:
-            async for message in self._websocket:
-                frame = message.encode("utf-8") if isinstance(message, str) else message
-                if len(frame) > MAX_FRAME_SIZE:  # websockets' max_size should stop it first
-                    self._deliver()
-                    self._protocol.fail(
-                        FrameError(
-                            f"a WebSocket message of {len(frame)} bytes is beyond the "
-                            f"maximum frame size of {MAX_FRAME_SIZE} bytes"
-                        ),
-                        notify_peer=True,
-                    )
+            while True:
+                message = await websocket.receive()
+                kind = message.type
+                if kind is binary:
+                    frame = message.data
+                elif kind is text:
+                    frame = message.data.encode("utf-8")
+                else:  # closed, closing, or an error (aiohttp has sent the close)
+                    error = self._ending(message)
                     break
                 received = self._received
                 received += (len(frame).to_bytes(3, "big"), frame)
@@ -104,14 +145,30 @@ class WebSocketTransport(asyncio.Transport):
             self._wakeup.set()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._writer, 5.0)
+            if self._session is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._session.close(), 5.0)
             self._protocol.connection_lost(error)
+
+    def _ending(self, message: Any) -> Exception | None:
+        """The error a non-data message ends the connection with (``None``: a clean close)."""
+        from aiohttp import WSMsgType  # noqa: PLC0415 - optional dependency
+
+        if message.type is WSMsgType.ERROR:
+            data = message.data
+            return data if isinstance(data, Exception) else ConnectionError(str(data))
+        code = self._websocket.close_code
+        if code in _CLEAN_CLOSE_CODES or self._closing:
+            return None
+        return ConnectionResetError(f"the WebSocket closed with code {code}")
 
     def _deliver(self) -> None:
         """Give the protocol every message received since the last call, in one piece.
 
-        ``websockets`` hands over messages it has already read without suspending, so the
-        reader collects them until it would wait, and this callback (queued behind it)
-        passes them on together: one decode and one wake-up of a stream per batch.
+        ``receive`` returns the messages ``aiohttp`` has already parsed without
+        suspending, so the reader collects them until it would wait, and this callback
+        (queued behind it) passes them on together: one decode and one wake-up of a
+        stream per batch.
         """
         received = self._received
         if received:
@@ -119,7 +176,6 @@ class WebSocketTransport(asyncio.Transport):
             self._protocol.data_received(b"".join(received))
 
     async def _write_loop(self) -> None:
-        websocket = self._websocket
         messages = self._messages
         try:
             while True:
@@ -140,45 +196,42 @@ class WebSocketTransport(asyncio.Transport):
         except Exception:  # the peer went away; the reader will see it too
             messages.clear()
         with contextlib.suppress(Exception):
-            await websocket.close()
+            await self._websocket.close()
 
     async def _send(self, batch: list[bytes]) -> None:
         """Send each of ``batch`` as one binary message, in one write to the socket.
 
-        All but the last are framed by the connection's sans-I/O protocol
-        (``protocol.send_binary``) and written together; the last goes through
-        ``websocket.send``, which writes it, waits for the socket's buffer to drain and
-        raises ``ConnectionClosed`` if the connection is no longer open.
+        The frame writer waits (inside ``send_frame``) while the socket's buffer is above
+        its high-water mark, and raises if the socket has gone; a WebSocket that started
+        closing meanwhile gets nothing more (no data may follow a close frame).
         """
-        websocket = self._websocket
-        if len(batch) > 1:
-            with contextlib.suppress(Exception):  # not open any more: send says how below
-                protocol = websocket.protocol
-                for message in batch[:-1]:
-                    protocol.send_binary(message)
-                chunks = protocol.data_to_send()
-                if all(chunks):  # no end-of-stream marker: one write for them all
-                    websocket.transport.write(b"".join(chunks))
-                else:  # pragma: no cover - only after a close, which send handles
-                    for chunk in chunks:
-                        if chunk:
-                            websocket.transport.write(chunk)
-        await websocket.send(batch[-1])
+        collector = self._collector
+        send_frame = self._framer.send_frame
+        for message in batch:
+            await send_frame(message, 0x2)  # binary
+        chunks = collector.chunks
+        collector.chunks = []
+        if self._websocket.closed or self._socket.is_closing():
+            raise ConnectionResetError("the WebSocket is closing")
+        self._socket.write(b"".join(chunks))
 
     # -- asyncio.Transport ----------------------------------------------------------------
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._closing:
             return
-        view = memoryview(data)
+        if type(data) is not bytes:
+            data = bytes(data)
+        append = self._messages.append
         position = 0
-        end = len(view)
+        end = len(data)
+        queued = 0
         while position + 3 <= end:
-            length = int.from_bytes(view[position : position + 3], "big")
-            message = bytes(view[position + 3 : position + 3 + length])
-            self._messages.append(message)
-            self._queued += len(message)
-            position += 3 + length
+            start = position + 3
+            position = start + (data[position] << 16 | data[position + 1] << 8 | data[start - 1])
+            append(data[start:position])
+            queued += position - start
+        self._queued += queued
         self._wakeup.set()
         if not self._paused and self._queued > self._high_water:
             self._paused = True
@@ -215,3 +268,107 @@ class WebSocketTransport(asyncio.Transport):
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return default
+
+
+class WebSocketServer:
+    """An ``aiohttp`` server that runs ``handler`` for every WebSocket, on any path.
+
+    ``handler(websocket)`` gets a ``WebSocketResponse`` after the handshake and returns
+    when the connection is over. Messages beyond ``max_frame_size`` bytes are refused with
+    close code 1009 as soon as their header is read.
+    """
+
+    def __init__(self, runner: Any) -> None:
+        self._runner = runner
+        self._cleanup: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def start(
+        cls,
+        handler: Any,
+        host: str,
+        port: int,
+        *,
+        ssl_context: Any,
+        max_frame_size: int,
+    ) -> WebSocketServer:
+        """Listen on ``host:port`` (``ssl_context``: TLS); raises ``OSError`` if unbound."""
+        import_aiohttp()
+        from aiohttp import web  # noqa: PLC0415 - optional dependency
+
+        class LingeringResponse(web.WebSocketResponse):
+            """A ``WebSocketResponse`` whose socket half-closes first, then closes.
+
+            ``aiohttp`` closes the socket right after its close frame; a peer still
+            sending (the rest of a message refused as too big, say) then gets a reset,
+            and its kernel drops the close frame unread. Here the server sends the close
+            frame and a FIN, keeps reading (``aiohttp`` drops what arrives once it is
+            closing) until the peer closes too or ``_LINGER`` seconds pass, as RFC 6455
+            (section 7.1.1) has servers close: so the peer reads why (code 1009).
+            """
+
+            lingering: asyncio.Transport | None = None
+
+            def _close_transport(self) -> None:
+                request = self._req
+                transport = None if request is None else request.transport
+                if transport is None or transport.is_closing():
+                    return
+                if transport.can_write_eof():
+                    transport.write_eof()
+                    self.lingering = transport
+                    asyncio.get_running_loop().call_later(_LINGER, transport.close)
+                else:  # TLS: no half-close
+                    transport.close()
+
+            async def linger(self) -> None:
+                """Wait until the half-closed socket has closed (at most ``_LINGER`` s).
+
+                The handler must not return before: ``aiohttp`` closes the socket then.
+                """
+                transport = self.lingering
+                if transport is None:
+                    return
+                deadline = asyncio.get_running_loop().time() + _LINGER
+                while not transport.is_closing() and asyncio.get_running_loop().time() < deadline:
+                    await asyncio.sleep(0.05)
+
+        async def upgrade(request: Any) -> Any:
+            websocket = LingeringResponse(
+                max_msg_size=max_frame_size + 1,  # aiohttp refuses a message of max_msg_size
+                compress=False,
+                autoping=True,
+                heartbeat=None,  # RSocket keeps itself alive
+            )
+            await websocket.prepare(request)
+            await handler(websocket)
+            await websocket.linger()
+            return websocket
+
+        app = web.Application()
+        app.router.add_get("/{path:.*}", upgrade)
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=5.0)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port, ssl_context=ssl_context).start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        return cls(runner)
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on."""
+        port: int = self._runner.addresses[0][1]
+        return port
+
+    def close(self) -> None:
+        """Stop listening, and start closing the connections' handlers."""
+        if self._cleanup is None:
+            self._cleanup = asyncio.get_running_loop().create_task(self._runner.cleanup())
+
+    async def wait_closed(self) -> None:
+        """Wait until ``close`` has finished."""
+        self.close()
+        assert self._cleanup is not None
+        await asyncio.shield(self._cleanup)
