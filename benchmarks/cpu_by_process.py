@@ -98,6 +98,8 @@ def kind_of(command_line: Sequence[str], *, root: bool) -> str:
     if words and Path(words[0]).name == "java":
         if "org.apache.spark.launcher.Main" in words:
             return "JVM: spark-submit's launcher"
+        if "org.apache.spark.executor.CoarseGrainedExecutorBackend" in words:
+            return "JVM: executor (local-cluster)"
         return "JVM"
     if "pyspark.daemon" in words:  # "-m pyspark.daemon <worker module>": daemon and forks
         module = words[-1] if words[-1] != "pyspark.daemon" else "pyspark.worker"
