@@ -208,9 +208,11 @@ def test_thread_timer_scheduler_runs_in_due_order() -> None:
         seen.append("late")
         done.set()
 
-    scheduler.schedule(0.02, late)
+    # Gaps of a quarter second: a thread paused for a few milliseconds between two calls
+    # (a loaded machine) must not reorder what this test schedules.
+    scheduler.schedule(0.5, late)
     scheduler.schedule(0.0, lambda: seen.append("early"))
-    scheduler.schedule(0.01, lambda: seen.append("never")).cancel()
+    scheduler.schedule(0.25, lambda: seen.append("never")).cancel()
     assert done.wait(5)
     assert seen == ["early", "late"]
 
