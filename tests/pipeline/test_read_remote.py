@@ -414,32 +414,38 @@ def _executor_jvms(process: subprocess.Popen[str]) -> set[int]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_an_executor_killed_mid_task_is_replaced_and_the_micro_batch_retried_exactly(
+def test_executors_killed_mid_task_are_replaced_and_the_micro_batch_retried_exactly(
     tmp_path: Path,
 ) -> None:
     """``local-cluster[2,1,1024]``, one core per executor JVM. Every partition's stream
-    stalls at its 300th record, so two of a micro-batch's three tasks hold both executors;
-    one executor gets SIGKILL there. Spark loses that task, runs it again on the executor
-    the worker starts in its place, which asks the producer for the same offsets again."""
+    stalls at its 300th record, so a micro-batch gets stuck with a task blocked on an
+    executor; both executor JVMs get SIGKILL then. Spark loses the running task and runs
+    it again on the executors the worker starts in their place, which ask the producer for
+    the same offsets again."""
     _inputs(tmp_path / "in")
     route = _producer(tmp_path / "in", 3)
     route.stall_at = (None, 300)  # about a third into each of the 3 partitions
+    offsets = tmp_path / "checkpoint" / "query" / "offsets"
     with serve(route.routes(), token="s3cret") as server:
         pipeline = _pipeline_process(
             tmp_path, server.port, "--master", "local-cluster[2,1,1024]", "--debug"
         )
         try:
             deadline = time.monotonic() + 300
-            while route.stalls < 2:  # a stalled task on each executor (one core each)
+            stuck = False
+            while not stuck:  # a stall reached, and no micro-batch started for 2 s since
                 assert pipeline.poll() is None, pipeline.communicate()[1][-4000:]
-                assert time.monotonic() < deadline, "the streams never reached the stall"
-                time.sleep(0.1)
+                assert time.monotonic() < deadline, "the micro-batches never got stuck"
+                started = len(list(offsets.glob("[0-9]*")))
+                time.sleep(2.0)
+                stuck = route.stalls > 0 and len(list(offsets.glob("[0-9]*"))) == started
             before = _executor_jvms(pipeline)
             assert len(before) == 2, before
-            os.kill(min(before), signal.SIGKILL)
-            while not (_executor_jvms(pipeline) - before):  # the worker starts another
+            for pid in before:  # the stuck task is on one of them
+                os.kill(pid, signal.SIGKILL)
+            while not (_executor_jvms(pipeline) - before):  # the worker starts others
                 assert pipeline.poll() is None, pipeline.communicate()[1][-4000:]
-                assert time.monotonic() < deadline, "the lost executor was never replaced"
+                assert time.monotonic() < deadline, "the lost executors were never replaced"
                 time.sleep(0.2)
             route.release.set()
             _, errors = pipeline.communicate(timeout=300)
@@ -459,4 +465,4 @@ def test_an_executor_killed_mid_task_is_replaced_and_the_micro_batch_retried_exa
     )
     ours = pq.read_table(tmp_path / "out" / "result.parquet")
     got = dict(zip(ours["origin"].to_pylist(), ours["flights"].to_pylist(), strict=True))
-    assert got == expected  # exact across the lost executor and the task run twice
+    assert got == expected  # exact across the lost executors and the task run again

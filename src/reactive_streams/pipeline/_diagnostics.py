@@ -431,6 +431,11 @@ class QueryProgress:
             if shares is not None and batch >= self._shares_batch:
                 self._shares, self._shares_batch = shares, batch
 
+    def last_batch_id(self) -> int:
+        """The highest id of a finished micro-batch seen, or ``-1``."""
+        with self._lock:
+            return max(self._batches, default=-1)
+
     @property
     def shares(self) -> tuple[int, ...]:
         """Per split, what the last micro-batch that read rows planned (``from_splits`` only)."""

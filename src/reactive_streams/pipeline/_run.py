@@ -109,6 +109,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Pipeline"]
 
+_FOLDED_PROGRESS_WAIT = 10.0
+"""Seconds a stop of a live run waits for Spark to report the micro-batch just folded."""
+
 _STOP_WAIT = 30.0
 """Seconds ``close`` waits for a query that is stopping before it stops the session."""
 
@@ -766,11 +769,30 @@ class Pipeline:
         self._stopped = True
         if self._sink is not None:
             if self.live_input:  # a stop is how it ends: keep what was read
+                self._await_folded_progress(_FOLDED_PROGRESS_WAIT)
                 self._sink.finish()
             else:
                 self._sink.cancel()
         if self._read is not None:
             self._read.stop()
+
+    def _await_folded_progress(self, timeout: float) -> None:
+        """Wait until Spark reported every micro-batch the sink folded, ``timeout`` at most.
+
+        The sink folds a micro-batch inside Spark's ``foreachBatch``; Spark commits it to
+        the checkpoint and reports its progress (its input rows) just after. Stopping in
+        between would leave rows in the result that the run's figures do not count, and
+        a micro-batch the checkpoint does not have.
+        """
+        sink, query = self._sink, self._query()
+        if sink is None or query is None:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._query_progress.poll(query)
+            if self._query_progress.last_batch_id() >= sink.statistics().last_folded_id:
+                return
+            time.sleep(0.05)
 
     @property
     def live_input(self) -> bool:

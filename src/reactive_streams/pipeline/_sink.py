@@ -87,6 +87,8 @@ class SinkStatistics:
         rows_received: output rows received in the distinct batches.
         groups: rows in the result so far (one per key in update mode).
         last_batch_id: the highest ``batch_id`` seen, or ``-1``.
+        last_folded_id: the highest ``batch_id`` folded from the stream by this sink (not
+            restored from the journal), or ``-1``.
     """
 
     stream: StreamStatistics
@@ -96,6 +98,7 @@ class SinkStatistics:
     rows_received: int
     groups: int
     last_batch_id: int
+    last_folded_id: int = -1
 
 
 def latest_per_key(previous: pa.Table | None, table: pa.Table, keys: Sequence[str]) -> pa.Table:
@@ -202,6 +205,7 @@ class ResultSink(Subscriber[MicroBatchLike]):
         self._rows = 0
         self._appended = 0
         self._last_batch_id = -1
+        self._last_folded_id = -1
         self._error: BaseException | None = None
         self._cancelled = False
         self._completed = False
@@ -384,6 +388,7 @@ class ResultSink(Subscriber[MicroBatchLike]):
                 rows_received=self._rows,
                 groups=groups,
                 last_batch_id=self._last_batch_id,
+                last_folded_id=self._last_folded_id,
             )
 
     # -- internals ----------------------------------------------------------------------
@@ -418,6 +423,8 @@ class ResultSink(Subscriber[MicroBatchLike]):
         if self._journal is not None:
             self._save(batch_id, table)
         self._apply(batch_id, table)
+        with self._lock:
+            self._last_folded_id = max(self._last_folded_id, batch_id)
         return True
 
     def _commit_now(self) -> None:
