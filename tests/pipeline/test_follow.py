@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
@@ -18,7 +16,7 @@ from reactive_streams.cli import main
 
 from .conftest import SPARK_MARKS
 from .test_read_on_executors import _inputs
-from .test_read_remote import SOURCE, _flights_in
+from .test_read_remote import SOURCE, land_later_then_stop
 
 SQL = "SELECT origin, count(*) AS flights FROM events GROUP BY origin"
 
@@ -82,20 +80,7 @@ def test_files_that_land_later_are_read_until_sigterm_and_the_result_is_exact(
         env={**os.environ, "PYTHONPATH": SOURCE},
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 300
-        while _flights_in(result) < 900:  # a.csv's 902 records, one of them a dead letter
-            assert pipeline.poll() is None, pipeline.communicate()[1]
-            assert time.monotonic() < deadline, "the first file was never read"
-            time.sleep(0.2)
-        first = _flights_in(result)
-        (tmp_path / "staged" / "b.jsonl").rename(incoming / "b.jsonl")  # lands later
-        while _flights_in(result) <= first + 600:
-            assert pipeline.poll() is None, pipeline.communicate()[1]
-            assert time.monotonic() < deadline, "the file that landed later was never read"
-            time.sleep(0.2)
-        pipeline.send_signal(signal.SIGTERM)
-        _, errors = pipeline.communicate(timeout=120)
-        assert pipeline.returncode == 0, errors
+        land_later_then_stop(pipeline, result, tmp_path / "staged" / "b.jsonl", incoming, 300)
     finally:
         if pipeline.poll() is None:
             pipeline.kill()

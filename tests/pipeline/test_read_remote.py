@@ -218,6 +218,30 @@ def _flights_in(result: Path) -> int:
         return -1
 
 
+def land_later_then_stop(
+    pipeline: subprocess.Popen[str], result: Path, later: Path, incoming: Path, within: float
+) -> None:
+    """Wait for ``a.csv``'s records in ``result``, land ``later`` in ``incoming``, wait for
+    its records too, then SIGTERM: the live run must end with exit status 0.
+
+    Fails if ``pipeline`` exits meanwhile, or after ``within`` seconds in all.
+    """
+    deadline = time.monotonic() + within
+    while _flights_in(result) < 900:  # a.csv's 902 records, one of them a dead letter
+        assert pipeline.poll() is None, pipeline.communicate()[1]
+        assert time.monotonic() < deadline, "the first file was never read"
+        time.sleep(0.2)
+    first = _flights_in(result)
+    later.rename(incoming / later.name)  # lands later
+    while _flights_in(result) <= first + 600:
+        assert pipeline.poll() is None, pipeline.communicate()[1]
+        assert time.monotonic() < deadline, "the file that landed later was never read"
+        time.sleep(0.2)
+    pipeline.send_signal(signal.SIGTERM)
+    _, errors = pipeline.communicate(timeout=120)
+    assert pipeline.returncode == 0, errors
+
+
 def test_a_followed_route_runs_until_stopped_committing_its_result_each_micro_batch(
     tmp_path: Path,
 ) -> None:
@@ -242,20 +266,7 @@ def test_a_followed_route_runs_until_stopped_committing_its_result_each_micro_ba
         env={**os.environ, "PYTHONPATH": SOURCE},
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 240
-        while _flights_in(result) < 900:  # a.csv's 902 records, one of them a dead letter
-            assert pipeline.poll() is None, pipeline.communicate()[1]
-            assert time.monotonic() < deadline, "the first file was never read"
-            time.sleep(0.2)
-        first = _flights_in(result)
-        (tmp_path / "staged" / "b.jsonl").rename(incoming / "b.jsonl")  # lands later
-        while _flights_in(result) <= first + 600:
-            assert pipeline.poll() is None, pipeline.communicate()[1]
-            assert time.monotonic() < deadline, "the file that landed later was never read"
-            time.sleep(0.2)
-        pipeline.send_signal(signal.SIGTERM)
-        _, errors = pipeline.communicate(timeout=120)
-        assert pipeline.returncode == 0, errors
+        land_later_then_stop(pipeline, result, tmp_path / "staged" / "b.jsonl", incoming, 240)
     finally:
         for process in (pipeline, server):
             if process.poll() is None:

@@ -115,20 +115,28 @@ class _Outbox:
         pass
 
 
+def _responder(
+    outbox: _Outbox, executor: ThreadPoolExecutor, publisher: Publisher[Any], initial_n: int
+) -> ResponderStream:
+    """A request-stream (id 1) on route ``r`` serving ``publisher`` into ``outbox``."""
+    stream = ResponderStream(
+        outbox,  # type: ignore[arg-type]  # the part of a Connection it uses
+        kind=FrameType.REQUEST_STREAM,
+        route="r",
+        factory=lambda data: publisher,
+        data=b"",
+        initial_n=initial_n,
+        executor=executor,
+    )
+    stream.stream_id = 1
+    return stream
+
+
 def test_the_frames_a_publisher_emits_inside_one_request_go_out_in_one_send() -> None:
     elements = [b"e%d" % index for index in range(100)]
     outbox = _Outbox()
     with ThreadPoolExecutor(1) as executor:
-        stream = ResponderStream(
-            outbox,  # type: ignore[arg-type]  # the part of a Connection it uses
-            kind=FrameType.REQUEST_STREAM,
-            route="r",
-            factory=lambda data: IterablePublisher(elements),
-            data=b"",
-            initial_n=100,
-            executor=executor,
-        )
-        stream.stream_id = 1
+        stream = _responder(outbox, executor, IterablePublisher(elements), 100)
         stream.start()
         assert outbox.ended.wait(TIMEOUT)
     frames = FrameReader().feed(b"".join(frame for call in outbox.calls for frame in call))
@@ -183,16 +191,7 @@ def test_a_run_beyond_the_demand_sends_what_was_requested_and_then_the_error() -
 
     outbox.send_all = record  # type: ignore[method-assign]
     with ThreadPoolExecutor(1) as executor:
-        stream = ResponderStream(
-            outbox,  # type: ignore[arg-type]  # the part of a Connection it uses
-            kind=FrameType.REQUEST_STREAM,
-            route="r",
-            factory=lambda data: _RunPublisher(elements, excess=3),
-            data=b"",
-            initial_n=len(elements),
-            executor=executor,
-        )
-        stream.stream_id = 1
+        stream = _responder(outbox, executor, _RunPublisher(elements, excess=3), len(elements))
         stream.start()
         assert ended.wait(TIMEOUT)
     frames = FrameReader().feed(b"".join(frame for call in outbox.calls for frame in call))
@@ -206,16 +205,7 @@ def test_a_run_of_payloads_and_changing_sizes_goes_out_in_order() -> None:
     elements += [b"c" * 5] * 9
     outbox = _Outbox()
     with ThreadPoolExecutor(1) as executor:
-        stream = ResponderStream(
-            outbox,  # type: ignore[arg-type]  # the part of a Connection it uses
-            kind=FrameType.REQUEST_STREAM,
-            route="r",
-            factory=lambda data: IterablePublisher(elements),
-            data=b"",
-            initial_n=len(elements),
-            executor=executor,
-        )
-        stream.stream_id = 1
+        stream = _responder(outbox, executor, IterablePublisher(elements), len(elements))
         assert run_receiver(stream) is not None  # IterablePublisher hands it runs
         stream.start()
         assert outbox.ended.wait(TIMEOUT)

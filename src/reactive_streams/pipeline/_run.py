@@ -100,6 +100,7 @@ from ._spark_driver import DriverProcess, quiet_accumulator_server, quiet_query_
 from ._tables import ReferenceTable, check_table_names, load_tables, plan_tables
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
     from pathlib import Path
 
     from pyspark.sql import DataFrame, SparkSession
@@ -108,6 +109,18 @@ if TYPE_CHECKING:
     from ._config import PipelineConfig
 
 __all__ = ["Pipeline"]
+
+
+def _refuse(options: Iterable[tuple[str, object]], why: str) -> None:
+    """Refuse, in one line, the ``(option, value)`` pairs whose value is set.
+
+    Raises:
+        PipelineUsageError: ``"--a, --b: why"`` for the options given.
+    """
+    given = [option for option, value in options if value]
+    if given:
+        raise PipelineUsageError(f"{', '.join(given)}: {why}")
+
 
 _FOLDED_PROGRESS_WAIT = 10.0
 """Seconds a stop of a live run waits for Spark to report the micro-batch just folded."""
@@ -260,20 +273,10 @@ class Pipeline:
             if start_now:
                 self._start_spark_in_background()
         else:
-            given = [
-                option
-                for option, value in (
-                    ("--schema", config.schema),
-                    ("--null-value", config.null_values),
-                    ("--timestamp-format", config.timestamp_format),
-                )
-                if value
-            ]
-            if given:
-                raise PipelineUsageError(
-                    f"{', '.join(given)}: only for --input files (the default input has its "
-                    "own schema)"
-                )
+            _refuse(
+                self._file_only_options(),
+                "only for --input files (the default input has its own schema)",
+            )
             check_default_input()
             if start_now:  # the JVM starts while the default input is planned
                 self._start_spark_in_background()
@@ -296,25 +299,32 @@ class Pipeline:
             raise PipelineUsageError(
                 f"--input {text}: a route is the whole input; it cannot be mixed with files"
             )
-        given = [
-            option
-            for option, value in (
-                ("--schema", config.schema),
-                ("--null-value", config.null_values),
-                ("--timestamp-format", config.timestamp_format),
-                ("--rate", config.rate),
-                ("--read-on driver", config.read_on == "driver"),
-            )
-            if value
-        ]
-        if given:
-            raise PipelineUsageError(
-                f"{', '.join(given)}: not for --input {text} (the route gives the schema and "
-                "its records are read on the executors)"
-            )
-        plan, info = remote_input_plan(remote, token=config.token, timeout=_REMOTE_TIMEOUT)
+        _refuse(
+            [*self._file_only_options(), *self._driver_read_options()],
+            f"not for --input {text} (the route gives the schema and its records are read on "
+            "the executors)",
+        )
+        return self._checked(self._route_plan(remote, config.token))
+
+    def _route_plan(self, remote: RemoteInput, token: str | None) -> InputPlan:
+        """What the route says of itself (``remote_input_plan``), kept for ``start``."""
+        plan, info = remote_input_plan(remote, token=token, timeout=_REMOTE_TIMEOUT)
         self._remote = (remote, info)
-        return self._checked(plan)
+        return plan
+
+    def _file_only_options(self) -> list[tuple[str, object]]:
+        """The options only local files take, with their values (``_refuse``)."""
+        config = self.config
+        return [
+            ("--schema", config.schema),
+            ("--null-value", config.null_values),
+            ("--timestamp-format", config.timestamp_format),
+        ]
+
+    def _driver_read_options(self) -> list[tuple[str, object]]:
+        """The options only a read on the driver takes, with their values (``_refuse``)."""
+        config = self.config
+        return [("--rate", config.rate), ("--read-on driver", config.read_on == "driver")]
 
     def _followed_plan(self) -> InputPlan:
         """The plan of ``--input DIR --follow``: the files served on loopback as a live route.
@@ -331,19 +341,10 @@ class Pipeline:
         config = self.config
         if not config.inputs:
             raise PipelineUsageError("--follow needs --input files or directories to follow")
-        given = [
-            option
-            for option, value in (
-                ("--rate", config.rate),
-                ("--read-on driver", config.read_on == "driver"),
-            )
-            if value
-        ]
-        if given:
-            raise PipelineUsageError(
-                f"{', '.join(given)}: not with --follow (followed files are read on the "
-                "executors, as fast as Spark asks)"
-            )
+        _refuse(
+            self._driver_read_options(),
+            "not with --follow (followed files are read on the executors, as fast as Spark asks)",
+        )
         if not config.master.startswith("local"):
             raise PipelineUsageError(
                 f"--follow with --master {config.master}: the followed files are served on "
@@ -364,17 +365,16 @@ class Pipeline:
                 batch_rows=config.chunk_rows,
                 follow=True,
             )
+        except PipelineUsageError:
+            raise
         except (FormatError, ValueError, OSError, pa.ArrowException) as exc:
-            if isinstance(exc, PipelineUsageError):
-                raise
             raise PipelineUsageError(f"cannot plan the input: {exc}") from None
         self._followed = FollowedFiles(
             partitions, list_inputs, known=files, interval=config.poll_interval
         )
         remote = RemoteInput.parse(self._followed.url)
         assert remote is not None
-        plan, info = remote_input_plan(remote, token=self._followed.token, timeout=_REMOTE_TIMEOUT)
-        self._remote = (remote, info)
+        plan = self._route_plan(remote, self._followed.token)
         names = ", ".join(str(path) for path in config.inputs)
         return self._checked(dataclasses.replace(plan, description=f"following {names}"))
 
