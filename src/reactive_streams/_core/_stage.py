@@ -172,6 +172,7 @@ class DownstreamStage(Subscription):
 
     __slots__ = (
         "_cancelled",
+        "_deferred",
         "_delivered",
         "_demand",
         "_downstream",
@@ -180,6 +181,7 @@ class DownstreamStage(Subscription):
         "_high_water",
         "_lock",
         "_loop",
+        "_owner",
         "_requested",
         "_terminated",
     )
@@ -197,8 +199,12 @@ class DownstreamStage(Subscription):
         self._cancelled = False
         self._terminated = False
         self._guard = WorkGuard(self._lock)
+        # The thread that owns the drain loop while it runs a pass or downstream's
+        # on_subscribe, and the upstream requests it made meanwhile (request_upstream).
+        self._owner: int | None = None
+        self._deferred: list[tuple[Subscription, int]] = []
         self._loop = DrainLoop(
-            self._drain,
+            self._owned_pass,
             executor=executor,
             on_rejected=None if executor is None else self._terminate_due_to,
             guard=self._guard,
@@ -295,7 +301,23 @@ class DownstreamStage(Subscription):
         The error is signalled by the drain loop (after every upstream is cancelled), so
         it never escapes into our caller: not our own ``request`` (Rule 3.16), not the
         ``on_subscribe`` or ``on_next`` of an upstream (Rule 2.13).
+
+        A request made on the thread that owns the stage's drain loop (downstream asking
+        for more from inside ``on_next`` or ``on_subscribe``, a refill made by a pass) is
+        deferred until that thread has given the loop up (``_flush_deferred``): a
+        synchronous upstream answers a request on the caller's thread, and into a stage
+        whose loop that very thread holds higher up its stack, so every element would only
+        be queued and an endless source would never return (Rule 3.3's bounded recursion:
+        the request is trampolined instead).
         """
+        if self._owner == threading.get_ident():
+            with self._lock:
+                if self._owner == threading.get_ident():
+                    self._deferred.append((subscription, n))
+                    return
+        self._request_now(subscription, n)
+
+    def _request_now(self, subscription: Subscription, n: int) -> None:
         try:
             subscription.request(n)
         except Exception as exc:  # the upstream broke Rule 3.16
@@ -303,6 +325,45 @@ class DownstreamStage(Subscription):
             self._schedule()
 
     # ---------------------------------------------------------------- the drain
+    def _own_locked(self) -> None:
+        """This thread now owns the drain loop (``_lock`` held): defer its upstream requests."""
+        self._owner = threading.get_ident()
+
+    def _disown_locked(self) -> list[tuple[Subscription, int]]:
+        """This thread gave the loop up (``_lock`` held): take the requests it deferred.
+
+        When another thread already owns the loop again, the list is left to it: it
+        sends them when it gives the loop up in turn.
+        """
+        if self._owner != threading.get_ident():
+            return []
+        self._owner = None
+        deferred, self._deferred = self._deferred, []
+        return deferred
+
+    def _send_deferred(self, deferred: list[tuple[Subscription, int]]) -> None:
+        """Send deferred upstream requests in order (no lock held).
+
+        Each may be answered at once on this thread, now through a drain pass of its own,
+        whose ``on_next`` requests are deferred in turn: a trampoline (Rule 3.3).
+        """
+        for subscription, n in deferred:
+            self._request_now(subscription, n)
+
+    def _owned_pass(self) -> bool | None:
+        """One ``_drain`` pass with its upstream requests deferred until the loop is given up."""
+        with self._lock:
+            self._own_locked()
+        more = False
+        try:
+            more = bool(self._drain())
+        finally:
+            if not more:  # the pass gave the loop up (or retired it, or raised)
+                with self._lock:
+                    deferred = self._disown_locked()
+                self._send_deferred(deferred)
+        return more
+
     def _schedule(self) -> None:
         """Run the drain loop unless a pass already owns it (that pass sees our change)."""
         if self._guard.acquire():
@@ -384,6 +445,9 @@ class UpstreamStage(DownstreamStage, Subscriber[Any]):
         nothing it triggers (a ``request`` that a timer or another thread answers at once)
         can reach downstream's ``on_next`` before ``on_subscribe`` returned (Rule 1.3):
         such work only marks the loop, and the pass runs here once it has returned.
+        What downstream requests during ``on_subscribe`` goes upstream after it returned
+        (``request_upstream`` defers it), so a synchronous upstream that answers on this
+        thread delivers through the loop instead of filling the queue for ever.
         """
         if subscription is None:
             raise TypeError("Rule 2.13: on_subscribe(None)")
@@ -393,12 +457,23 @@ class UpstreamStage(DownstreamStage, Subscriber[Any]):
         self._upstream = subscription
         downstream = self._downstream
         held = self._guard.acquire()  # only fails if upstream already signalled (Rule 1.9)
+        if held:
+            with self._lock:
+                self._own_locked()
         accepted = downstream is not None and signal_on_subscribe(downstream, self)
         if not accepted:
             with self._lock:
                 self._cancelled = True
-        if held and self._guard.release():
-            self._loop.start_borrowed()  # work arrived during on_subscribe: deliver it now
+        deferred: list[tuple[Subscription, int]] = []
+        if held:
+            with self._lock:
+                deferred = self._disown_locked()
+            if self._guard.release():
+                self._loop.start_borrowed()  # work arrived during on_subscribe: deliver it
+        # The demand downstream asked for in on_subscribe goes upstream now, once
+        # on_subscribe has returned and the loop is free: a synchronous upstream that
+        # answers here is delivered through the loop, not queued (Rules 1.3, 3.3).
+        self._send_deferred(deferred)
         if not accepted:
             self._schedule()
         return accepted
