@@ -199,8 +199,9 @@ class DownstreamStage(Subscription):
         self._cancelled = False
         self._terminated = False
         self._guard = WorkGuard(self._lock)
-        # The thread that owns the drain loop while it runs a pass or downstream's
-        # on_subscribe, and the upstream requests it made meanwhile (request_upstream).
+        # The thread that is inside downstream's on_subscribe or on_next, called by the
+        # loop's owner, and the upstream requests downstream made meanwhile; they go out
+        # once the loop is given up (request_upstream, _owned_pass).
         self._owner: int | None = None
         self._deferred: list[tuple[Subscription, int]] = []
         self._loop = DrainLoop(
@@ -285,11 +286,16 @@ class DownstreamStage(Subscription):
 
     def _keep_error(self, error: Exception) -> None:
         with self._lock:
-            first = self._error is None and not self._terminated
-            if first:
-                self._error = error
+            first = self._keep_error_locked(error)
         if not first:
             report_undeliverable(error)  # never under the lock
+
+    def _keep_error_locked(self, error: Exception) -> bool:
+        """Keep ``error`` if it is the first (``_lock`` held); ``False`` if it came too late."""
+        first = self._error is None and not self._terminated
+        if first:
+            self._error = error
+        return first
 
     def _upstream_failed(self, error: Exception) -> None:
         """An upstream ``request`` raised (Rule 3.16 broken): fail the stage with it."""
@@ -302,13 +308,16 @@ class DownstreamStage(Subscription):
         it never escapes into our caller: not our own ``request`` (Rule 3.16), not the
         ``on_subscribe`` or ``on_next`` of an upstream (Rule 2.13).
 
-        A request made on the thread that owns the stage's drain loop (downstream asking
-        for more from inside ``on_next`` or ``on_subscribe``, a refill made by a pass) is
-        deferred until that thread has given the loop up (``_flush_deferred``): a
-        synchronous upstream answers a request on the caller's thread, and into a stage
+        A request made from inside downstream's ``on_subscribe`` or ``on_next`` (the
+        stage forwarding the demand downstream just added) is deferred until the thread
+        that owns the drain loop has given it up (``_owned_pass``, ``_accept_upstream``):
+        a synchronous upstream answers a request on the caller's thread, into a stage
         whose loop that very thread holds higher up its stack, so every element would only
-        be queued and an endless source would never return (Rule 3.3's bounded recursion:
-        the request is trampolined instead).
+        be queued and an endless source under ``request(MAX_DEMAND)`` would never return.
+        Deferred, the request is a trampoline (Rule 3.3's bounded recursion): the source
+        answers it after the loop is free, through a pass of its own, which delivers each
+        element as it comes. A refill the pass itself makes goes out at once (it is
+        bounded by a prefetch, and Rule 3.4's caller budget counts on it).
         """
         if self._owner == threading.get_ident():
             with self._lock:
@@ -325,43 +334,31 @@ class DownstreamStage(Subscription):
             self._schedule()
 
     # ---------------------------------------------------------------- the drain
-    def _own_locked(self) -> None:
-        """This thread now owns the drain loop (``_lock`` held): defer its upstream requests."""
-        self._owner = threading.get_ident()
-
-    def _disown_locked(self) -> list[tuple[Subscription, int]]:
-        """This thread gave the loop up (``_lock`` held): take the requests it deferred.
-
-        When another thread already owns the loop again, the list is left to it: it
-        sends them when it gives the loop up in turn.
-        """
-        if self._owner != threading.get_ident():
-            return []
-        self._owner = None
+    def _take_deferred_locked(self) -> list[tuple[Subscription, int]]:
+        """The upstream requests deferred while downstream ran (``_lock`` held)."""
         deferred, self._deferred = self._deferred, []
         return deferred
 
     def _send_deferred(self, deferred: list[tuple[Subscription, int]]) -> None:
-        """Send deferred upstream requests in order (no lock held).
+        """Send deferred upstream requests in order (no lock held, the loop given up).
 
         Each may be answered at once on this thread, now through a drain pass of its own,
-        whose ``on_next`` requests are deferred in turn: a trampoline (Rule 3.3).
+        whose downstream requests are deferred in turn: a trampoline (Rule 3.3).
         """
         for subscription, n in deferred:
             self._request_now(subscription, n)
 
     def _owned_pass(self) -> bool | None:
-        """One ``_drain`` pass with its upstream requests deferred until the loop is given up."""
-        with self._lock:
-            self._own_locked()
+        """One ``_drain`` pass; once it gave the loop up, the deferred requests go upstream."""
         more = False
         try:
             more = bool(self._drain())
         finally:
             if not more:  # the pass gave the loop up (or retired it, or raised)
                 with self._lock:
-                    deferred = self._disown_locked()
-                self._send_deferred(deferred)
+                    deferred = self._take_deferred_locked()
+                if deferred:
+                    self._send_deferred(deferred)
         return more
 
     def _schedule(self) -> None:
@@ -410,7 +407,11 @@ class DownstreamStage(Subscription):
         sent and the stage is cancelled. The element whose ``on_next`` raised is not
         counted as delivered.
         """
-        sent, ok = signal_each(downstream, batch, self._cancelled_now)
+        self._owner = threading.get_ident()  # only the loop's owner delivers
+        try:
+            sent, ok = signal_each(downstream, batch, self._cancelled_now)
+        finally:
+            self._owner = None
         with self._lock:
             self._delivered += sent
             if not ok:
@@ -458,21 +459,20 @@ class UpstreamStage(DownstreamStage, Subscriber[Any]):
         downstream = self._downstream
         held = self._guard.acquire()  # only fails if upstream already signalled (Rule 1.9)
         if held:
-            with self._lock:
-                self._own_locked()
+            self._owner = threading.get_ident()
         accepted = downstream is not None and signal_on_subscribe(downstream, self)
         if not accepted:
             with self._lock:
                 self._cancelled = True
-        deferred: list[tuple[Subscription, int]] = []
         if held:
-            with self._lock:
-                deferred = self._disown_locked()
+            self._owner = None
             if self._guard.release():
                 self._loop.start_borrowed()  # work arrived during on_subscribe: deliver it
         # The demand downstream asked for in on_subscribe goes upstream now, once
         # on_subscribe has returned and the loop is free: a synchronous upstream that
         # answers here is delivered through the loop, not queued (Rules 1.3, 3.3).
+        with self._lock:
+            deferred = self._take_deferred_locked()
         self._send_deferred(deferred)
         if not accepted:
             self._schedule()
@@ -483,10 +483,17 @@ class InnerSubscriber(Subscriber[Any], Generic[OwnerT]):
     """One inner source of a coordinating stage, which drains every inner queue.
 
     Attributes, guarded by the owner's lock: ``queue`` (elements received, at most the
-    owner's prefetch), ``done`` (the source completed), ``subscription`` (None until
-    ``on_subscribe``) and ``consumed`` (elements taken since the last refill request).
-    Subclasses implement ``on_subscribe``, ``on_next`` and ``on_complete``; an error from
-    the source fails the owner (the first error wins).
+    owner's prefetch), ``done`` (the source ended: completed or failed), ``subscription``
+    (None until ``on_subscribe``) and ``consumed`` (elements taken since the last refill
+    request). Subclasses implement ``on_subscribe``, ``on_next`` and ``on_complete`` (which
+    sets ``done`` under the owner's lock before it wakes the owner); an error from the
+    source fails the owner (the first error wins).
+
+    Rule 2.3: the owner's drain may run inside this source's ``on_complete``/``on_error``
+    (same thread) and cancel every subscription it holds; an ended source is marked
+    ``done`` *before* the owner hears of it, and ``live_subscriptions`` leaves it out, so
+    nothing calls ``cancel`` or ``request`` on the subscription whose terminal signal is
+    still running (RxJava's inner subscribers do the same).
     """
 
     __slots__ = ("consumed", "done", "owner", "queue", "subscription")
@@ -499,10 +506,28 @@ class InnerSubscriber(Subscriber[Any], Generic[OwnerT]):
         self.consumed = 0
 
     def on_error(self, error: Exception) -> None:
-        """Fail the owner with the inner source's error."""
+        """Mark the source ended, then fail the owner with its error (Rule 2.3)."""
         if error is None:
             raise TypeError("Rule 2.13: on_error(None)")
-        self.owner.fail(error)
+        owner = self.owner
+        with owner._lock:
+            self.done = True  # in the same critical section as the error: never "completed"
+            first = owner._keep_error_locked(error)
+        if not first:
+            report_undeliverable(error)
+        owner._schedule()
+
+    @staticmethod
+    def live_subscriptions(inners: Iterable[InnerSubscriber[Any]]) -> list[Subscription]:
+        """The subscriptions of ``inners`` whose source has not ended: the ones to cancel.
+
+        Called with the owner's lock held, by the owner's ``_abandon_locked`` (Rule 2.3).
+        """
+        return [
+            inner.subscription
+            for inner in inners
+            if inner.subscription is not None and not inner.done
+        ]
 
     def request(self, n: int) -> None:
         """Request ``n`` from the inner source; a raise fails the owner (Rule 3.16)."""

@@ -188,7 +188,7 @@ class _CombineLatest(DownstreamStage):
 
     def _abandon_locked(self) -> list[Subscription]:
         self.queue.clear()
-        return [lane.subscription for lane in self.lanes if lane.subscription is not None]
+        return _Lane.live_subscriptions(self.lanes)
 
     def _finished_locked(self) -> bool:
         """Every source completed with its queue taken, or one completed without a value."""
@@ -447,9 +447,16 @@ class _WithLatestFrom(BufferedStage):
         elif refill and subscription is not None:
             self.request_upstream(subscription, refill)
 
-    def other_failed(self, error: Exception) -> None:
-        self._fail_urgently(error)
+    def other_completed(self) -> None:
+        """``other`` completed: its subscription is dropped, never cancelled (Rule 2.3)."""
         with self._lock:
+            self._other = None
+
+    def other_failed(self, error: Exception) -> None:
+        """``other`` failed: fail now; its subscription is dropped first (Rule 2.3)."""
+        with self._lock:
+            self._other = None
+            self._fail_urgently_locked(error)
             started = self._started
         if started:
             self._schedule()
@@ -485,3 +492,4 @@ class _Other(Subscriber[Any]):
 
     def on_complete(self) -> None:
         """``other`` ended: its last element stays in use."""
+        self._stage.other_completed()

@@ -102,10 +102,20 @@ class _TakeUntil(BufferedStage):
                 cancel_quietly(upstream)
             self._schedule()
 
-    def trigger_failed(self, error: Exception) -> None:
-        """``other`` failed: fail now, upstream cancelled (an urgent error)."""
-        self._fail_urgently(error)
+    def trigger_completed(self) -> None:
+        """``other`` completed: its subscription is dropped, never cancelled (Rule 2.3)."""
         with self._lock:
+            self._trigger = None
+
+    def trigger_failed(self, error: Exception) -> None:
+        """``other`` failed: fail now, upstream cancelled (an urgent error).
+
+        ``other``'s subscription is dropped first: the drain that may run inside its
+        ``on_error`` must not cancel it (Rule 2.3).
+        """
+        with self._lock:
+            self._trigger = None
+            self._fail_urgently_locked(error)
             started = self._started
         if started:
             self._schedule()
@@ -144,3 +154,4 @@ class _Trigger(Subscriber[Any]):
 
     def on_complete(self) -> None:
         """``other`` ended without an element: the flow goes on."""
+        self._stage.trigger_completed()
