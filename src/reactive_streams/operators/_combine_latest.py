@@ -447,11 +447,6 @@ class _WithLatestFrom(BufferedStage):
         elif refill and subscription is not None:
             self.request_upstream(subscription, refill)
 
-    def other_completed(self) -> None:
-        """``other`` completed: its subscription is dropped, never cancelled (Rule 2.3)."""
-        with self._lock:
-            self._other = None
-
     def other_failed(self, error: Exception) -> None:
         """``other`` failed: fail now; its subscription is dropped first (Rule 2.3)."""
         with self._lock:
@@ -492,4 +487,3 @@ class _Other(Subscriber[Any]):
 
     def on_complete(self) -> None:
         """``other`` ended: its last element stays in use."""
-        self._stage.other_completed()

@@ -102,11 +102,6 @@ class _TakeUntil(BufferedStage):
                 cancel_quietly(upstream)
             self._schedule()
 
-    def trigger_completed(self) -> None:
-        """``other`` completed: its subscription is dropped, never cancelled (Rule 2.3)."""
-        with self._lock:
-            self._trigger = None
-
     def trigger_failed(self, error: Exception) -> None:
         """``other`` failed: fail now, upstream cancelled (an urgent error).
 
@@ -154,4 +149,3 @@ class _Trigger(Subscriber[Any]):
 
     def on_complete(self) -> None:
         """``other`` ended without an element: the flow goes on."""
-        self._stage.trigger_completed()
