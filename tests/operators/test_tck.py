@@ -130,12 +130,18 @@ class TestReduce(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return self._numbers(elements * 5).reduce(operator.add)
 
+    def create_publisher_with_source(self, source: Publisher[Any]) -> Publisher[Any] | None:
+        return Flow.from_publisher(source).reduce(operator.add)
+
 
 class TestPushReduce(_FlowVerification):
     max_elements_from_publisher = 1
 
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return self._pushed(elements * 5).reduce(operator.add)
+
+    def create_publisher_with_source(self, source: Publisher[Any]) -> Publisher[Any] | None:
+        return Flow.from_publisher(source).reduce(operator.add)
 
 
 class TestPublishOnFused(_FlowVerification):
@@ -283,6 +289,10 @@ class TestGroupByMain(_FlowVerification):
     def create_failed_publisher(self) -> Publisher[Any] | None:
         return Flow.error(RuntimeError("TCK: failed publisher")).group_by(lambda x: x)
 
+    def create_publisher_from(self, source: Publisher[Any]) -> Publisher[Any] | None:
+        # eight groups, left unconsumed: their prefetch bounds what the main stream reads
+        return Flow.from_publisher(source).group_by(lambda x: x % 8, prefetch=16)
+
 
 class TestShare(_FlowVerification):
     def create_publisher(self, elements: int) -> Publisher[Any]:
@@ -310,6 +320,11 @@ class TestPublishOnProcessor(IdentityProcessorVerification):
 
     def create_failed_publisher(self) -> Publisher[Any] | None:
         return Flow.error(RuntimeError("TCK: failed publisher"))
+
+    def create_publisher_from(self, source: Publisher[Any]) -> Publisher[Any] | None:
+        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tck-publish-on")
+        self.add_cleanup(lambda: pool.shutdown(wait=False, cancel_futures=True))
+        return Flow.from_publisher(source).via(lambda: PublishOn(pool, prefetch=16))
 
 
 class TestLimitRate(_FlowVerification):
@@ -363,53 +378,54 @@ def _one_element(flow: Callable[[Flow[int]], Flow[Any]], elements: int) -> Flow[
     return folded.skip(1) if elements == 0 else folded
 
 
-class TestCount(_FlowVerification):
+class _FoldVerification(_FlowVerification):
+    """A fold: one element (none for ``elements == 0``); its upstream probed for Rule 2.3."""
+
     max_elements_from_publisher = 1
 
-    def create_publisher(self, elements: int) -> Publisher[Any]:
-        return _one_element(lambda f: f.count(), elements)
-
-
-class TestLast(_FlowVerification):
-    max_elements_from_publisher = 1
+    def fold(self, flow: Flow[int]) -> Flow[Any]:
+        raise NotImplementedError
 
     def create_publisher(self, elements: int) -> Publisher[Any]:
-        return _one_element(lambda f: f.last(), elements)
+        return _one_element(self.fold, elements)
+
+    def create_publisher_with_source(self, source: Publisher[Any]) -> Publisher[Any] | None:
+        return self.fold(Flow.from_publisher(source))
 
 
-class TestAll(_FlowVerification):
-    max_elements_from_publisher = 1
-
-    def create_publisher(self, elements: int) -> Publisher[Any]:
-        return _one_element(lambda f: f.all(lambda x: x < 3), elements)
+class TestCount(_FoldVerification):
+    def fold(self, flow: Flow[int]) -> Flow[Any]:
+        return flow.count()
 
 
-class TestAny(_FlowVerification):
-    max_elements_from_publisher = 1
-
-    def create_publisher(self, elements: int) -> Publisher[Any]:
-        return _one_element(lambda f: f.any(lambda x: x > 3), elements)
+class TestLast(_FoldVerification):
+    def fold(self, flow: Flow[int]) -> Flow[Any]:
+        return flow.last()
 
 
-class TestCollect(_FlowVerification):
-    max_elements_from_publisher = 1
-
-    def create_publisher(self, elements: int) -> Publisher[Any]:
-        return _one_element(lambda f: f.collect(list, list.append), elements)
+class TestAll(_FoldVerification):
+    def fold(self, flow: Flow[int]) -> Flow[Any]:
+        return flow.all(lambda x: x < 3)
 
 
-class TestToDict(_FlowVerification):
-    max_elements_from_publisher = 1
-
-    def create_publisher(self, elements: int) -> Publisher[Any]:
-        return _one_element(lambda f: f.to_dict(lambda x: x % 2), elements)
+class TestAny(_FoldVerification):
+    def fold(self, flow: Flow[int]) -> Flow[Any]:
+        return flow.any(lambda x: x > 3)
 
 
-class TestElementAt(_FlowVerification):
-    max_elements_from_publisher = 1
+class TestCollect(_FoldVerification):
+    def fold(self, flow: Flow[int]) -> Flow[Any]:
+        return flow.collect(list, list.append)
 
-    def create_publisher(self, elements: int) -> Publisher[Any]:
-        return _one_element(lambda f: f.element_at(2), elements)
+
+class TestToDict(_FoldVerification):
+    def fold(self, flow: Flow[int]) -> Flow[Any]:
+        return flow.to_dict(lambda x: x % 2)
+
+
+class TestElementAt(_FoldVerification):
+    def fold(self, flow: Flow[int]) -> Flow[Any]:
+        return flow.element_at(2)
 
 
 class TestTakeLast(_FlowVerification):
@@ -417,6 +433,9 @@ class TestTakeLast(_FlowVerification):
 
     def create_publisher(self, elements: int) -> Publisher[Any]:
         return self._pushed(elements + 3).take_last(elements)
+
+    def create_publisher_with_source(self, source: Publisher[Any]) -> Publisher[Any] | None:
+        return Flow.from_publisher(source).take_last(3)
 
 
 class TestDefaultIfEmpty(_FlowVerification):
@@ -531,7 +550,8 @@ class TestWithLatestFrom(_FlowVerification):
         return self._pushed(elements).with_latest_from(Flow.just("x"))
 
     def create_publisher_with_source(self, source: Publisher[Any]) -> Publisher[Any] | None:
-        return _pushed(3).with_latest_from(source)  # the other source
+        # a silent main source: the stage is still running when the other one ends
+        return Flow.from_publisher(_Silent()).with_latest_from(source)
 
 
 class _Silent(Publisher[Any]):
@@ -549,6 +569,13 @@ class TestTimeoutFallback(_FlowVerification):
 
     def create_publisher_with_source(self, source: Publisher[Any]) -> Publisher[Any] | None:
         return Flow.from_publisher(_Silent()).timeout(0.01, source)  # fallback
+
+
+class TestTimeout(_FlowVerification):
+    """A timeout that never fires: the stage passes everything on, a timer armed."""
+
+    def create_publisher(self, elements: int) -> Publisher[Any]:
+        return self._numbers(elements).timeout(30)
 
 
 class TestThrottle(_FlowVerification):
@@ -576,3 +603,6 @@ class TestKillSwitchProcessor(IdentityProcessorVerification):
 
     def create_failed_publisher(self) -> Publisher[Any] | None:
         return Flow.error(RuntimeError("TCK: failed publisher"))
+
+    def create_publisher_from(self, source: Publisher[Any]) -> Publisher[Any] | None:
+        return Flow.from_publisher(source).via(KillSwitch().flow())
