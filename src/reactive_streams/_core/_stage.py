@@ -10,7 +10,9 @@ asks for them and deliver them from a drain loop. They share:
   whose ``WorkGuard`` shares the stage's lock, entered with ``_schedule``), the delivery of
   a run of elements within demand (Rule 2.13 on a raising ``on_next``), the
   first-error-wins ``fail``, ``request_upstream`` (an upstream whose ``request`` raises,
-  breaking Rule 3.16, fails the stage) and the ``statistics()`` snapshot.
+  breaking Rule 3.16, fails the stage; a request downstream makes from inside its own
+  ``on_subscribe``/``on_next`` waits until the loop is given up, a trampoline, Rule 3.3)
+  and the ``statistics()`` snapshot.
 - ``UpstreamStage``: a ``DownstreamStage`` that is also the ``Subscriber`` of one upstream,
   with the ``on_subscribe`` prologue (Rules 2.5 and 2.13).
 - ``BufferedStage``: an ``UpstreamStage`` with a ready queue and the one buffered drain
@@ -19,7 +21,9 @@ asks for them and deliver them from a drain loop. They share:
   its own errors are "urgent" (signalled at once, with upstream cancelled), and its timers
   are cancelled when it ends (``_stop_locked``).
 - ``InnerSubscriber``: one inner source of a coordinating ``DownstreamStage`` (``flat_map``,
-  ``zip``): its bounded queue, completion flag and refill count; its error fails the owner.
+  ``zip``): its bounded queue, completion flag and refill count; its error fails the owner;
+  an ended inner is marked before the owner hears of it, so the owner's cancel-all
+  (``live_subscriptions``) leaves it out (Rule 2.3).
 - ``PassThroughStage``: a stage without a buffer (the fused push chain, ``subscribe_on``):
   the terminal signal forwarded once.
 
