@@ -996,7 +996,12 @@ class PublisherVerification(VerificationBase, ABC):
             publisher.subscribe(sub)
         except Exception as exc:
             raise TckFailure(f"Rule 1.9: subscribe() raised {type(exc).__name__}: {exc}") from exc
-        self.add_cleanup(lambda: sub.subscription is not None and sub.cancel())
+
+        def cancel() -> None:
+            if sub.subscription is not None:
+                sub.cancel()
+
+        self.add_cleanup(cancel)
         probe.terminate(error, f"before its {signal}")
         if probe.violations:
             raise TckFailure(
