@@ -30,6 +30,8 @@ from ._sources import EndlessSource, TerminatingProbe
 from ._support import END_OF_STREAM, ManualSubscriber, subscribe
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..api import Publisher, Subscription
     from ._environment import TestEnvironment
 
@@ -138,29 +140,31 @@ class PublisherVerification(VerificationBase, ABC):
                 "needs on_complete, but max_elements_from_publisher = MAX_DEMAND declares a "
                 "publisher that never completes"
             )
+        return self._made(
+            f"create_publisher({elements})", lambda: self.create_publisher(elements), skip=None
+        )
+
+    def _made(
+        self, call: str, factory: Callable[[], Publisher[Any] | None], *, skip: str | None
+    ) -> Publisher[Any]:
+        """``factory()``: a raise fails the test; ``None`` skips it with ``skip`` (or fails)."""
         try:
-            publisher = self.create_publisher(elements)
+            publisher = factory()
         except Exception as exc:
-            raise TckFailure(
-                f"create_publisher({elements}) raised {type(exc).__name__}: {exc}"
-            ) from exc
+            raise TckFailure(f"{call} raised {type(exc).__name__}: {exc}") from exc
         if publisher is None:
-            raise TckFailure(f"create_publisher({elements}) returned None")
+            if skip is None:
+                raise TckFailure(f"{call} returned None")
+            self.skip(skip)
         return publisher
 
     def _failed(self) -> Publisher[Any]:
-        try:
-            publisher = self.create_failed_publisher()
-        except Exception as exc:
-            raise TckFailure(
-                f"create_failed_publisher() raised {type(exc).__name__}: {exc}"
-            ) from exc
-        if publisher is None:
-            self.skip(
-                "create_failed_publisher() returned None: override it to run the "
-                "failed-publisher tests"
-            )
-        return publisher
+        return self._made(
+            "create_failed_publisher()",
+            self.create_failed_publisher,
+            skip="create_failed_publisher() returned None: override it to run the "
+            "failed-publisher tests",
+        )
 
     def _subscribe(
         self,
@@ -980,17 +984,12 @@ class PublisherVerification(VerificationBase, ABC):
     def _terminate_source(self, error: Exception | None) -> None:
         signal = "on_complete" if error is None else "on_error"
         probe = TerminatingProbe(self.env)
-        try:
-            publisher = self.create_publisher_with_source(probe)
-        except Exception as exc:
-            raise TckFailure(
-                f"create_publisher_with_source() raised {type(exc).__name__}: {exc}"
-            ) from exc
-        if publisher is None:
-            self.skip(
-                "create_publisher_with_source() returned None: override it (or "
-                "create_publisher_from) to run the tests of the publisher's own sources"
-            )
+        publisher = self._made(
+            "create_publisher_with_source()",
+            lambda: self.create_publisher_with_source(probe),
+            skip="create_publisher_with_source() returned None: override it (or "
+            "create_publisher_from) to run the tests of the publisher's own sources",
+        )
         sub = _AnyEndSubscriber(self.env)  # requests 16 from on_subscribe
         try:
             publisher.subscribe(sub)
@@ -1041,14 +1040,12 @@ class PublisherVerification(VerificationBase, ABC):
         bound = self.max_read_ahead
         source = EndlessSource(cap=_CANCEL_AT + bound + 1)
         self.add_cleanup(source.stop)
-        try:
-            publisher = self.create_publisher_from(source)
-        except Exception as exc:
-            raise TckFailure(f"create_publisher_from() raised {type(exc).__name__}: {exc}") from exc
-        if publisher is None:
-            self.skip(
-                "create_publisher_from() returned None: override it to run the endless-source tests"
-            )
+        publisher = self._made(
+            "create_publisher_from()",
+            lambda: self.create_publisher_from(source),
+            skip="create_publisher_from() returned None: override it to run the "
+            "endless-source tests",
+        )
         sub = _EndlessReader(env, initial=initial, later=later)
         label = f"request({initial}) inside on_subscribe" + (
             f", then request({later}) inside the first on_next" if later else ""
