@@ -10,7 +10,9 @@ asks for them and deliver them from a drain loop. They share:
   whose ``WorkGuard`` shares the stage's lock, entered with ``_schedule``), the delivery of
   a run of elements within demand (Rule 2.13 on a raising ``on_next``), the
   first-error-wins ``fail``, ``request_upstream`` (an upstream whose ``request`` raises,
-  breaking Rule 3.16, fails the stage) and the ``statistics()`` snapshot.
+  breaking Rule 3.16, fails the stage; a request downstream makes from inside its own
+  ``on_subscribe``/``on_next`` waits until the loop is given up, a trampoline, Rule 3.3)
+  and the ``statistics()`` snapshot.
 - ``UpstreamStage``: a ``DownstreamStage`` that is also the ``Subscriber`` of one upstream,
   with the ``on_subscribe`` prologue (Rules 2.5 and 2.13).
 - ``BufferedStage``: an ``UpstreamStage`` with a ready queue and the one buffered drain
@@ -19,7 +21,9 @@ asks for them and deliver them from a drain loop. They share:
   its own errors are "urgent" (signalled at once, with upstream cancelled), and its timers
   are cancelled when it ends (``_stop_locked``).
 - ``InnerSubscriber``: one inner source of a coordinating ``DownstreamStage`` (``flat_map``,
-  ``zip``): its bounded queue, completion flag and refill count; its error fails the owner.
+  ``zip``): its bounded queue, completion flag and refill count; its error fails the owner;
+  an ended inner is marked before the owner hears of it, so the owner's cancel-all
+  (``live_subscriptions``) leaves it out (Rule 2.3).
 - ``PassThroughStage``: a stage without a buffer (the fused push chain, ``subscribe_on``):
   the terminal signal forwarded once.
 
@@ -172,6 +176,7 @@ class DownstreamStage(Subscription):
 
     __slots__ = (
         "_cancelled",
+        "_deferred",
         "_delivered",
         "_demand",
         "_downstream",
@@ -180,6 +185,7 @@ class DownstreamStage(Subscription):
         "_high_water",
         "_lock",
         "_loop",
+        "_owner",
         "_requested",
         "_terminated",
     )
@@ -197,8 +203,13 @@ class DownstreamStage(Subscription):
         self._cancelled = False
         self._terminated = False
         self._guard = WorkGuard(self._lock)
+        # The thread that is inside downstream's on_subscribe or on_next, called by the
+        # loop's owner, and the upstream requests downstream made meanwhile; they go out
+        # once the loop is given up (request_upstream, _owned_pass).
+        self._owner: int | None = None
+        self._deferred: list[tuple[Subscription, int]] = []
         self._loop = DrainLoop(
-            self._drain,
+            self._owned_pass,
             executor=executor,
             on_rejected=None if executor is None else self._terminate_due_to,
             guard=self._guard,
@@ -279,11 +290,16 @@ class DownstreamStage(Subscription):
 
     def _keep_error(self, error: Exception) -> None:
         with self._lock:
-            first = self._error is None and not self._terminated
-            if first:
-                self._error = error
+            first = self._keep_error_locked(error)
         if not first:
             report_undeliverable(error)  # never under the lock
+
+    def _keep_error_locked(self, error: Exception) -> bool:
+        """Keep ``error`` if it is the first (``_lock`` held); ``False`` if it came too late."""
+        first = self._error is None and not self._terminated
+        if first:
+            self._error = error
+        return first
 
     def _upstream_failed(self, error: Exception) -> None:
         """An upstream ``request`` raised (Rule 3.16 broken): fail the stage with it."""
@@ -295,7 +311,26 @@ class DownstreamStage(Subscription):
         The error is signalled by the drain loop (after every upstream is cancelled), so
         it never escapes into our caller: not our own ``request`` (Rule 3.16), not the
         ``on_subscribe`` or ``on_next`` of an upstream (Rule 2.13).
+
+        A request made from inside downstream's ``on_subscribe`` or ``on_next`` (the
+        stage forwarding the demand downstream just added) is deferred until the thread
+        that owns the drain loop has given it up (``_owned_pass``, ``_accept_upstream``):
+        a synchronous upstream answers a request on the caller's thread, into a stage
+        whose loop that very thread holds higher up its stack, so every element would only
+        be queued and an endless source under ``request(MAX_DEMAND)`` would never return.
+        Deferred, the request is a trampoline (Rule 3.3's bounded recursion): the source
+        answers it after the loop is free, through a pass of its own, which delivers each
+        element as it comes. A refill the pass itself makes goes out at once (it is
+        bounded by a prefetch, and Rule 3.4's caller budget counts on it).
         """
+        if self._owner == threading.get_ident():
+            with self._lock:
+                if self._owner == threading.get_ident():
+                    self._deferred.append((subscription, n))
+                    return
+        self._request_now(subscription, n)
+
+    def _request_now(self, subscription: Subscription, n: int) -> None:
         try:
             subscription.request(n)
         except Exception as exc:  # the upstream broke Rule 3.16
@@ -303,6 +338,33 @@ class DownstreamStage(Subscription):
             self._schedule()
 
     # ---------------------------------------------------------------- the drain
+    def _take_deferred_locked(self) -> list[tuple[Subscription, int]]:
+        """The upstream requests deferred while downstream ran (``_lock`` held)."""
+        deferred, self._deferred = self._deferred, []
+        return deferred
+
+    def _send_deferred(self, deferred: list[tuple[Subscription, int]]) -> None:
+        """Send deferred upstream requests in order (no lock held, the loop given up).
+
+        Each may be answered at once on this thread, now through a drain pass of its own,
+        whose downstream requests are deferred in turn: a trampoline (Rule 3.3).
+        """
+        for subscription, n in deferred:
+            self._request_now(subscription, n)
+
+    def _owned_pass(self) -> bool | None:
+        """One ``_drain`` pass; once it gave the loop up, the deferred requests go upstream."""
+        more = False
+        try:
+            more = bool(self._drain())
+        finally:
+            if not more:  # the pass gave the loop up (or retired it, or raised)
+                with self._lock:
+                    deferred = self._take_deferred_locked()
+                if deferred:
+                    self._send_deferred(deferred)
+        return more
+
     def _schedule(self) -> None:
         """Run the drain loop unless a pass already owns it (that pass sees our change)."""
         if self._guard.acquire():
@@ -349,7 +411,11 @@ class DownstreamStage(Subscription):
         sent and the stage is cancelled. The element whose ``on_next`` raised is not
         counted as delivered.
         """
-        sent, ok = signal_each(downstream, batch, self._cancelled_now)
+        self._owner = threading.get_ident()  # only the loop's owner delivers
+        try:
+            sent, ok = signal_each(downstream, batch, self._cancelled_now)
+        finally:
+            self._owner = None
         with self._lock:
             self._delivered += sent
             if not ok:
@@ -384,6 +450,9 @@ class UpstreamStage(DownstreamStage, Subscriber[Any]):
         nothing it triggers (a ``request`` that a timer or another thread answers at once)
         can reach downstream's ``on_next`` before ``on_subscribe`` returned (Rule 1.3):
         such work only marks the loop, and the pass runs here once it has returned.
+        What downstream requests during ``on_subscribe`` goes upstream after it returned
+        (``request_upstream`` defers it), so a synchronous upstream that answers on this
+        thread delivers through the loop instead of filling the queue for ever.
         """
         if subscription is None:
             raise TypeError("Rule 2.13: on_subscribe(None)")
@@ -393,12 +462,22 @@ class UpstreamStage(DownstreamStage, Subscriber[Any]):
         self._upstream = subscription
         downstream = self._downstream
         held = self._guard.acquire()  # only fails if upstream already signalled (Rule 1.9)
+        if held:
+            self._owner = threading.get_ident()
         accepted = downstream is not None and signal_on_subscribe(downstream, self)
         if not accepted:
             with self._lock:
                 self._cancelled = True
-        if held and self._guard.release():
-            self._loop.start_borrowed()  # work arrived during on_subscribe: deliver it now
+        if held:
+            self._owner = None
+            if self._guard.release():
+                self._loop.start_borrowed()  # work arrived during on_subscribe: deliver it
+        # The demand downstream asked for in on_subscribe goes upstream now, once
+        # on_subscribe has returned and the loop is free: a synchronous upstream that
+        # answers here is delivered through the loop, not queued (Rules 1.3, 3.3).
+        with self._lock:
+            deferred = self._take_deferred_locked()
+        self._send_deferred(deferred)
         if not accepted:
             self._schedule()
         return accepted
@@ -408,10 +487,17 @@ class InnerSubscriber(Subscriber[Any], Generic[OwnerT]):
     """One inner source of a coordinating stage, which drains every inner queue.
 
     Attributes, guarded by the owner's lock: ``queue`` (elements received, at most the
-    owner's prefetch), ``done`` (the source completed), ``subscription`` (None until
-    ``on_subscribe``) and ``consumed`` (elements taken since the last refill request).
-    Subclasses implement ``on_subscribe``, ``on_next`` and ``on_complete``; an error from
-    the source fails the owner (the first error wins).
+    owner's prefetch), ``done`` (the source ended: completed or failed), ``subscription``
+    (None until ``on_subscribe``) and ``consumed`` (elements taken since the last refill
+    request). Subclasses implement ``on_subscribe``, ``on_next`` and ``on_complete`` (which
+    sets ``done`` under the owner's lock before it wakes the owner); an error from the
+    source fails the owner (the first error wins).
+
+    Rule 2.3: the owner's drain may run inside this source's ``on_complete``/``on_error``
+    (same thread) and cancel every subscription it holds; an ended source is marked
+    ``done`` *before* the owner hears of it, and ``live_subscriptions`` leaves it out, so
+    nothing calls ``cancel`` or ``request`` on the subscription whose terminal signal is
+    still running (RxJava's inner subscribers do the same).
     """
 
     __slots__ = ("consumed", "done", "owner", "queue", "subscription")
@@ -424,10 +510,28 @@ class InnerSubscriber(Subscriber[Any], Generic[OwnerT]):
         self.consumed = 0
 
     def on_error(self, error: Exception) -> None:
-        """Fail the owner with the inner source's error."""
+        """Mark the source ended, then fail the owner with its error (Rule 2.3)."""
         if error is None:
             raise TypeError("Rule 2.13: on_error(None)")
-        self.owner.fail(error)
+        owner = self.owner
+        with owner._lock:
+            self.done = True  # in the same critical section as the error: never "completed"
+            first = owner._keep_error_locked(error)
+        if not first:
+            report_undeliverable(error)
+        owner._schedule()
+
+    @staticmethod
+    def live_subscriptions(inners: Iterable[InnerSubscriber[Any]]) -> list[Subscription]:
+        """The subscriptions of ``inners`` whose source has not ended: the ones to cancel.
+
+        Called with the owner's lock held, by the owner's ``_abandon_locked`` (Rule 2.3).
+        """
+        return [
+            inner.subscription
+            for inner in inners
+            if inner.subscription is not None and not inner.done
+        ]
 
     def request(self, n: int) -> None:
         """Request ``n`` from the inner source; a raise fails the owner (Rule 3.16)."""

@@ -188,7 +188,7 @@ class _CombineLatest(DownstreamStage):
 
     def _abandon_locked(self) -> list[Subscription]:
         self.queue.clear()
-        return [lane.subscription for lane in self.lanes if lane.subscription is not None]
+        return _Lane.live_subscriptions(self.lanes)
 
     def _finished_locked(self) -> bool:
         """Every source completed with its queue taken, or one completed without a value."""
@@ -448,8 +448,10 @@ class _WithLatestFrom(BufferedStage):
             self.request_upstream(subscription, refill)
 
     def other_failed(self, error: Exception) -> None:
-        self._fail_urgently(error)
+        """``other`` failed: fail now; its subscription is dropped first (Rule 2.3)."""
         with self._lock:
+            self._other = None
+            self._fail_urgently_locked(error)
             started = self._started
         if started:
             self._schedule()

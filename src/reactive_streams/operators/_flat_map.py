@@ -18,6 +18,7 @@ from .._core import (
     cancel_quietly,
     check_positive,
     replenish_threshold,
+    report_undeliverable,
     signal_on_complete,
     signal_on_error,
 )
@@ -184,7 +185,12 @@ class _Coordinator(UpstreamStage):
     def on_error(self, error: Exception) -> None:
         if error is None:
             raise TypeError("Rule 2.13: on_error(None)")
-        self.fail(error)
+        with self._lock:
+            self._outer_done = True  # Rule 2.3: the drain leaves the ended outer uncancelled
+            first = self._keep_error_locked(error)
+        if not first:
+            report_undeliverable(error)
+        self._schedule()
 
     def on_complete(self) -> None:
         with self._lock:
@@ -225,11 +231,13 @@ class _Coordinator(UpstreamStage):
     # ---------------------------------------------------------------- the drain
     # request, cancel and fail (the first error wins) are DownstreamStage's.
     def _abandon_locked(self) -> list[Subscription]:
-        subscriptions = [inner.subscription for inner in self._active]
+        subscriptions = _Inner.live_subscriptions(self._active)  # Rule 2.3: not ended ones
         self._active = []
         self._buffered = 0
         outer, self._upstream = self._upstream, None
-        return [s for s in (*subscriptions, outer) if s is not None]
+        if outer is not None and not self._outer_done:
+            subscriptions.append(outer)
+        return subscriptions
 
     def _drain(self) -> bool | None:
         """Serial passes of the single owner; returns when it finds nothing to do.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, TypeVar
 
 from .._core import (
@@ -99,6 +100,7 @@ class _SubscribeOn(PassThroughStage[T]):
         "_bad",
         "_cancelled",
         "_forwarded_cancel",
+        "_forwarder",
         "_loop",
         "_pending",
     )
@@ -109,6 +111,7 @@ class _SubscribeOn(PassThroughStage[T]):
         self._bad: list[object] = []
         self._cancelled = False
         self._forwarded_cancel = False
+        self._forwarder: int | None = None  # the thread inside upstream.request, if any
         self._loop = DrainLoop(
             self._forward, executor=executor, on_rejected=self._rejected, on_failure=self._failed
         )
@@ -180,11 +183,24 @@ class _SubscribeOn(PassThroughStage[T]):
         self._loop.schedule()
 
     def cancel(self) -> None:
+        """Cancel upstream on the executor; at once when called from inside our request.
+
+        A synchronous upstream emits inside the ``request`` the loop forwarded; a cancel
+        from the ``on_next`` it leads to (same thread, nested: Rule 3.3) goes upstream at
+        once, since the loop that would forward it is the call still on the stack.
+        """
         with self._lock:
             if self._cancelled:
                 return
             self._cancelled = True
+            nested = self._forwarder == threading.get_ident()
+            if nested:
+                self._forwarded_cancel = True
         self._downstream = None  # Rule 3.13
+        upstream = self._upstream
+        if nested and upstream is not None:
+            cancel_quietly(upstream)
+            return
         self._loop.schedule()
 
     def _forward(self) -> bool:
@@ -199,10 +215,14 @@ class _SubscribeOn(PassThroughStage[T]):
             self._forwarded_cancel = True
             upstream.cancel()
             return False
-        for n in bad:
-            upstream.request(n)  # type: ignore[arg-type]
-        if pending:
-            upstream.request(pending)
+        self._forwarder = threading.get_ident()
+        try:
+            for n in bad:
+                upstream.request(n)  # type: ignore[arg-type]
+            if pending:
+                upstream.request(pending)
+        finally:
+            self._forwarder = None
         return False
 
     def _rejected(self, error: ExecutorRejectedError) -> None:

@@ -234,10 +234,12 @@ class _SwitchMap(BufferedStage):
     def inner_error(self, inner: _Inner, error: Exception) -> None:
         with self._lock:
             current = inner is self._current
+            if current:
+                inner.done = True  # Rule 2.3: the drain must not cancel it from inside on_error
+                self._fail_urgently_locked(error)
         if not current:
             report_undeliverable(error)  # a replaced inner failed after its cancel
             return
-        self._fail_urgently(error)
         self._schedule()
 
     def inner_complete(self, inner: _Inner) -> None:

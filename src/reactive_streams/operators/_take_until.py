@@ -103,9 +103,14 @@ class _TakeUntil(BufferedStage):
             self._schedule()
 
     def trigger_failed(self, error: Exception) -> None:
-        """``other`` failed: fail now, upstream cancelled (an urgent error)."""
-        self._fail_urgently(error)
+        """``other`` failed: fail now, upstream cancelled (an urgent error).
+
+        ``other``'s subscription is dropped first: the drain that may run inside its
+        ``on_error`` must not cancel it (Rule 2.3).
+        """
         with self._lock:
+            self._trigger = None
+            self._fail_urgently_locked(error)
             started = self._started
         if started:
             self._schedule()

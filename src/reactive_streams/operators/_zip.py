@@ -129,7 +129,7 @@ class _Zip(DownstreamStage):
     def _abandon_locked(self) -> list[Subscription]:
         for lane in self.lanes:
             lane.queue.clear()
-        return [lane.subscription for lane in self.lanes if lane.subscription is not None]
+        return _Lane.live_subscriptions(self.lanes)
 
     def _drain(self) -> None:
         limit = replenish_threshold(self.prefetch)

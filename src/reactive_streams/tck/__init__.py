@@ -34,6 +34,8 @@ from ._processor import IdentityProcessorVerification as IdentityProcessorVerifi
 from ._publisher import PublisherVerification as PublisherVerification
 from ._runner import Report as Report
 from ._runner import run_verification as run_verification
+from ._sources import EndlessSource as EndlessSource
+from ._sources import TerminatingProbe as TerminatingProbe
 from ._subscriber import SubscriberBlackboxVerification as SubscriberBlackboxVerification
 from ._subscriber import SubscriberPuppet as SubscriberPuppet
 from ._subscriber import SubscriberWhiteboxVerification as SubscriberWhiteboxVerification
@@ -48,6 +50,7 @@ from ._support import ManualSubscriber as ManualSubscriber
 __all__ = [
     "END_OF_STREAM",
     "CaseResult",
+    "EndlessSource",
     "HelperPublisher",
     "IdentityProcessorVerification",
     "Kind",
@@ -64,6 +67,7 @@ __all__ = [
     "TckFailure",
     "TckSkip",
     "TckTestError",
+    "TerminatingProbe",
     "TestEnvironment",
     "VerificationBase",
     "WhiteboxSubscriberProbe",

@@ -3,7 +3,10 @@
 Every test of the reference JVM TCK's ``PublisherVerification`` is here with its
 classification and the rule token in its name, plus tests the reference leaves out:
 serial signalling under concurrent requests and no element while ``on_subscribe`` still
-runs (Rule 1.3), concurrent cancel (Rule 3.5),
+runs (Rule 1.3), concurrent cancel (Rule 3.5), the subscribers a publisher gives its own
+sources (Rule 2.3: no ``request``/``cancel`` from inside their ``on_complete``/``on_error``),
+``request(MAX_DEMAND)`` from inside ``on_subscribe`` over an endless synchronous source
+(Rule 3.3: it returns, and the publisher reads a bounded number of elements ahead),
 ``request``/``cancel`` that must never raise (Rules 3.15, 3.16), a raising subscriber
 (Rule 2.13), a subscriber subscribed twice (Rule 1.10), non-``int`` demand (Rule 3.9) and
 property-based random demand/cancel schedules (Rules 1.1, 1.7, 3.3).
@@ -23,9 +26,12 @@ from .._core import MAX_DEMAND, set_undeliverable_hook
 from ._base import VerificationBase
 from ._cases import Kind, TckCase, tck_test
 from ._environment import TckFailure
+from ._sources import EndlessSource, TerminatingProbe
 from ._support import END_OF_STREAM, ManualSubscriber, subscribe
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..api import Publisher, Subscription
     from ._environment import TestEnvironment
 
@@ -33,6 +39,8 @@ __all__ = ["PublisherVerification"]
 
 _CONCURRENT_THREADS = 4
 _CONCURRENT_ELEMENTS = 64
+_CANCEL_AT = 5
+"""The element at which the endless-source tests cancel."""
 
 
 class _DeliberateFailure(Exception):
@@ -59,6 +67,12 @@ class PublisherVerification(VerificationBase, ABC):
         skip_stochastic_tests: skip the ``stochastic`` tests; default ``False``.
         stochastic_iterations: how often the Rule 1.3 stochastic test repeats; default 100.
         property_examples: how many random schedules the property test tries; default 25.
+        max_read_ahead: the most elements the publisher may take from an endless
+            synchronous source beyond those it delivered (the bound of its buffers), in
+            the ``request``-from-``on_subscribe`` tests; default 1024.
+
+    Hooks for the tests of a publisher's own sources (``None``, the default, skips them):
+    ``create_publisher_from(source)`` and ``create_publisher_with_source(source)``.
     """
 
     max_elements_from_publisher: ClassVar[int] = MAX_DEMAND - 1
@@ -66,6 +80,7 @@ class PublisherVerification(VerificationBase, ABC):
     skip_stochastic_tests: ClassVar[bool] = False
     stochastic_iterations: ClassVar[int] = 100
     property_examples: ClassVar[int] = 25
+    max_read_ahead: ClassVar[int] = 1024
 
     # -- what implementers provide --------------------------------------------------------
 
@@ -83,6 +98,26 @@ class PublisherVerification(VerificationBase, ABC):
         Return ``None`` (the default) to skip the failed-publisher tests (Rules 1.4, 1.9).
         """
         return None
+
+    def create_publisher_from(self, source: Publisher[Any]) -> Publisher[Any] | None:
+        """The publisher under test, reading its elements from ``source`` (its upstream).
+
+        ``source`` is an ``EndlessSource``: endless, synchronous (it emits inside
+        ``request``, on the caller's thread) and for one subscriber. The publisher must
+        go on emitting what it makes of it. Return ``None`` (the default) to skip the
+        endless-source tests (Rule 3.3).
+        """
+        return None
+
+    def create_publisher_with_source(self, source: Publisher[Any]) -> Publisher[Any] | None:
+        """The publisher under test, subscribing to ``source`` as one of its inputs.
+
+        For a publisher with other sources (a trigger, a lane, an inner, a fallback) put
+        ``source`` in one of those places: the Rule 2.3 tests signal ``on_subscribe`` and
+        at once ``on_complete`` or ``on_error`` to the subscriber the publisher gives it.
+        The default is ``create_publisher_from(source)``; ``None`` skips the tests.
+        """
+        return self.create_publisher_from(source)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -105,29 +140,31 @@ class PublisherVerification(VerificationBase, ABC):
                 "needs on_complete, but max_elements_from_publisher = MAX_DEMAND declares a "
                 "publisher that never completes"
             )
+        return self._made(
+            f"create_publisher({elements})", lambda: self.create_publisher(elements), skip=None
+        )
+
+    def _made(
+        self, call: str, factory: Callable[[], Publisher[Any] | None], *, skip: str | None
+    ) -> Publisher[Any]:
+        """``factory()``: a raise fails the test; ``None`` skips it with ``skip`` (or fails)."""
         try:
-            publisher = self.create_publisher(elements)
+            publisher = factory()
         except Exception as exc:
-            raise TckFailure(
-                f"create_publisher({elements}) raised {type(exc).__name__}: {exc}"
-            ) from exc
+            raise TckFailure(f"{call} raised {type(exc).__name__}: {exc}") from exc
         if publisher is None:
-            raise TckFailure(f"create_publisher({elements}) returned None")
+            if skip is None:
+                raise TckFailure(f"{call} returned None")
+            self.skip(skip)
         return publisher
 
     def _failed(self) -> Publisher[Any]:
-        try:
-            publisher = self.create_failed_publisher()
-        except Exception as exc:
-            raise TckFailure(
-                f"create_failed_publisher() raised {type(exc).__name__}: {exc}"
-            ) from exc
-        if publisher is None:
-            self.skip(
-                "create_failed_publisher() returned None: override it to run the "
-                "failed-publisher tests"
-            )
-        return publisher
+        return self._made(
+            "create_failed_publisher()",
+            self.create_failed_publisher,
+            skip="create_failed_publisher() returned None: override it to run the "
+            "failed-publisher tests",
+        )
 
     def _subscribe(
         self,
@@ -922,6 +959,126 @@ class PublisherVerification(VerificationBase, ABC):
             )
         self.env.verify_no_async_errors()
 
+    # -- the publisher's own sources --------------------------------------------------------
+
+    @tck_test("2.3", Kind.REQUIRED)
+    def test_required_spec203_must_not_call_its_sources_subscription_from_on_complete(
+        self,
+    ) -> None:
+        """Beyond the JVM TCK: the subscriber a publisher gives a source keeps Rule 2.3.
+
+        As the JVM blackbox test ``required_spec203`` does to a subscriber: the source
+        signals ``on_subscribe`` and at once ``on_complete``; no ``request`` or ``cancel``
+        may reach its subscription during ``on_complete`` (the publisher may run its
+        drain there, on the same thread: it must leave the ended source out).
+        """
+        self._terminate_source(None)
+
+    @tck_test("2.3", Kind.REQUIRED)
+    def test_required_spec203_must_not_call_its_sources_subscription_from_on_error(
+        self,
+    ) -> None:
+        """Beyond the JVM TCK: as above, with ``on_error`` after ``on_subscribe``."""
+        self._terminate_source(RuntimeError("TCK: the source failed (expected)"))
+
+    def _terminate_source(self, error: Exception | None) -> None:
+        signal = "on_complete" if error is None else "on_error"
+        probe = TerminatingProbe(self.env)
+        publisher = self._made(
+            "create_publisher_with_source()",
+            lambda: self.create_publisher_with_source(probe),
+            skip="create_publisher_with_source() returned None: override it (or "
+            "create_publisher_from) to run the tests of the publisher's own sources",
+        )
+        sub = _AnyEndSubscriber(self.env)  # requests 16 from on_subscribe
+        try:
+            publisher.subscribe(sub)
+        except Exception as exc:
+            raise TckFailure(f"Rule 1.9: subscribe() raised {type(exc).__name__}: {exc}") from exc
+
+        def cancel() -> None:
+            if sub.subscription is not None:
+                sub.cancel()
+
+        self.add_cleanup(cancel)
+        probe.terminate(error, f"before its {signal}")
+        if probe.violations:
+            raise TckFailure(
+                f"Rule 2.3: the subscriber the publisher gave its source called "
+                f"{', '.join(probe.violations)} on that source's subscription from inside "
+                f"its {signal} (an ended source must be left out of a cancel-all)"
+            )
+        self.env.verify_no_async_errors_no_delay()
+
+    @tck_test("3.3", Kind.REQUIRED)
+    def test_required_spec303_request_max_inside_on_subscribe_over_an_endless_synchronous_source(
+        self,
+    ) -> None:
+        """Beyond the JVM TCK: request(MAX_DEMAND) in on_subscribe over an endless source.
+
+        The source emits synchronously on the thread that requests. ``on_subscribe``
+        must return; the subscriber cancels at its fifth element, which must arrive; and
+        the publisher must not read more than ``max_read_ahead`` elements beyond those it
+        delivered (its buffers stay bounded whatever the subscriber requests).
+        """
+        self._read_endless(initial=MAX_DEMAND, later=0)
+
+    @tck_test("3.3", Kind.REQUIRED)
+    def test_required_spec303_request_one_inside_on_subscribe_then_max_over_an_endless_synchronous_source(  # noqa: E501
+        self,
+    ) -> None:
+        """Beyond the JVM TCK: request(1) in on_subscribe, then request(MAX_DEMAND) in on_next.
+
+        The pattern of the Rule 3.17 tests, over an endless synchronous source: the
+        first element must arrive, the second request must not stall the stream, the
+        fifth element must arrive, and the read-ahead stays within ``max_read_ahead``.
+        """
+        self._read_endless(initial=1, later=MAX_DEMAND)
+
+    def _read_endless(self, *, initial: int, later: int) -> None:
+        env = self.env
+        bound = self.max_read_ahead
+        source = EndlessSource(cap=_CANCEL_AT + bound + 1)
+        self.add_cleanup(source.stop)
+        publisher = self._made(
+            "create_publisher_from()",
+            lambda: self.create_publisher_from(source),
+            skip="create_publisher_from() returned None: override it to run the "
+            "endless-source tests",
+        )
+        sub = _EndlessReader(env, initial=initial, later=later)
+        label = f"request({initial}) inside on_subscribe" + (
+            f", then request({later}) inside the first on_next" if later else ""
+        )
+        worker = threading.Thread(
+            target=lambda: publisher.subscribe(sub), name="tck-endless", daemon=True
+        )
+        worker.start()
+        if not sub.wait_for(lambda: sub.returned, 10 * env.timeout):
+            source.stop()
+            raise TckFailure(
+                f"Rule 3.3: on_subscribe did not return within {10 * env.timeout:g} s after "
+                f"{label} over an endless synchronous source (the source had emitted "
+                f"{source.emitted} elements, {sub.delivered} delivered)"
+            )
+        if not sub.wait_for(lambda: sub._delivered >= _CANCEL_AT or sub._terminal is not None):
+            source.stop()
+            raise TckFailure(
+                f"Rule 1.1: after {label} over an endless synchronous source only "
+                f"{sub.delivered} of {_CANCEL_AT} elements arrived (the source had emitted "
+                f"{source.emitted}: the publisher keeps them)"
+            )
+        worker.join(env.timeout)
+        ahead = source.emitted - sub.delivered
+        if source.capped or ahead > bound:
+            raise TckFailure(
+                f"Rule 3.3: after {label}, the publisher read {source.emitted} elements from "
+                f"an endless synchronous source and delivered {sub.delivered}: more than "
+                f"max_read_ahead = {bound} ahead, so its buffer grows without bound"
+                + ("" if sub.returned_at is None else f" ({sub.returned_at})")
+            )
+        env.verify_no_async_errors()
+
     # -- property-based schedules -----------------------------------------------------------
 
     @tck_test("1.1", Kind.REQUIRED)
@@ -1082,6 +1239,56 @@ class _LingeringSubscriber(ManualSubscriber):
             self.env.flop(self.overlap)
         self._arrived.set()
         super().on_next(element)
+
+
+class _AnyEndSubscriber(ManualSubscriber):
+    """Requests 16 from on_subscribe; takes ``on_error`` as an ordinary end.
+
+    A source that fails may make the whole stream fail, so the error is not a failure
+    here; and the publisher may signal ``on_subscribe`` only once its source has (an
+    operator over one upstream), so the demand is made there.
+    """
+
+    def when_subscribed(self, subscription: Subscription) -> None:
+        self.request(16)
+
+    def on_error(self, error: Exception) -> None:
+        with self._cond:
+            if self._terminal is None:
+                self._terminal = "on_error"
+                self._error = error
+            self._cond.notify_all()
+
+
+class _EndlessReader(ManualSubscriber):
+    """Requests ``initial`` in on_subscribe and ``later`` in its first on_next; cancels at 5.
+
+    ``returned`` says ``on_subscribe`` has returned; ``returned_at`` how many elements the
+    source had delivered by then.
+    """
+
+    def __init__(self, env: TestEnvironment, *, initial: int, later: int) -> None:
+        super().__init__(env, record_elements=False)
+        self._initial = initial
+        self._later = later
+        self._seen = 0
+        self.returned = False
+        self.returned_at: str | None = None
+
+    def when_subscribed(self, subscription: Subscription) -> None:
+        self.request(self._initial)
+        with self._cond:
+            self.returned = True
+            arrived = self._delivered
+            self.returned_at = f"{arrived} element(s) had arrived when on_subscribe returned"
+            self._cond.notify_all()
+
+    def when_next(self, element: Any) -> None:
+        self._seen += 1
+        if self._seen == 1 and self._later:
+            self.request(self._later)
+        if self._seen == _CANCEL_AT:
+            self.cancel()
 
 
 class _SlowSubscriber(ManualSubscriber):
