@@ -53,7 +53,14 @@ if TYPE_CHECKING:
 
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-__all__ = ["PARTITIONED_VERSION", "PartitionedSource", "encode_batch", "partitioned_routes"]
+__all__ = [
+    "MAX_ROUTE_NAME_BYTES",
+    "PARTITIONED_VERSION",
+    "PartitionedSource",
+    "check_route_name",
+    "encode_batch",
+    "partitioned_routes",
+]
 
 PARTITIONED_VERSION: Final = 1
 """The version of the partitioned-route protocol ``partitioned_routes`` speaks."""
@@ -101,6 +108,28 @@ class PartitionedSource(Protocol):
         ...
 
 
+MAX_ROUTE_NAME_BYTES = 255 - len(".offsets")
+"""The longest partitioned route name, in UTF-8 bytes: its routes ``NAME.offsets`` and
+``NAME.commit`` must fit in one route tag (255 bytes)."""
+
+
+def check_route_name(name: str) -> None:
+    """Refuse a partitioned route name no client could address.
+
+    Raises:
+        ValueError: ``name`` is empty, or longer than ``MAX_ROUTE_NAME_BYTES`` UTF-8 bytes.
+    """
+    if not name:
+        raise ValueError("a partitioned route needs a name (the route is empty)")
+    size = len(name.encode("utf-8"))
+    if size > MAX_ROUTE_NAME_BYTES:
+        raise ValueError(
+            f"the route name is {size} UTF-8 bytes long, over the {MAX_ROUTE_NAME_BYTES} a "
+            "partitioned route's name may have (its routes NAME.offsets and NAME.commit must "
+            "fit in a 255-byte route tag)"
+        )
+
+
 def partitioned_routes(
     name: str, source: PartitionedSource
 ) -> dict[str, Callable[[bytes], Publisher[bytes]]]:
@@ -116,10 +145,11 @@ def partitioned_routes(
         several partitioned routes on one server).
 
     Raises:
-        ValueError: ``name`` is empty.
+        ValueError: ``name`` is empty, or so long that ``name.offsets`` is over the 255
+            UTF-8 bytes a route tag can carry (``MAX_ROUTE_NAME_BYTES``): no client could
+            address it.
     """
-    if not name:
-        raise ValueError("a partitioned route needs a name")
+    check_route_name(name)
     counts = _RouteCounts()
 
     def meta(data: bytes) -> Publisher[bytes]:
