@@ -32,7 +32,7 @@ import binascii
 import json
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -424,12 +424,20 @@ def decode_batch(data: bytes) -> pa.RecordBatch:
 
 @dataclass(frozen=True, slots=True)
 class _RouteReader:
-    """The opener, counter and commit of ``from_rsocket`` (run in Spark's processes)."""
+    """The opener, counter and commit of ``from_rsocket`` (run in Spark's processes).
+
+    It is pickled into the query's plan without its token (``token=None``); Spark's
+    processes get the token from the redacted option ``secret.token`` (``with_secrets``).
+    """
 
     url: str
     token: str | None
     timeout: float
     reconnect: Backoff | None = None
+
+    def with_secrets(self, secrets: Mapping[str, str]) -> _RouteReader:
+        """This reader with the token ``from_splits`` kept out of the plan."""
+        return replace(self, token=secrets.get("token"))
 
     def count(self, split: RSocketSplit) -> int:
         """The partition's high-water mark (``R.offsets``)."""
@@ -541,8 +549,9 @@ def from_rsocket(
         spark: a classic SparkSession.
         schema: the rows' schema (``StructType`` or DDL); ``None``: the route's own Arrow
             schema converted to Spark's. Each batch is cast to it by column name.
-        token: the bearer token the server requires. It travels inside the query's plan
-            to Spark's processes.
+        token: the bearer token the server requires. It travels to Spark's processes as
+            a data source option that Spark redacts (``from_splits``' ``secrets``), never
+            inside the query's pickled plan.
         transform: applied to each batch in the executor before it is cast to ``schema``
             (``from_splits``'s, for validation or enrichment next to the data).
         max_records_per_trigger: each micro-batch's default row budget, ``>= 1``.
@@ -592,7 +601,7 @@ def from_rsocket(
         from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415
 
         schema = from_arrow_schema(info.schema, prefer_timestamp_ntz=False)
-    reader = _RouteReader(url, token, float(request_timeout), reconnect)
+    reader = _RouteReader(url, None, float(request_timeout), reconnect)  # token: secrets
     splits = [RSocketSplit(url, route, partition) for partition in range(info.partitions)]
     files = not info.live
     chosen: Literal["spread", "sequential"] = order or ("sequential" if files else "spread")
@@ -617,6 +626,7 @@ def from_rsocket(
         order=chosen,
         on_commit=reader.commit,
         warm_workers=warm_workers,
+        secrets={"token": token} if token is not None else None,
     )
 
 
