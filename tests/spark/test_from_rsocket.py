@@ -372,3 +372,16 @@ def test_the_token_is_in_no_plan_no_pickled_option_and_no_sql_tab_text(
     assert b"s3cret" not in base64.b64decode(plan_option)  # before: pickled into the plan
     assert all("s3cret" not in text for text in texts)
     assert any("secret.token=*********(redacted)" in text for text in texts), texts[0][:2000]
+
+
+def test_an_acknowledged_commit_is_applied_when_commit_route_returns(
+    route: PartitionedRoute, server: RSocketServer
+) -> None:
+    from reactive_streams.spark import commit_route
+
+    offsets = {0: 10, 2: 5}
+    assert commit_route(_url(server), "numbers", offsets, token="s3cret", acknowledged=True)
+    with route.lock:  # no wait: the producer answered once each was applied
+        assert route.commits == [(0, 10), (2, 5)]
+    gone = f"tcp://127.0.0.1:{closed_port()}"
+    assert not commit_route(gone, "numbers", offsets, timeout=2.0, acknowledged=True)
