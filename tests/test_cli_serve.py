@@ -88,7 +88,8 @@ def test_serve_prints_its_address_serves_a_client_and_stops_cleanly_on_a_signal(
     with _serving(
         "--input", str(tmp_path / "input"), "--port", "0", "--route", "flights",
         "--partitions", "2", "--batch-rows", "10",
-        "--schema", "id BIGINT, name STRING, score DOUBLE", env={"REACTIVE_STREAMS_TOKEN": "s3cret"},
+        "--schema", "id BIGINT, name STRING, score DOUBLE",
+        env={"REACTIVE_STREAMS_TOKEN": "s3cret"},
     ) as (process, lines):  # fmt: skip
         line = lines.get(timeout=TIMEOUT)
         found = SERVING.match(line)
