@@ -12,8 +12,12 @@ protocol, version 1, for a ``PartitionedSource``; pass them to ``serve``/``serve
   record batch of 1 to B rows). request-n counts batches. A final partition completes after
   its last record; ``s`` beyond its size, a partition that does not exist or a request
   that is not such JSON ends the stream with ``ERROR[APPLICATION_ERROR]`` naming it;
-* ``name.commit`` (fire-and-forget), data ``{"partition": p, "offset": o}``: positions
-  below ``o`` will not be asked for again (``source.commit``);
+* ``name.commit`` (fire-and-forget, or request-response to hear it was applied), data
+  ``{"partition": p, "offset": o}``: positions below ``o`` will not be asked for again
+  (``source.commit``);
+* a stream or commit request may name its consumer group, ``"group": "G"`` (default
+  ``""``): a source that keeps groups (``GroupedSource``, such as ``LivePartitions``) then
+  applies a commit to that group's position only, at most to what its readers were sent;
 * ``name.stats`` (request-response): ``{"streams": k, "outstanding_batches": n,
   "sent_batches": m, "latency": {"p50": s, "p99": s, "samples": c} or null}``: the streams
   open now, the batches their readers requested and were not sent yet (the demand on the
@@ -32,7 +36,7 @@ import base64
 import contextlib
 import json
 import threading
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from .._core import (
     MAX_DEMAND,
@@ -54,8 +58,10 @@ if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
 __all__ = [
+    "MAX_GROUP_BYTES",
     "MAX_ROUTE_NAME_BYTES",
     "PARTITIONED_VERSION",
+    "GroupedSource",
     "PartitionedSource",
     "check_route_name",
     "encode_batch",
@@ -105,6 +111,24 @@ class PartitionedSource(Protocol):
 
     def commit(self, partition: int, offset: int) -> None:
         """Positions below ``offset`` of ``partition`` will not be asked for again."""
+        ...
+
+
+@runtime_checkable
+class GroupedSource(Protocol):
+    """A ``PartitionedSource`` that keeps each consumer group's position (``LivePartitions``).
+
+    The routes then open a reader's stream and apply its commits for the group its request
+    names (``"group"``, default ``""``), so one consumer's commit cannot release what another
+    has not read.
+    """
+
+    def open_for(self, group: str, partition: int, start: int) -> Publisher[pa.RecordBatch]:
+        """``open`` for a reader of ``group``."""
+        ...
+
+    def commit_for(self, group: str, partition: int, offset: int) -> None:
+        """``commit`` of ``group``: at most what its readers were sent."""
         ...
 
 
@@ -168,7 +192,10 @@ def partitioned_routes(
                         f"start {start:,} is beyond partition {partition}'s {size:,} records "
                         f"(route {name!r})"
                     )
-            batches = source.open(partition, start)
+            if isinstance(source, GroupedSource):
+                batches = source.open_for(_group(data), partition, start)
+            else:
+                batches = source.open(partition, start)
         except Exception as exc:
             return _Failed(exc)
         return _EncodedBatches(batches, source.schema, counts)
@@ -279,7 +306,27 @@ def _stats(source: PartitionedSource, counts: _RouteCounts) -> bytes:
 
 def _commit(source: PartitionedSource, data: bytes) -> None:
     partition, offset = _request(data, "offset", source.partitions)
-    source.commit(partition, offset)
+    if isinstance(source, GroupedSource):
+        source.commit_for(_group(data), partition, offset)
+    else:
+        source.commit(partition, offset)
+
+
+MAX_GROUP_BYTES: Final = 255
+"""The longest consumer group name, in UTF-8 bytes."""
+
+
+def _group(data: bytes) -> str:
+    """The ``"group"`` a stream or commit request names (``""`` when none).
+
+    Raises:
+        ValueError: the group is not a string of at most ``MAX_GROUP_BYTES`` UTF-8 bytes.
+    """
+    request = json.loads(data.decode("utf-8"))  # _request read it already
+    group = request.get("group", "") if isinstance(request, dict) else ""
+    if not isinstance(group, str) or len(group.encode("utf-8")) > MAX_GROUP_BYTES:
+        raise ValueError(f"the request's group must be a string of at most {MAX_GROUP_BYTES} bytes")
+    return group
 
 
 def _request(data: bytes, position: str, partitions: int) -> tuple[int, int]:
