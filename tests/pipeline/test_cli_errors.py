@@ -259,3 +259,58 @@ def test_an_rsocket_input_nobody_serves_and_a_token_without_one(tmp_path: Path) 
     _assert_one_line_error(code, stdout, stderr, r"^Error: --token is for an rsocket:// --input$")
     code, stdout, stderr = _run("--input", "rsocket://127.0.0.1/flights", "--output", out)
     _assert_one_line_error(code, stdout, stderr, r"^Error: --input rsocket://127.0.0.1/flights: ")
+
+
+def test_the_token_comes_from_a_file_or_the_environment_and_argv_is_warned_of(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = str(tmp_path / "o")
+    token_file = tmp_path / "token"
+    token_file.write_text("t\n")
+    token_file.chmod(0o600)
+    # A token read from a file is a token: refused with a file input like --token.
+    code, stdout, stderr = _run("--input", str(tmp_path), "--token-file", str(token_file),
+                                "--output", out)  # fmt: skip
+    _assert_one_line_error(code, stdout, stderr, r"^Error: --token is for an rsocket:// --input$")
+    code, stdout, stderr = _run("--input", str(tmp_path), "--token", "t", "--token-file",
+                                str(token_file), "--output", out)  # fmt: skip
+    _assert_one_line_error(
+        code, stdout, stderr, r"^Error: give the token once: --token or --token-file, not both$"
+    )
+    # REACTIVE_STREAMS_TOKEN, set for other runs, is no error for a run that reads files.
+    monkeypatch.setenv("REACTIVE_STREAMS_TOKEN", "from-the-environment")
+    code, stdout, stderr = _run("--input", str(tmp_path / "missing.csv"), "--output", out)
+    _assert_one_line_error(code, stdout, stderr, r"^Error: input not found: ")
+
+
+def test_credentials_in_a_route_url_are_dropped_and_never_printed(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"rsocket://reader:hunter2@127.0.0.1:{port}/flights"
+    result = CliRunner().invoke(
+        main, ["pipeline", "--quiet", "--input", url, "--output", str(tmp_path / "o")]
+    )
+    assert result.exit_code == 2
+    assert "hunter2" not in result.output
+    warning, error = result.stderr.splitlines()
+    assert warning.startswith("Warning: the credentials in the --input URL are not used")
+    assert error.startswith(f"Error: --input rsocket://127.0.0.1:{port}/flights: ")
+
+
+@pytest.mark.parametrize(
+    ("route", "message"),
+    [
+        ("r" * 248, r"^Error: --input: the route name is 248 UTF-8 bytes long, over the 247"),
+        ("", r"^Error: --input rsocket://127.0.0.1:7000/: expected rsocket://HOST:PORT/ROUTE"),
+    ],
+)
+def test_a_route_name_no_server_can_serve_is_refused(
+    tmp_path: Path, route: str, message: str
+) -> None:
+    code, stdout, stderr = _run(
+        "--input", f"rsocket://127.0.0.1:7000/{route}", "--output", str(tmp_path / "o")
+    )
+    _assert_one_line_error(code, stdout, stderr, message)

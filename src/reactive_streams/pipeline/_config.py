@@ -57,6 +57,11 @@ class PipelineConfig:
             and every partition is asked again from the record it reached); ``0``: a
             dropped connection fails the run at once.
         sql: the query over ``events``; ``None`` means the default query.
+        allow_unsafe_sql: let ``sql`` read relations other than ``events``, the
+            ``--table`` views and its own ``WITH`` names (a path such as
+            ``parquet.`/data```, a catalog table), call table functions other than
+            generators and ``range``, and call the JVM (``reflect``, ``java_method``);
+            refused by default (``check_query``).
         output: the output directory.
         fmt: the result's format.
         max_records_per_trigger: records per micro-batch at most (``> 0``); ``None``:
@@ -116,6 +121,7 @@ class PipelineConfig:
     token: str | None = None
     reconnect_for: float = 60.0
     sql: str | None = None
+    allow_unsafe_sql: bool = False
     output: Path = Path("pipeline-output")
     fmt: OutputFormat = "parquet"
     max_records_per_trigger: int | None = None

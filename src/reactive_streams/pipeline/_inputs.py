@@ -36,6 +36,7 @@ from ..files import (
     list_files,
     quoted,
 )
+from ..rsocket import check_route_name
 from ._errors import PipelineUsageError
 from ._schema import is_nested, normalize_schema
 
@@ -102,27 +103,38 @@ class RemoteInput:
     ``rsocket+ws://host:port[/path]/route`` reaches it over WebSocket at
     ``ws://host:port[/path]`` (``rsocket+wss://`` with TLS).
 
+    Credentials in the URL (``rsocket://user:TOKEN@host:port/route``) are dropped before
+    the URL is used or printed: a token there would show in ``ps`` and in logs (give it
+    with ``--token-file`` or ``REACTIVE_STREAMS_TOKEN``).
+
     Attributes:
-        text: the input as given.
+        text: the input as given, without credentials.
         url: the RSocket transport's URL (``tcp://host:port``, ``ws://host:port/path``).
         route: the partitioned route's name.
+        credentials_dropped: whether the given URL had credentials, which were dropped.
     """
 
     text: str
     url: str
     route: str
+    credentials_dropped: bool = False
 
     @classmethod
     def parse(cls, text: str) -> RemoteInput | None:
         """``text`` as a remote input, or ``None`` when it is no ``rsocket`` URL (a path).
 
         Raises:
-            PipelineUsageError: an ``rsocket`` URL without a host, a port or a route.
+            PipelineUsageError: an ``rsocket`` URL without a host, a port or a route, or
+                with a route name no server can serve (``check_route_name``).
         """
         scheme, separator, _ = text.partition("://")
         if not separator or scheme.lower() not in REMOTE_SCHEMES:
             return None
         parts = urlsplit(text)
+        credentials, at, address = parts.netloc.rpartition("@")
+        if at:
+            text = parts._replace(netloc=address).geturl()
+            parts = urlsplit(text)
         path, _, route = parts.path.strip("/").rpartition("/")
         try:
             port = parts.port
@@ -133,11 +145,15 @@ class RemoteInput:
                 f"--input {text}: expected {scheme}://HOST:PORT/ROUTE (the route's name after "
                 "the port)"
             )
+        try:
+            check_route_name(route)
+        except ValueError as exc:
+            raise PipelineUsageError(f"--input: {exc}") from None
         transport = REMOTE_SCHEMES[scheme.lower()]
         url = f"{transport}://{parts.netloc}"
         if transport != "tcp":
             url += "/" + path
-        return cls(text=text, url=url, route=route)
+        return cls(text=text, url=url, route=route, credentials_dropped=bool(at and credentials))
 
 
 def remote_input_plan(

@@ -156,6 +156,10 @@ class RemoteRead(PartsRead):
                     dict(enumerate(last)),
                     token=self._config.token,
                     timeout=5.0,
+                    # across a reconnect, but a producer that is gone for good does not
+                    # hold up the end of the run for long: it has nothing to release
+                    reconnect=reconnect_policy(min(self._config.reconnect_for, 10.0)),
+                    acknowledged=True,  # the producer answers once it released
                 )
         return notes
 

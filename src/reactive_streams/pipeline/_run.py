@@ -574,7 +574,12 @@ class Pipeline:
         spark.conf.set("spark.sql.session.timeZone", "UTC")  # before parsing: literals
         if self.config.sql is not None:
             # Before anything is read, created or run: only a query goes on.
-            check_query(spark, self.config.sql)
+            check_query(
+                spark,
+                self.config.sql,
+                views=[table.name for table in self.config.tables],
+                allow_unsafe=self.config.allow_unsafe_sql,
+            )
         self._check_interrupted()
         # Before events: the query's column analysis (--read-on executors) resolves them.
         self._table_frames = load_tables(spark, self.tables)
