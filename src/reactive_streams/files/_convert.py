@@ -33,7 +33,7 @@ import datetime as dt
 import functools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -704,7 +704,8 @@ class Validator:
         Returns:
             The records that fit, and every refused record (the chunk's parse rejects
             plus every record that did not convert), each with its slot: together they
-            are the chunk's ``count`` records.
+            are the chunk's ``count`` records. Each dead letter carries its record's
+            number in the file (``DeadLetter.record``: ``chunk.first`` plus its slot).
         """
         rejects = list(chunk.rejects)
         slots = chunk.parsed_slots
@@ -715,6 +716,14 @@ class Validator:
         else:
             table, kept = self._schema.empty_table(), []
         rejects.sort(key=lambda entry: entry[0])
+        # Each dead letter carries its record's number: records may start on one line.
+        rejects = [
+            (
+                slot,
+                letter if letter.record is not None else replace(letter, record=chunk.first + slot),
+            )
+            for slot, letter in rejects
+        ]
         every = not rejects and len(kept) == chunk.count
         return Converted(table, None if every else kept, rejects, chunk.count)
 

@@ -37,8 +37,9 @@ import csv
 import io
 import itertools
 import json
-from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Literal, Protocol
+import re
+from dataclasses import dataclass, field, replace
+from typing import IO, TYPE_CHECKING, Final, Literal, Protocol
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
@@ -312,6 +313,40 @@ def _decodes(block: bytes) -> bool:
     return True
 
 
+def _has_lone_cr(data: bytes) -> bool:
+    r"""Whether ``data`` holds a carriage return not followed by ``\\n``."""
+    returns = data.count(b"\r")
+    return bool(returns) and returns != data.count(b"\r\n") + data.endswith(b"\r")
+
+
+_CR_STAND_INS: Final = tuple(chr(code).encode("utf-8") for code in range(0xE000, 0xE100))
+"""Characters of Unicode's private use area that stand in for a lone carriage return while
+pyarrow parses (it ends a row at one, where the scanner and Spark read it as data)."""
+
+
+def _stand_in(data: bytes) -> bytes | None:
+    """A private-use character ``data`` does not hold, or ``None`` if it holds them all."""
+    return next((code for code in _CR_STAND_INS if code not in data), None)
+
+
+_LONE_CR: Final = re.compile(rb"\r(?!\n)")
+
+
+def _put_back_cr(
+    table: pa.Table, rejects: list[tuple[int, DeadLetter]], stand_in: bytes
+) -> tuple[pa.Table, list[tuple[int, DeadLetter]]]:
+    """The lone carriage returns ``stand_in`` stood for, back in the values and dead letters."""
+    text = stand_in.decode("utf-8")
+    columns = [pc.replace_substring(column, text, "\r") for column in table.columns]
+    letters = [
+        (slot, replace(letter, raw=letter.raw.replace(text, "\r")))
+        if isinstance(letter.raw, str)
+        else (slot, letter)
+        for slot, letter in rejects
+    ]
+    return pa.Table.from_arrays(columns, schema=table.schema), letters
+
+
 def split_records(data: bytes, dialect: CsvDialect) -> list[bytes]:
     """The records of a CSV ``TextBlock.data`` (whole records, as the scanner took them)."""
     scanner = RecordScanner(
@@ -360,10 +395,15 @@ def read_csv_header(item: InputFile, scanner: RecordScanner) -> CsvHeader | None
     scanner.record = 0
     if block is None:
         return None
+    first = block.refused[0].head if block.refused else block.data
+    if _has_lone_cr(first):  # a lone CR is data: the whole file read as its header
+        raise FormatError(
+            f"{item.path}: lines end in a carriage return alone (old Mac style); convert "
+            "the file to \\n or \\r\\n line ends"
+        )
     if block.refused:
         raise FormatError(f"{item.path} does not look like a CSV file: its header is "
                           f"{block.refused[0].reason}")  # fmt: skip
-    first = block.data
     encoding = "utf-8-sig" if _is_utf8(item.encoding) else item.encoding
     try:
         text = first.decode(encoding)
@@ -375,11 +415,6 @@ def read_csv_header(item: InputFile, scanner: RecordScanner) -> CsvHeader | None
         ) from None
     if "\x00" in text:
         raise FormatError(f"{item.path} does not look like a CSV file: it holds binary data")
-    if text.endswith("\r") and not text.endswith("\r\n"):
-        raise FormatError(
-            f"{item.path}: lines end in a carriage return alone (old Mac style); convert "
-            "the file to \\n or \\r\\n line ends"
-        )
     text = text.rstrip("\r\n")
     start = Checkpoint(scanner.offset, 0, scanner.line)
     if not text.strip():
@@ -552,7 +587,13 @@ class CsvReader(_TextReader):
             data, slots, lines = self._decode_each(data, slots, block, lines, rejects)
         if slots is None:
             slots = list(range(block.count))
+        stand_in = _stand_in(data) if _has_lone_cr(data) else None
+        if stand_in is not None:  # pyarrow would end a row at a lone CR: hide it
+            data = _LONE_CR.sub(stand_in, data)
+        refused = len(rejects)
         table, slots, lines = self._arrow(data, slots, lines, block.multiline, rejects)
+        if stand_in is not None:
+            table, rejects[refused:] = _put_back_cr(table, rejects[refused:], stand_in)
         table, slots, lines = self._drop_empty(table, slots, lines, rejects)
         rejects.sort(key=lambda entry: entry[0])
         if self._names != self._columns:
