@@ -664,7 +664,9 @@ class Validator:
 
     Args:
         schema: the target schema; a chunk's table holds these columns (as text, or
-            typed). Text converts to ``BIGINT``, ``DOUBLE``, ``STRING``, ``BOOLEAN``,
+            typed), or some of them: a column it lacks is null in every record (a file
+            without that column, as Spark's ``unionByName(allowMissingColumns=True)``
+            reads it). Text converts to ``BIGINT``, ``DOUBLE``, ``STRING``, ``BOOLEAN``,
             ``DATE`` and ``TIMESTAMP`` columns, JSON values to those and to ``STRUCT``,
             ``ARRAY`` and ``MAP`` columns; a column of another type takes values of that
             type.
@@ -732,9 +734,12 @@ class Validator:
     ) -> tuple[pa.Table, list[int]]:
         table = chunk.table
         assert table is not None
+        present = set(table.column_names)
         try:
             columns = [
                 _cast_column(table.column(name), field.type, self._rules)
+                if name in present
+                else pa.nulls(table.num_rows, field.type)  # a file without the column
                 for name, field in zip(self._names, self._schema, strict=True)
             ]
         except _CAST_ERRORS:

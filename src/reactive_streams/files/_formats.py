@@ -507,8 +507,11 @@ class CsvReader(_TextReader):
 
     Args:
         item: the file.
-        columns: the stream's column names, in order; the file's header must name the
-            same columns, in any order.
+        columns: the stream's column names, in order; the file's header names some or
+            all of them, in any order. The chunks' tables hold the columns the header
+            names, in ``columns``' order; a column it does not name is null in every
+            record (``Validator``), as Spark's ``unionByName(allowMissingColumns=True)``
+            reads files that gained or dropped a column.
         start: the record to start at (0: the first after the header).
         at: a record boundary at or before ``start`` to seek to first (a planner's
             ``Checkpoint``); ``None``: the first record after the header.
@@ -516,7 +519,7 @@ class CsvReader(_TextReader):
 
     Raises:
         OSError: the file cannot be opened.
-        FormatError: the header cannot be read, or does not name ``columns``.
+        FormatError: the header cannot be read, or names a column not in ``columns``.
     """
 
     def __init__(
@@ -536,12 +539,14 @@ class CsvReader(_TextReader):
     def _header(self, scanner: RecordScanner) -> None:
         head = read_csv_header(self._item, scanner)
         names = [] if head is None else head.names
-        if sorted(names) != sorted(self._columns):
+        known = set(self._columns)
+        if (not names and known) or len(set(names)) != len(names) or not known.issuperset(names):
             raise FormatError(
-                f"{self._item.path}: the header names {quoted(names)}, expected the columns "
-                f"{quoted(self._columns)}"
+                f"{self._item.path}: the header names {quoted(names)}, expected some of the "
+                f"columns {quoted(self._columns)}"
             )
         self._names = names
+        self._present = [name for name in self._columns if name in names]
 
     def _letter(self, line: int, reason: str, raw: object) -> DeadLetter:
         return DeadLetter(
@@ -596,8 +601,8 @@ class CsvReader(_TextReader):
             table, rejects[refused:] = _put_back_cr(table, rejects[refused:], stand_in)
         table, slots, lines = self._drop_empty(table, slots, lines, rejects)
         rejects.sort(key=lambda entry: entry[0])
-        if self._names != self._columns:
-            table = table.select(self._columns)
+        if self._names != self._present:
+            table = table.select(self._present)
         return _Parsed(table, slots, lines, rejects)
 
     def _transcodes(self, data: bytes) -> bool:
@@ -975,8 +980,9 @@ class ParquetReader:
     Args:
         item: the file.
         start: rows to skip first (whole row groups before it are not read at all).
-        columns: the columns to read, by name (the others are not decoded at all);
-            ``None``: every column.
+        columns: the columns to read, by name (the others are not decoded at all; one
+            the file lacks is left out: ``Validator`` makes it null); ``None``: every
+            column.
         source: how dead letters name the file; ``None``: its path.
     """
 
@@ -990,7 +996,9 @@ class ParquetReader:
     ) -> None:
         self._name = source or str(item.path)
         self._file = pq.ParquetFile(item.path)
-        self._columns = None if columns is None else list(columns)
+        stored = set(self._file.schema_arrow.names)
+        # A column the file lacks is null in every row (``Validator``).
+        self._columns = None if columns is None else [name for name in columns if name in stored]
         self._slicer: _BatchSlicer | None = None
         self._start = start
         self._offset = start
