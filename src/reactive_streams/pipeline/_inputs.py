@@ -418,10 +418,10 @@ def plan_inputs(
     as null (``InputPlan.column_changes`` says which). The schema is inferred from every
     file, widened across them (``reactive_streams.files.infer_files_schema``: each
     Parquet file's footer, the head of each text file), unless ``schema`` is given: then a
-    CSV file's header must name its
-    columns, a Parquet file must have them (and may have more), and a JSON Lines file's
-    first object may have no other field. ``encoding`` is the text encoding of CSV and
-    JSON Lines files: any codec Python knows that writes ASCII as ASCII (not UTF-16).
+    CSV file's header must name exactly its columns, a Parquet file must have them (and
+    may have more), and a JSON Lines file's first object may have no other field.
+    ``encoding`` is the text encoding of CSV and JSON Lines files: any codec Python knows
+    that writes ASCII as ASCII (not UTF-16).
     ``delimiter`` and ``quote`` are the CSV files' (``None`` delimiter: a tab for ``.tsv``
     files, else a comma; ``None`` quote: values are never quoted). A symbolic link in a
     directory that points outside it is left out (``InputPlan.skipped``) unless
