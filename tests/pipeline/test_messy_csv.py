@@ -409,3 +409,49 @@ for _mark in SPARK_MARKS:
     test_one_dead_letter_more_than_the_limit_fails_the_default_path = _mark(
         test_one_dead_letter_more_than_the_limit_fails_the_default_path
     )
+
+
+def test_a_messy_input_over_rsocket_keeps_every_dead_letter(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from reactive_streams.pipeline import Pipeline
+    from reactive_streams.rsocket import serve
+
+    from .conftest import run_to_end
+    from .test_read_remote import _producer
+
+    data = tmp_path / "in"
+    data.mkdir()
+    for name, content in MESSY_FILES.items():
+        (data / name).write_bytes(content)
+    route = _producer(data, 2, "SELECT id, text, extra FROM events")
+    with serve(route.routes()) as server:
+        pipe = Pipeline(
+            PipelineConfig(
+                input_url=f"rsocket://127.0.0.1:{server.port}/flights",
+                output=tmp_path / "out",
+                sql="SELECT id, text, extra FROM events",
+            )
+        )
+        run_to_end(pipe, spark)
+        result = pipe.finish()
+        pipe.close()
+    assert result.status == "completed", result.error
+    progress = result.progress
+    assert (progress.records_read, progress.dead_letters) == (MESSY_RECORDS, MESSY_DEAD)
+    lines = (tmp_path / "out" / "dead-letters.jsonl").read_text().splitlines()
+    assert [(json.loads(line)["line"], json.loads(line)["record"]) for line in lines] == [
+        (5, 3),
+        (4, 2),
+    ]
+    texts = {
+        row["id"]: row["text"]
+        for row in pq.read_table(tmp_path / "out" / "result.parquet").to_pylist()
+    }
+    assert texts[3] == "pandas\rlone\rcr"
+
+
+for _mark in SPARK_MARKS:
+    test_a_messy_input_over_rsocket_keeps_every_dead_letter = _mark(
+        test_a_messy_input_over_rsocket_keeps_every_dead_letter
+    )
