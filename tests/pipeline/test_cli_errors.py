@@ -44,15 +44,6 @@ def test_unreadable_file(tmp_path: Path) -> None:
     _assert_one_line_error(code, out, err, r"^Error: cannot read .*broken\.parquet: ")
 
 
-def test_columns_that_do_not_match(tmp_path: Path) -> None:
-    _csv(tmp_path / "a.csv", "origin,x\nJFK,1\n")
-    _csv(tmp_path / "b.csv", "origin,y\nJFK,1\n")
-    code, out, err = _run("--input", str(tmp_path), "--output", str(tmp_path / "o"))
-    _assert_one_line_error(
-        code, out, err, r"^Error: columns of .*b\.csv do not match the first input .*a\.csv: "
-    )
-
-
 def test_empty_input(tmp_path: Path) -> None:
     empty = _csv(tmp_path / "empty.csv", "origin,time_hour\n")
     code, out, err = _run("--input", str(empty), "--output", str(tmp_path / "o"))

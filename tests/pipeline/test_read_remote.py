@@ -40,13 +40,14 @@ BATCH_ROWS = 64
 SOURCE = str(Path(reactive_streams.__file__).resolve().parent.parent)
 
 
-def _producer(directory: Path, partitions: int) -> PartitionedRoute:
+def _producer(directory: Path, partitions: int, sql: str | None = None) -> PartitionedRoute:
     """The files of ``directory`` as a partitioned route, as the wire protocol describes.
 
     The records converted by the files layer (``SplitReader``: the dead-letter column
-    included), cut into ``partitions`` contiguous ranges, in batches of ``BATCH_ROWS``.
+    included), cut into ``partitions`` contiguous ranges, in batches of ``BATCH_ROWS``
+    (planned for ``sql``: ``None``, the default query).
     """
-    plan = Pipeline(PipelineConfig(inputs=(directory,))).prepare()
+    plan = Pipeline(PipelineConfig(inputs=(directory,), sql=sql)).prepare()
     reader = SplitReader(plan.schema, BATCH_ROWS)
     splits = plan_splits(list(plan.files))
     table = pa.Table.from_batches(

@@ -227,6 +227,8 @@ def render_summary(result: PipelineResult) -> RenderableType:
         table.add_row("dead-letter file", str(result.dead_letter_path))
     if result.error:
         table.add_row("error", result.error)
+    for change in result.column_changes:
+        table.add_row("columns", change.describe())
     for note in result.notes:
         table.add_row("note", note)
     return table

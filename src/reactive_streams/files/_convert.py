@@ -33,7 +33,7 @@ import datetime as dt
 import functools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -664,7 +664,9 @@ class Validator:
 
     Args:
         schema: the target schema; a chunk's table holds these columns (as text, or
-            typed). Text converts to ``BIGINT``, ``DOUBLE``, ``STRING``, ``BOOLEAN``,
+            typed), or some of them: a column it lacks is null in every record (a file
+            without that column, as Spark's ``unionByName(allowMissingColumns=True)``
+            reads it). Text converts to ``BIGINT``, ``DOUBLE``, ``STRING``, ``BOOLEAN``,
             ``DATE`` and ``TIMESTAMP`` columns, JSON values to those and to ``STRUCT``,
             ``ARRAY`` and ``MAP`` columns; a column of another type takes values of that
             type.
@@ -704,7 +706,8 @@ class Validator:
         Returns:
             The records that fit, and every refused record (the chunk's parse rejects
             plus every record that did not convert), each with its slot: together they
-            are the chunk's ``count`` records.
+            are the chunk's ``count`` records. Each dead letter carries its record's
+            number in the file (``DeadLetter.record``: ``chunk.first`` plus its slot).
         """
         rejects = list(chunk.rejects)
         slots = chunk.parsed_slots
@@ -715,6 +718,14 @@ class Validator:
         else:
             table, kept = self._schema.empty_table(), []
         rejects.sort(key=lambda entry: entry[0])
+        # Each dead letter carries its record's number: records may start on one line.
+        rejects = [
+            (
+                slot,
+                letter if letter.record is not None else replace(letter, record=chunk.first + slot),
+            )
+            for slot, letter in rejects
+        ]
         every = not rejects and len(kept) == chunk.count
         return Converted(table, None if every else kept, rejects, chunk.count)
 
@@ -723,9 +734,12 @@ class Validator:
     ) -> tuple[pa.Table, list[int]]:
         table = chunk.table
         assert table is not None
+        present = set(table.column_names)
         try:
             columns = [
                 _cast_column(table.column(name), field.type, self._rules)
+                if name in present
+                else pa.nulls(table.num_rows, field.type)  # a file without the column
                 for name, field in zip(self._names, self._schema, strict=True)
             ]
         except _CAST_ERRORS:

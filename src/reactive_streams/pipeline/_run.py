@@ -77,6 +77,7 @@ from ._errors import (
 )
 from ._follow import FollowedFiles, plan_file_partitions
 from ._inputs import (
+    ColumnChanges,
     InputPlan,
     RemoteInput,
     cached_default_input,
@@ -204,6 +205,8 @@ class Pipeline:
         self._driver = DriverProcess(None)
         self._jvm_peak: int | None = None
         self.notes: list[str] = []
+        # The files that added or lack columns (``InputPlan.column_changes``).
+        self._column_changes: tuple[ColumnChanges, ...] = ()
         # How the input is read (``_read_mode``): set by ``prepare``.
         self._read: ReadMode | None = None
         # --input rsocket://...: the route, and what it said of itself (``prepare``).
@@ -263,6 +266,7 @@ class Pipeline:
                     options=options,
                 )
             )
+            self._column_changes = plan.column_changes
             if plan.skipped:
                 links = ", ".join(str(path) for path in plan.skipped[:3])
                 more = f" and {len(plan.skipped) - 3:,} more" if len(plan.skipped) > 3 else ""
@@ -992,6 +996,7 @@ class Pipeline:
                 result=table,
                 top=top_rows(table, keys) if table is not None else [],
                 notes=tuple(self.notes),
+                column_changes=self._column_changes,
             )
         error = sink.error if sink is not None else None
         status: Status = "interrupted" if self._stopped and error is None else "failed"
@@ -1033,6 +1038,7 @@ class Pipeline:
             notes=tuple(self.notes),
             signal=stop_signal,
             spark_output=output,
+            column_changes=self._column_changes,
         )
 
     def close(self) -> None:
