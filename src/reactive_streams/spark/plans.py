@@ -10,6 +10,7 @@ has its contract test.
 * ``query_dataframe``: ``spark.sql`` for a query only, analysed, lazy;
 * ``file_scan_columns``: the columns each file scan of a batch plan reads;
 * ``plan_aggregates``: whether a query aggregates (the main job's default output mode);
+* ``result_arrow_schema``: the Arrow schema of a query's rows (a ``--sink`` table's columns);
 * ``watermark_grouping`` / ``window_calls``: how a streaming aggregation judges rows late
   (the main job counts its late rows as input rows with them).
 
@@ -29,6 +30,7 @@ from ._pyspark_internals import (
     parse_query,
     plan_aggregates,
     query_dataframe,
+    result_arrow_schema,
     statement_kind,
     watermark_grouping,
     window_calls,
@@ -39,6 +41,7 @@ __all__ = [
     "parse_query",
     "plan_aggregates",
     "query_dataframe",
+    "result_arrow_schema",
     "statement_kind",
     "watermark_grouping",
     "window_calls",
