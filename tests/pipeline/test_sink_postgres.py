@@ -17,15 +17,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 import pytest
 from click.testing import CliRunner
 
 from reactive_streams.cli import main
 from reactive_streams.pipeline import PipelineUsageError
 
-from .conftest import BRIDGES, PIPELINE_TIMEOUT, run_to_end
+from .conftest import BRIDGES, PIPELINE_TIMEOUT
 from .postgres import PostgresServer, start_server, wait_until
+from .sinks import (
+    APPENDED,
+    GROUPED,
+    expected_appended,
+    flights,
+    parquet_rows,
+    run,
+    same,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -33,7 +41,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 SOURCE = str(Path(__file__).resolve().parents[2] / "src")
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +57,9 @@ def _table() -> str:
     return f"t_{uuid.uuid4().hex[:10]}"
 
 
-def _target(server: PostgresServer, table: str, *, stream: str = "s", retry_for: float = 5.0) -> Any:
+def _target(
+    server: PostgresServer, table: str, *, stream: str = "s", retry_for: float = 5.0
+) -> Any:
     from reactive_streams.pipeline._postgres import PostgresTarget
 
     return PostgresTarget.from_url(server.url(table), stream=stream, retry_for=retry_for)
@@ -243,62 +253,6 @@ def test_the_password_may_come_from_pgpassword(postgres: PostgresServer) -> None
 
 # -- whole runs, against the Parquet result of the same query -----------------------------
 
-FLIGHTS = 1_200
-
-
-def _flights(path: Path) -> Path:
-    origins = ["EWR", "JFK", "LGA", ""]
-    lines = ["id,origin,hour,delay"]
-    for index in range(FLIGHTS):
-        delay = "" if index % 17 == 0 else f"{(index * 7919) % 301 - 50}.{index % 10}"
-        lines.append(f"{index},{origins[index % 4]},{index % 24},{delay}")
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-GROUPED = (
-    "SELECT origin, hour, count(*) AS flights, avg(delay) AS avg_delay, max(delay) AS max_delay "
-    "FROM events GROUP BY origin, hour"
-)
-APPENDED = "SELECT id, origin, delay FROM events WHERE delay IS NOT NULL"
-
-
-def _run(
-    spark: SparkSession, tmp_path: Path, name: str, sql: str, *, mode: str, sink: str | None,
-    keys: tuple[str, ...] = (), data: Path,
-) -> Any:
-    from reactive_streams.pipeline import Pipeline, PipelineConfig
-
-    config = PipelineConfig(
-        inputs=(data,), sql=sql, output=tmp_path / name, output_mode=mode,  # type: ignore[arg-type]
-        keys=keys, sink=sink, max_records_per_trigger=100, read_on="driver",
-    )  # fmt: skip
-    pipe = Pipeline(config)
-    try:
-        run_to_end(pipe, spark)
-        result = pipe.finish()
-    finally:
-        pipe.close()
-    assert result.status == "completed", result.error
-    return result
-
-
-def _parquet_rows(path: Path, order: list[str]) -> list[tuple[Any, ...]]:
-    table = pq.read_table(path).sort_by([(name, "ascending") for name in order])
-    return [tuple(row.values()) for row in table.to_pylist()]
-
-
-def _same(actual: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]) -> None:
-    """Exactly equal, NaN equal to NaN (float values compared bit for bit)."""
-    assert len(actual) == len(expected)
-    for mine, theirs in zip(actual, expected, strict=True):
-        assert len(mine) == len(theirs)
-        for a, b in zip(mine, theirs, strict=True):
-            if isinstance(a, float) and isinstance(b, float) and math.isnan(a):
-                assert math.isnan(b)
-            else:
-                assert a == b, (mine, theirs)
-
 
 @pytest.mark.parametrize(
     ("mode", "sql", "keys", "order"),
@@ -312,22 +266,22 @@ def _same(actual: list[tuple[Any, ...]], expected: list[tuple[Any, ...]]) -> Non
 @pytest.mark.timeout(400)
 @pytest.mark.skipif(not BRIDGES, reason="needs pyspark (the spark extra)")
 def test_each_mode_equals_the_parquet_result_of_the_same_query(
-    postgres: PostgresServer, spark: SparkSession, tmp_path: Path,
+    postgres: PostgresServer, spark: SparkSession, tmp_path: Path, *,
     mode: str, sql: str, keys: tuple[str, ...], order: list[str],
 ) -> None:  # fmt: skip
-    data = _flights(tmp_path / "flights.csv")
+    data = flights(tmp_path / "flights.csv")
     table = _table()
-    _run(spark, tmp_path, "file", sql, mode=mode, sink=None, keys=keys, data=data)
-    result = _run(
+    run(spark, tmp_path, "file", sql, mode=mode, sink=None, keys=keys, data=data)
+    result = run(
         spark, tmp_path, "sink", sql, mode=mode, sink=postgres.url(table), keys=keys, data=data
     )
     assert result.output_path is None
     assert result.sink is not None
     assert result.progress.batches >= 10  # 1,200 records, 100 per micro-batch
     assert not (tmp_path / "sink" / "result.parquet").exists()
-    expected = _parquet_rows(tmp_path / "file" / "result.parquet", order)
-    columns = ", ".join(f"{name} NULLS FIRST" for name in order)
-    _same(_rows(postgres, table, columns), expected)
+    expected = parquet_rows(tmp_path / "file" / "result.parquet", order)
+    columns = ", ".join(f"{name} NULLS LAST" for name in order)
+    same(_rows(postgres, table, columns), expected)
 
 
 @pytest.mark.spark
@@ -338,9 +292,9 @@ def test_the_database_restarted_mid_run_is_waited_for_and_the_result_is_exact(
 ) -> None:
     from reactive_streams.pipeline import Pipeline, PipelineConfig
 
-    data = _flights(tmp_path / "flights.csv")
+    data = flights(tmp_path / "flights.csv")
     table = _table()
-    _run(spark, tmp_path, "file", APPENDED, mode="append", sink=None, data=data)
+    run(spark, tmp_path, "file", APPENDED, mode="append", sink=None, data=data)
     config = PipelineConfig(
         inputs=(data,), sql=APPENDED, output=tmp_path / "sink", sink=postgres.url(table),
         max_records_per_trigger=50, read_on="driver", sink_retry_for=120.0,
@@ -376,7 +330,7 @@ def test_the_database_restarted_mid_run_is_waited_for_and_the_result_is_exact(
         assert restarted.wait(60)
     assert result.status == "completed", result.error
     assert any("tried again after a lost connection" in note for note in result.notes)
-    _same(_rows(postgres, table, "id"), _parquet_rows(tmp_path / "file" / "result.parquet", ["id"]))
+    same(_rows(postgres, table, "id"), parquet_rows(tmp_path / "file" / "result.parquet", ["id"]))
 
 
 @pytest.mark.spark
@@ -386,7 +340,7 @@ def test_the_database_restarted_mid_run_is_waited_for_and_the_result_is_exact(
 def test_the_pipeline_killed_and_run_again_on_its_checkpoint_has_no_duplicate_and_no_gap(
     postgres: PostgresServer, tmp_path: Path
 ) -> None:
-    data = _flights(tmp_path / "flights.csv")
+    data = flights(tmp_path / "flights.csv")
     table = _table()
     command = [
         sys.executable, "-m", "reactive_streams", "pipeline", "--input", str(data),
@@ -415,19 +369,12 @@ def test_the_pipeline_killed_and_run_again_on_its_checkpoint_has_no_duplicate_an
         assert first.stderr is not None
         first.stderr.close()
     partial = postgres.execute(f"SELECT count(*) FROM {table}")[0][0]
-    second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=400)
+    second = subprocess.run(
+        command, check=False, capture_output=True, text=True, env=env, timeout=400
+    )
     assert second.returncode == 0, second.stderr
-    expected = _expected_appended(data)
+    expected = expected_appended(data)
     rows = postgres.execute(f"SELECT id, count(*) FROM {table} GROUP BY id ORDER BY id")
     assert [row[0] for row in rows] == [row[0] for row in expected]  # nothing missing
     assert all(count == 1 for _, count in rows)  # nothing twice
     assert 0 < partial < len(expected)  # the kill really was mid-stream
-
-
-def _expected_appended(data: Path) -> list[tuple[int]]:
-    rows = []
-    for line in data.read_text().splitlines()[1:]:
-        index, _, _, delay = line.split(",")
-        if delay:
-            rows.append((int(index),))
-    return rows
