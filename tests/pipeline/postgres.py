@@ -138,6 +138,15 @@ class PostgresServer:
             cursor.execute(statement, params or None)
             return list(cursor.fetchall()) if cursor.description else []
 
+    def committed(self, table: str) -> int:
+        """The last micro-batch id committed into ``table`` (``-1``: none yet)."""
+        if self.execute("SELECT to_regclass('reactive_streams_progress')")[0][0] is None:
+            return -1
+        rows = self.execute(
+            "SELECT max(batch_id) FROM reactive_streams_progress WHERE target = %s", table
+        )
+        return -1 if rows[0][0] is None else int(rows[0][0])
+
     def remove(self) -> None:
         with contextlib.suppress(Exception):
             self.stop("immediate")

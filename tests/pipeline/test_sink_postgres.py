@@ -304,16 +304,11 @@ def test_the_database_restarted_mid_run_is_waited_for_and_the_result_is_exact(
 
     def restart() -> None:
         try:
-            wait_until(
-                lambda: bool(postgres.execute(
-                    "SELECT 1 FROM reactive_streams_progress WHERE target = %s", table
-                )),
-                240,
-                "a micro-batch in the table",
-            )  # fmt: skip
+            wait_until(lambda: postgres.committed(table) >= 0, 240, "a micro-batch")
             postgres.stop("fast")  # ends the pipeline's connection, as a restart does
             assert pipe.target is not None
-            wait_until(lambda: pipe.target.retries >= 1, 240, "a retry")  # type: ignore[union-attr]
+            target = pipe.target
+            wait_until(lambda: target.retries >= 1, 240, "a retry")
             postgres.start()
         finally:
             restarted.set()
@@ -352,14 +347,10 @@ def test_the_pipeline_killed_and_run_again_on_its_checkpoint_has_no_duplicate_an
     first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
         wait_until(
-            lambda: first.poll() is None
-            and bool(postgres.execute(
-                "SELECT 1 FROM reactive_streams_progress WHERE target = %s AND batch_id >= 3",
-                table,
-            )),
+            lambda: first.poll() is None and postgres.committed(table) >= 3,
             300,
             "three micro-batches in the table",
-        )  # fmt: skip
+        )
         first.kill()  # SIGKILL: no clean stop, mid-stream
         first.wait(timeout=60)
     finally:

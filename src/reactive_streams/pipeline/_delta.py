@@ -22,7 +22,7 @@ commits are atomic on a local file system).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
@@ -201,7 +201,7 @@ class DeltaTarget:
             return None
         return self._delta.DeltaTable(str(self._path))
 
-    def _refuse(self, why: str) -> Any:
+    def _refuse(self, why: str) -> NoReturn:
         raise PipelineUsageError(f"--sink {self._shown}: {why}")
 
 

@@ -34,7 +34,7 @@ import io
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -396,7 +396,7 @@ class PostgresTarget:
             except Exception as exc:  # a broken connection may fail to close; it is gone
                 _log.debug("closing a lost connection: %s", exc)
 
-    def _refuse(self, why: str) -> Any:
+    def _refuse(self, why: str) -> NoReturn:
         raise PipelineUsageError(f"--sink {self._shown}: {why}")
 
     def _oid(self, cursor: Any, table: str) -> int | None:
@@ -424,7 +424,7 @@ class PostgresTarget:
             self._refuse(f'no {", ".join(missing)} permission on table "{name}"')
 
     def _expected(self, schema: pa.Schema) -> list[tuple[str, str]]:
-        columns = []
+        columns: list[tuple[str, str]] = []
         for field in schema:
             kind = postgres_type(field.type)
             if kind is None:
