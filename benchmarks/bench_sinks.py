@@ -21,10 +21,7 @@ Debian's binaries, ``fsync=off``), unless ``--postgres URL`` names one.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,38 +29,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench_live import _flights  # this folder: run as a script
+from bench_live import _flights, _load, run_pipeline  # this folder: run as a script
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[1]
-SRC = ROOT / "src"
 sys.path.insert(0, str(ROOT))
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
-    return env
-
-
-def _load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load {one:.1f} (5 min {five:.1f})"
-
-
-def run_pipeline(source: Path, out: Path, *extra: str) -> tuple[float, dict[str, Any]]:
-    summary = out.with_suffix(".json")
-    command = [sys.executable, "-m", "reactive_streams", "pipeline", "--quiet",
-               "--input", str(source), "--output", str(out), "--summary-json", str(summary),
-               *extra]  # fmt: skip
-    started = time.monotonic()
-    completed = subprocess.run(
-        command, capture_output=True, text=True, env=_env(), timeout=1800, check=False
-    )
-    wall = time.monotonic() - started
-    if completed.returncode != 0:
-        raise SystemExit(f"pipeline failed:\n{completed.stderr[-3000:]}")
-    return wall, json.loads(summary.read_text())
 
 
 def sink_alone(target: Any, result: Any, batch_rows: int, rounds: int) -> tuple[float, int]:
@@ -122,7 +92,7 @@ def main() -> None:
                 walls, summary = [], {}
                 for run in range(args.runs):
                     out = work / f"out-{len(walls)}-{uuid.uuid4().hex[:6]}"
-                    wall, summary = run_pipeline(directory, out, *extra(run))
+                    wall, summary, _ = run_pipeline(str(directory), out, *extra(run))
                     walls.append(wall)
                     if result_file is None and (out / "result.parquet").exists():
                         result_file = out / "result.parquet"
@@ -133,7 +103,7 @@ def main() -> None:
             print(f"\n{_load()}")
         if result_file is None:
             out = work / "reference"
-            run_pipeline(directory, out)
+            run_pipeline(str(directory), out)
             result_file = out / "result.parquet"
         result = pq.read_table(result_file)
         print(f"\nthe sink alone: the result ({result.num_rows:,} groups) written "
