@@ -127,3 +127,29 @@ def test_the_delta_table_equals_the_parquet_result_of_the_same_query(
     assert result.sink == f"delta:{table}"
     columns = ", ".join(f"{name} NULLS LAST" for name in order)
     same(_read(table, columns), parquet_rows(tmp_path / "file" / "result.parquet", order))
+
+
+def test_a_checkpoint_resumes_only_into_the_sink_it_was_written_with(tmp_path: Path) -> None:
+    from reactive_streams.pipeline import Pipeline, PipelineConfig
+
+    data = tmp_path / "a.csv"
+    data.write_text("x,y\n1,2\n")
+    checkpoint = tmp_path / "checkpoint"
+
+    def prepare(sink: str | None) -> None:
+        config = PipelineConfig(
+            inputs=(data,), sql="SELECT x FROM events", output=tmp_path / "out",
+            checkpoint=checkpoint, sink=sink,
+        )  # fmt: skip
+        Pipeline(config).prepare()
+
+    prepare(f"delta:{tmp_path / 'one'}")
+    offsets = checkpoint / "query" / "offsets"  # as Spark leaves a run that started
+    offsets.mkdir(parents=True)
+    (offsets / "0").write_text('v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n{"seq":1}')
+    prepare(f"delta:{tmp_path / 'one'}")  # the same sink: resumed
+    stream = (checkpoint / "sink-id").read_text()
+    for other in (f"delta:{tmp_path / 'two'}", None):
+        with pytest.raises(PipelineUsageError, match=r"another run: the sink \(--sink\) changed"):
+            prepare(other)
+    assert (checkpoint / "sink-id").read_text() == stream  # one stream id per checkpoint
