@@ -181,6 +181,14 @@ def test_a_wrong_password_is_refused_in_one_line(postgres: PostgresServer, tmp_p
     assert "wrong" not in line.split("@", 1)[0]  # the password is never shown
 
 
+def test_a_password_in_the_query_is_hidden_too(postgres: PostgresServer, tmp_path: Path) -> None:
+    url = postgres.url(_table(), password=None) + "&password=wrong"
+    line = _refused("--sink", url, "--output", str(tmp_path / "out"))
+    assert "password authentication failed" in line
+    assert "password=***" in line
+    assert "wrong" not in line
+
+
 def test_an_unreachable_server_is_refused_in_one_line(tmp_path: Path) -> None:
     import socket
 

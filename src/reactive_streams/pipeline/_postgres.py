@@ -174,7 +174,9 @@ class PostgresTarget:
         query = parse_qsl(parts.query, keep_blank_values=True)
         tables = [value for name, value in query if name == "table"]
         others = [(name, value) for name, value in query if name != "table"]
-        shown = urlunsplit((parts.scheme, shown_netloc, parts.path, parts.query, ""))
+        hidden = [(name, "***" if name == "password" else value) for name, value in query]
+        shown_query = "&".join(f"{name}={value}" for name, value in hidden)
+        shown = urlunsplit((parts.scheme, shown_netloc, parts.path, shown_query, ""))
         if len(tables) != 1 or not tables[0].strip():
             raise PipelineUsageError(
                 f"--sink {shown}: name the table, as in postgresql://USER@HOST/DB?table=NAME"
