@@ -377,3 +377,38 @@ def test_the_pipeline_killed_and_run_again_on_its_checkpoint_has_no_duplicate_an
     assert [row[0] for row in rows] == [row[0] for row in expected]  # nothing missing
     assert all(count == 1 for _, count in rows)  # nothing twice
     assert 0 < partial < len(expected)  # the kill really was mid-stream
+
+
+def test_update_mode_needs_a_unique_index_on_the_keys_of_an_existing_table(
+    postgres: PostgresServer,
+) -> None:
+    table = _table()
+    postgres.execute(
+        f"CREATE TABLE {table} (origin text, hour timestamptz, n bigint, delay float8)"
+    )
+    target = _target(postgres, table)
+    try:
+        target.check(mode="update", keys=("origin", "hour"), columns=SCHEMA.names)
+        with pytest.raises(
+            PipelineUsageError,
+            match=rf'table "{table}" has no unique index on the key \(origin, hour\), which '
+            rf"update mode upserts on: CREATE UNIQUE INDEX ON {table} \(origin, hour\)$",
+        ):
+            target.prepare(SCHEMA, mode="update", keys=("origin", "hour"))
+        postgres.execute(f"CREATE UNIQUE INDEX ON {table} (hour, origin)")
+        target.prepare(SCHEMA, mode="update", keys=("origin", "hour"))  # any column order
+        assert target.write(0, _batch(("EWR", 5, 1, 1.5)))
+    finally:
+        target.close()
+
+
+def test_a_schema_that_does_not_exist_is_refused(postgres: PostgresServer) -> None:
+    from reactive_streams.pipeline._postgres import PostgresTarget
+
+    url = postgres.url("nowhere.t")
+    target = PostgresTarget.from_url(url, stream="s", retry_for=1.0)
+    try:
+        with pytest.raises(PipelineUsageError, match=r'schema "nowhere" does not exist$'):
+            target.check(mode="append", keys=(), columns=None)
+    finally:
+        target.close()
