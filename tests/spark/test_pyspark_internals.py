@@ -102,6 +102,16 @@ def test_parse_ddl_parses_a_struct(spark: SparkSession) -> None:
     assert parsed.fields[0].dataType == LongType()
 
 
+def test_result_arrow_schema_is_the_schema_of_to_arrow(spark: SparkSession) -> None:
+    frame = spark.sql(
+        "SELECT 'a' AS s, CAST(1 AS BIGINT) AS n, 0.5D AS d, "
+        "TIMESTAMP '2013-01-01 05:00:00' AS ts, DATE '2013-01-01' AS day"
+    )
+    schema = internals.result_arrow_schema(frame)
+    assert schema.equals(frame.toArrow().schema)
+    assert schema.field("ts").type == pa.timestamp("us", tz="UTC")
+
+
 def test_executor_count_is_zero_on_a_local_master(spark: SparkSession) -> None:
     assert internals.executor_count(spark) == 0
 

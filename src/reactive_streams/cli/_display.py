@@ -223,6 +223,8 @@ def render_summary(result: PipelineResult) -> RenderableType:
         table.add_row("Spark driver JVM peak memory", _mib(result.spark_peak_memory))
     if result.output_path is not None:
         table.add_row("output", str(result.output_path))
+    if result.sink is not None:
+        table.add_row("sink", result.sink)
     if result.dead_letter_path is not None:
         table.add_row("dead-letter file", str(result.dead_letter_path))
     if result.error:

@@ -230,6 +230,23 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     show_default=True,
 )
 @click.option(
+    "--sink",
+    metavar="URL",
+    default=None,
+    help="Write the result there instead of a file, each micro-batch exactly once (with "
+    "--checkpoint, across restarts too): postgresql://USER[:PASSWORD]@HOST[:PORT]/DB?table="
+    "[SCHEMA.]NAME (the password may come from PGPASSWORD or ~/.pgpass), or delta:PATH (a "
+    "Delta Lake table). Dead letters stay in --output.",
+)
+@click.option(
+    "--sink-retry-for",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds a write to --sink keeps trying again after a lost connection (a database "
+    "restarted), with exponential backoff.",
+)
+@click.option(
     "--partition-by",
     "partition_by",
     multiple=True,
@@ -339,6 +356,8 @@ def pipeline(
     allow_unsafe_sql: bool,
     output: Path,
     fmt: str,
+    sink: str | None,
+    sink_retry_for: float,
     partition_by: tuple[str, ...],
     max_records_per_trigger: int | None,
     chunk_rows: int | None,
@@ -447,6 +466,8 @@ def pipeline(
         allow_unsafe_sql=allow_unsafe_sql,
         output=output,
         fmt=fmt,  # type: ignore[arg-type]  # click.Choice guarantees the literal
+        sink=sink,
+        sink_retry_for=sink_retry_for,
         partition_by=partition_by,
         max_records_per_trigger=max_records_per_trigger,
         chunk_rows=DEFAULT_CHUNK_ROWS if chunk_rows is None else chunk_rows,

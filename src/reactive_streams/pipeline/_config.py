@@ -114,6 +114,12 @@ class PipelineConfig:
             (``_follow``).
         poll_interval: with ``follow``, seconds between two looks for new files; a file
             is read once its size held still for one interval.
+        sink: write the result to this target instead of a file in ``output``
+            (``--sink``: ``postgresql://...?table=NAME`` or ``delta:PATH``, see
+            ``_target``), each micro-batch exactly once; dead letters stay in
+            ``output``. ``None``: the result file.
+        sink_retry_for: seconds a write to ``sink`` keeps trying again after a lost
+            connection (a database restarted), with ``Backoff``.
     """
 
     inputs: tuple[Path, ...] = ()
@@ -150,6 +156,8 @@ class PipelineConfig:
     timestamp_format: str | None = None
     follow: bool = False
     poll_interval: float = 1.0
+    sink: str | None = None
+    sink_retry_for: float = 60.0
 
     @property
     def dead_letter_path(self) -> Path:

@@ -196,6 +196,8 @@ class PipelineResult:
         spark_peak_memory: peak resident memory of the Spark driver's JVM, bytes, when
             it is known (a JVM this process started, on Linux), else ``None``.
         output_path: the result file (completed runs only).
+        sink: the ``--sink`` target the result went to (its URL without password), or
+            ``None`` for a result file.
         dead_letter_path: the dead-letter file, if any record was refused.
         result: the result table when it was kept in memory (update/complete modes).
         top: up to 10 rows of the result, largest first by its first measure.
@@ -232,6 +234,7 @@ class PipelineResult:
     spark_output: Path | None = None
     live_input: bool = False
     column_changes: tuple[ColumnChanges, ...] = ()
+    sink: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -281,6 +284,7 @@ class PipelineResult:
             "python_driver_peak_memory_bytes": self.peak_memory,
             "spark_driver_jvm_peak_memory_bytes": self.spark_peak_memory,
             "output": None if self.output_path is None else str(self.output_path),
+            "sink": self.sink,
             "dead_letter_file": (
                 None if self.dead_letter_path is None else str(self.dead_letter_path)
             ),

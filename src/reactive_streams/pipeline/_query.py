@@ -34,9 +34,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from ..spark.plans import QueryReferences
-    from ._sink import OutputMode
+    from ._target import OutputMode
 
 __all__ = [
+    "DEFAULT_COLUMNS",
     "DEFAULT_KEYS",
     "DEFAULT_SQL",
     "EVENTS_VIEW",
@@ -66,6 +67,9 @@ GROUP BY origin, window(time_hour, '1 hour')"""
 
 DEFAULT_KEYS = ("origin", "window_start", "window_end")
 """The columns that identify a group of the default query's result."""
+
+DEFAULT_COLUMNS = (*DEFAULT_KEYS, "flights", "cancelled", "avg_dep_delay", "max_dep_delay")
+"""The columns of the default query's result, in order."""
 
 DEFAULT_REQUIRED_COLUMNS = ("origin", "time_hour", "dep_time", "dep_delay")
 """Columns the default query reads; an input without them needs ``--sql``."""

@@ -88,7 +88,16 @@ from ._inputs import (
 )
 from ._metrics import PipelineMetrics, StageStreams
 from ._output import check_output_dir, result_path
-from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, check_query, choose_mode
+from ._query import (
+    DEFAULT_COLUMNS,
+    DEFAULT_REQUIRED_COLUMNS,
+    DEFAULT_SQL,
+    EVENTS_VIEW,
+    QueryPlan,
+    aggregates,
+    check_query,
+    choose_mode,
+)
 from ._read_driver import DriverRead
 from ._read_executors import ExecutorsRead
 from ._read_mode import ReadCounts, ReadMode
@@ -97,8 +106,10 @@ from ._read_remote import RemoteRead
 from ._schema import UTC_TIMESTAMP, describe_schema, schema_from_ddl
 from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
+from ._sink_url import parse_sink
 from ._spark_driver import DriverProcess, quiet_accumulator_server, quiet_query_context_logs
 from ._tables import ReferenceTable, check_table_names, load_tables, plan_tables
+from ._target import stream_id
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -108,6 +119,7 @@ if TYPE_CHECKING:
 
     from ..spark import StreamingQueryPublisher
     from ._config import PipelineConfig
+    from ._target import SinkTarget
 
 __all__ = ["Pipeline"]
 
@@ -183,6 +195,10 @@ class Pipeline:
         )
         if twice:
             raise PipelineUsageError(f"--partition-by {', '.join(twice)}: given twice")
+        if config.sink is not None and config.partition_by:
+            raise PipelineUsageError(
+                "--partition-by is for the result file; a --sink table is one table"
+            )
         self.config = config
         self.plan: InputPlan | None = None
         # --table: the reference tables, checked by prepare, loaded (cached) by start.
@@ -218,6 +234,8 @@ class Pipeline:
         # --max-dead-letters: why the run was failed for its dead letters (set once).
         self._limit_lock = threading.Lock()
         self._limit_error: str | None = None
+        # --sink: where the result goes instead of a file (checked by ``prepare``).
+        self.target: SinkTarget | None = None
 
     # -- step 1 -------------------------------------------------------------------------
 
@@ -242,6 +260,7 @@ class Pipeline:
         if config.metrics_port is not None:  # a busy port fails before Spark starts
             self.metrics.serve(config.metrics_port, config.metrics_host)
         self._check_output_and_java()
+        self._check_sink()
         self.tables = plan_tables(config.tables)
         start_now = start_spark and not spark_is_running()
         if config.input_url is not None:
@@ -287,6 +306,40 @@ class Pipeline:
             plan = self._checked(self._default_input())
         self.plan = plan
         return plan
+
+    def _check_sink(self) -> None:
+        """``--sink``: connect and check the target before Spark starts (``SinkTarget.check``).
+
+        The output mode and keys are the query's as far as they are known without Spark;
+        an aggregating ``--sql`` in ``auto`` mode, and the result's column types, are
+        checked again once Spark analysed the query (``SinkTarget.prepare``).
+
+        Raises:
+            PipelineUsageError: the URL, the server, the rights or the table cannot work.
+        """
+        config = self.config
+        if config.sink is None:
+            return
+        guess = choose_mode(
+            config.sql,
+            requested=config.output_mode,
+            keys=config.keys,
+            aggregates=None,
+            columns=DEFAULT_REQUIRED_COLUMNS,  # the input's own columns are checked later
+        )
+        target = parse_sink(
+            config.sink, stream=stream_id(config.checkpoint), retry_for=config.sink_retry_for
+        )
+        try:
+            target.check(
+                mode=guess.mode,
+                keys=guess.keys,
+                columns=DEFAULT_COLUMNS if config.sql is None else None,
+            )
+        except BaseException:
+            target.close()
+            raise
+        self.target = target
 
     def _remote_plan(self, text: str) -> InputPlan:
         """The plan of ``--input rsocket://...``: the route's schema, asked over the network.
@@ -478,6 +531,7 @@ class Pipeline:
                     + ("" if plan.options == ConversionOptions() else f"\n{plan.options}"),
                     splits=None if splits is None else [split.path for split in splits],
                     tables=[(table.name, table.files) for table in self.tables],
+                    sink=None if self.target is None else self.target.description,
                 )
                 check_fingerprint(config.checkpoint, expected)
             except OSError as exc:
@@ -603,7 +657,10 @@ class Pipeline:
         from pyspark.errors import AnalysisException  # noqa: PLC0415
 
         from reactive_streams.spark import from_streaming_query  # noqa: PLC0415
-        from reactive_streams.spark.plans import query_dataframe  # noqa: PLC0415
+        from reactive_streams.spark.plans import (  # noqa: PLC0415
+            query_dataframe,
+            result_arrow_schema,
+        )
 
         assert self.plan is not None
         config = self.config
@@ -632,7 +689,10 @@ class Pipeline:
                 f"(columns: {', '.join(result.columns)})"
             )
         self._check_partition_columns(result.columns)
-        journal = None if config.checkpoint is None else config.checkpoint / "sink"
+        target = self.target
+        if target is not None:  # the table checked, or created, before any micro-batch
+            target.prepare(result_arrow_schema(result), mode=self.query.mode, keys=self.query.keys)
+        journal = None if config.checkpoint is None or target else config.checkpoint / "sink"
         self._sink = ResultSink(
             config.output,
             config.fmt,
@@ -641,7 +701,8 @@ class Pipeline:
             journal=journal,
             partition_by=config.partition_by,
             before_commit=None if config.max_dead_letters is None else self._check_limit_at_end,
-            commit_each_batch=self.live_input,
+            commit_each_batch=self.live_input and target is None,
+            target=target,
         )
         publisher = from_streaming_query(
             result,
@@ -977,6 +1038,10 @@ class Pipeline:
             if self._read is not None and self._read.dead_letters()
             else None
         )
+        if self.target is not None and self.target.retries:
+            self.notes.append(
+                f"{self.target.retries} write(s) to the sink tried again after a lost connection"
+            )
         if sink is not None and sink.completed:
             table = sink.result
             keys = self.query.keys if self.query is not None else ()
@@ -992,6 +1057,7 @@ class Pipeline:
                 peak_memory=peak_memory_bytes(),
                 spark_peak_memory=self._spark_peak_memory(),
                 output_path=sink.result_path,
+                sink=None if self.target is None else self.target.description,
                 dead_letter_path=dead_path,
                 result=table,
                 top=top_rows(table, keys) if table is not None else [],
@@ -1050,6 +1116,8 @@ class Pipeline:
         if followed is not None:
             followed.close()
         self._dead.close()
+        if self.target is not None:
+            self.target.close()
         spark, self.spark = self.spark, None
         starter, self._starter = self._starter, None
         if starter is not None:  # prepared with start_spark, never started: stop it
@@ -1079,7 +1147,12 @@ class Pipeline:
                 spark.catalog.dropTempView(table.name)
 
     @property
-    def output_path(self) -> Path:
-        """Where the result goes: a file, or the directory ``result/`` when partitioned."""
+    def output_path(self) -> Path | str:
+        """Where the result goes: a file, ``result/`` when partitioned, or the ``--sink``.
+
+        The sink is named by its URL without password.
+        """
         config = self.config
+        if self.target is not None:
+            return self.target.description
         return result_path(config.output, config.fmt, partitioned=bool(config.partition_by))

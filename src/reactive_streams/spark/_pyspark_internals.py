@@ -25,6 +25,9 @@ Assumptions, one per function:
 * ``streaming_plan`` / ``source_names``: ``StreamingQuery._jsq.streamingQuery().logicalPlan()``
   is the query's plan, and its text names each Python data source by its registered name.
 * ``parse_ddl``: ``pyspark.sql.types._parse_datatype_string`` parses a DDL string.
+* ``result_arrow_schema``: ``pyspark.sql.pandas.types.to_arrow_schema(schema,
+  timezone="UTC", prefers_large_types=...)`` is the schema ``DataFrame.toArrow`` gives a
+  DataFrame's rows (``spark.sql.execution.arrow.useLargeVarTypes`` picks the large types).
 * ``executor_count``: ``_jsc.sc().getExecutorMemoryStatus()`` has one entry per block
   manager: the driver's plus one per executor.
 * ``driver_jvm_pid``: the driver JVM answers ``java.lang.ProcessHandle.current().pid()``.
@@ -105,6 +108,7 @@ __all__ = [
     "arrow_batch_messages",
     "driver_jvm_pid",
     "executor_count",
+    "result_arrow_schema",
     "file_scan_columns",
     "gateway_process",
     "jvm",
@@ -490,6 +494,22 @@ def parse_ddl(schema: str) -> DataType:
     Needs a running SparkContext (the parser is the JVM's).
     """
     return _parse_datatype_string(schema)
+
+
+def result_arrow_schema(dataframe: DataFrame) -> Any:
+    """The Arrow schema of ``dataframe.toArrow()`` (a micro-batch's), without running it.
+
+    Timestamps come with the time zone ``"UTC"``, as ``toArrow`` gives them.
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415
+
+    large = dataframe.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes")
+    return to_arrow_schema(
+        dataframe.schema,
+        error_on_duplicated_field_names_in_struct=True,
+        timezone="UTC",
+        prefers_large_types=str(large).lower() == "true",
+    )
 
 
 def executor_count(spark: SparkSession) -> int:

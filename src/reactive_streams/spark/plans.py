@@ -12,6 +12,7 @@ has its contract test.
 * ``query_references``: the relations, ``WITH`` names and functions a query names (the
   main job's ``--sql`` check refuses paths and JVM calls with it);
 * ``plan_aggregates``: whether a query aggregates (the main job's default output mode);
+* ``result_arrow_schema``: the Arrow schema of a query's rows (a ``--sink`` table's columns);
 * ``watermark_grouping`` / ``window_calls``: how a streaming aggregation judges rows late
   (the main job counts its late rows as input rows with them).
 
@@ -33,6 +34,7 @@ from ._pyspark_internals import (
     plan_aggregates,
     query_dataframe,
     query_references,
+    result_arrow_schema,
     statement_kind,
     watermark_grouping,
     window_calls,
@@ -45,6 +47,7 @@ __all__ = [
     "plan_aggregates",
     "query_dataframe",
     "query_references",
+    "result_arrow_schema",
     "statement_kind",
     "watermark_grouping",
     "window_calls",
