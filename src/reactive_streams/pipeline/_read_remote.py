@@ -25,6 +25,7 @@ from ..files import DEAD_LETTER_COLUMN
 from ._read_parts import PartsRead
 from ._schema import spark_schema
 from ._splits import DeadLetterSplitter
+from ._target import stream_id
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -94,6 +95,19 @@ class RemoteRead(PartsRead):
         self._stats_at = float("-inf")
         self._stats_failed = False
         self._finally_committed = False
+        self._group: str | None = None
+
+    @property
+    def group(self) -> str:
+        """The consumer group this run reads as: its checkpoint's stream identity.
+
+        Kept in the checkpoint (``stream_id``), so a run restarted on it resumes the same
+        group's position on a live producer; without ``--checkpoint``, a new one per run.
+        Chosen on first use (when the stream is built, after the checkpoint was checked).
+        """
+        if self._group is None:
+            self._group = stream_id(self._config.checkpoint)
+        return self._group
 
     @property
     def trigger(self) -> dict[str, Any] | None:
@@ -160,6 +174,7 @@ class RemoteRead(PartsRead):
                     # hold up the end of the run for long: it has nothing to release
                     reconnect=reconnect_policy(min(self._config.reconnect_for, 10.0)),
                     acknowledged=True,  # the producer answers once it released
+                    group=self.group,
                 )
         return notes
 
@@ -194,4 +209,5 @@ class RemoteRead(PartsRead):
             request_timeout=max(30.0, config.reconnect_for + 10.0),
             # The executors' Python workers start while the query is analysed and started.
             warm_workers=True,
+            group=self.group,
         )

@@ -383,6 +383,7 @@ def commit_route(
     timeout: float = 10.0,
     reconnect: Backoff | None = None,
     acknowledged: bool = False,
+    group: str | None = None,
 ) -> bool:
     """``R.commit`` of each ``partition -> offset`` (records before it may be released).
 
@@ -402,6 +403,9 @@ def commit_route(
             back, within the same bound.
         acknowledged: send each commit as a request-response and wait for the producer's
             answer (it answers once the commit is applied), instead of fire-and-forget.
+        group: the consumer group committing (the readers' ``group``); a live producer
+            moves only that group's position, at most to what its readers were sent.
+            ``None``: none named (the producer's default group).
 
     Returns:
         ``True`` once every commit was sent (``acknowledged``: applied); ``False`` when
@@ -411,8 +415,10 @@ def commit_route(
     try:
         client = shared_client(url, token, timeout, reconnect)
         for partition, offset in offsets.items():
-            request = json.dumps({"partition": int(partition), "offset": int(offset)})
-            data = request.encode("utf-8")
+            commit: dict[str, object] = {"partition": int(partition), "offset": int(offset)}
+            if group is not None:
+                commit["group"] = group
+            data = json.dumps(commit).encode("utf-8")
             if acknowledged:
                 _acknowledged(client, route + ".commit", data, timeout, reconnect)
             else:
@@ -478,6 +484,7 @@ class _RouteReader:
     token: str | None
     timeout: float
     reconnect: Backoff | None = None
+    group: str | None = None
 
     def with_secrets(self, secrets: Mapping[str, str]) -> _RouteReader:
         """This reader with the token ``from_splits`` kept out of the plan."""
@@ -517,6 +524,7 @@ class _RouteReader:
             token=self.token,
             timeout=self.timeout,
             reconnect=self.reconnect,
+            group=self.group,
         )
 
 
@@ -535,7 +543,9 @@ class _Resuming:
         reader, split = self._reader, self._split
         client = shared_client(split.url, reader.token, reader.timeout, reader.reconnect)
         self._client = client
-        request = {"partition": split.partition, "start": self._position}
+        request: dict[str, object] = {"partition": split.partition, "start": self._position}
+        if reader.group is not None:
+            request["group"] = reader.group
         stream = client.request_stream(split.route, json.dumps(request).encode("utf-8"))
         batches = Flow(stream).map(decode_batch)
         return batches if reader.reconnect is None else batches.do_on_next(self._advance)
@@ -569,6 +579,7 @@ def from_rsocket(
     max_partitions: int | None = None,
     warm_workers: bool = False,
     reconnect: Backoff | None = None,
+    group: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame of the partitioned RSocket route ``route`` at ``url``.
 
@@ -617,6 +628,11 @@ def from_rsocket(
             offsets) is picked up exactly. Keep its bound within ``read_timeout`` and
             ``request_timeout``, which the waits for the new connection count against.
             ``None``: a drop fails the query.
+        group: the consumer group the query reads as (streams and commits name it): a
+            live producer keeps this group's position apart from other consumers', and
+            releases retention only below the least of them. Give the same name on a
+            restart from the same checkpoint (the main job uses its checkpoint's
+            identity). ``None``: the producer's default group.
 
     Returns:
         A streaming DataFrame; a query restarted from its checkpoint resumes at the
@@ -645,7 +661,8 @@ def from_rsocket(
         from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415
 
         schema = from_arrow_schema(info.schema, prefer_timestamp_ntz=False)
-    reader = _RouteReader(url, None, float(request_timeout), reconnect)  # token: secrets
+    # The token comes back through secrets (kept out of the pickled plan).
+    reader = _RouteReader(url, None, float(request_timeout), reconnect, group)
     splits = [RSocketSplit(url, route, partition) for partition in range(info.partitions)]
     files = not info.live
     chosen: Literal["spread", "sequential"] = order or ("sequential" if files else "spread")
