@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -90,8 +91,6 @@ def test_over_the_route_a_rogue_token_holder_cannot_release_another_groups_recor
 
 
 def ids_of(payloads: list[bytes]) -> list[int]:
-    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
-
     return [v for p in payloads for v in pa.ipc.open_stream(p).read_all().column("id").to_pylist()]
 
 
@@ -128,7 +127,7 @@ class GroupsMachine(RuleBasedStateMachine):
         available = self.pushed - start
         if available <= 0:
             return
-        reader = RecordingSubscriber(initial_request=batches)
+        reader: RecordingSubscriber[pa.RecordBatch] = RecordingSubscriber(initial_request=batches)
         self.live.open_for(group, 0, start).subscribe(reader)
         assert reader.wait_for_elements(1, TIMEOUT)
         assert reader.error is None, reader.error
@@ -159,7 +158,7 @@ class GroupsMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.live._partitions[0].base < self.pushed)
     @rule()
     def rogue_reads_then_commits_everything(self) -> None:
-        reader = RecordingSubscriber(initial_request=1)
+        reader: RecordingSubscriber[pa.RecordBatch] = RecordingSubscriber(initial_request=1)
         self.live.open_for("rogue", 0, self.live._partitions[0].base).subscribe(reader)
         assert reader.wait_for_elements(1, TIMEOUT)
         assert reader.subscription is not None
