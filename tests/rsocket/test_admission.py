@@ -15,6 +15,7 @@ import pytest
 from reactive_streams.reference import IterablePublisher
 from reactive_streams.rsocket import ErrorCode, ServerLimits, serve
 from reactive_streams.rsocket._admission import Admission
+from reactive_streams.rsocket._memory import MemoryPool, MemoryStatistics
 
 from .rawpeer import RawPeer, request_stream, setup_frame
 
@@ -168,3 +169,73 @@ def test_a_client_keepalive_above_the_ceiling_is_lowered_to_it(asked_ms: int, ke
         [connection] = server._core.connections
         assert connection.settings.keepalive == kept
         assert connection.settings.max_lifetime == kept
+
+
+class _Holder:
+    def __init__(self, held: int) -> None:
+        self.held_bytes = held
+        self.holds: set[str] = set()
+
+    def hold_reading(self, reason: str) -> None:
+        self.holds.add(reason)
+
+    def release_reading(self, reason: str) -> None:
+        self.holds.discard(reason)
+
+
+def test_the_pool_stops_the_largest_holders_while_over_and_resumes_below_nine_tenths() -> None:
+    pool = MemoryPool(1_000)
+    small, large, middle = _Holder(100), _Holder(700), _Holder(400)
+    for holder in (small, large):
+        pool.report(holder)
+    assert not pool.spent and large.holds == set()
+    pool.report(middle)  # 1,200 > 1,000: the one that holds the most stops
+    assert (large.holds, middle.holds, small.holds) == ({"budget"}, set(), set())
+    assert pool.spent
+    middle.held_bytes = 450
+    pool.report(middle)  # still over: the largest of those still read stops too
+    assert middle.holds == {"budget"}
+    pool.forget(large)  # 550: below nine tenths, every stopped connection reads again
+    small.held_bytes = 100
+    pool.report(small)
+    assert middle.holds == set() and not pool.spent
+    assert pool.statistics() == MemoryStatistics(
+        budget=1_000, held=550, stopped=0, high_water=1_250
+    )
+
+
+def test_connections_over_the_servers_budget_stop_being_read_and_new_ones_are_refused() -> None:
+    limits = ServerLimits(total_memory=300_000)
+    with serve(ROUTES, limits=limits) as server, _peers() as peers:
+        for _ in range(2):  # each announces a 200 kB frame and sends its first bytes
+            peer = RawPeer.connect(server.port)
+            peers.append(peer)
+            peer.send(setup_frame())
+            assert _served(peer)
+            peer.send((200_000).to_bytes(3, "big") + b"\x00" * 100)
+        memory = server._core.memory
+        _wait_for(lambda: memory.statistics().stopped == 1)
+        refused = RawPeer.connect(server.port)
+        peers.append(refused)
+        # Before: accepted; each connection kept only its own 64 MiB budget.
+        assert _refusal(refused) == (
+            "the server holds its whole memory budget (300000 bytes) for other peers"
+        )
+        # Both leave: the one still read is forgotten at once, which frees enough for the
+        # stopped one to be read again (and its end seen).
+        peers[0].close()
+        peers[1].close()
+        _wait_for(lambda: (memory.statistics().held, memory.statistics().stopped) == (0, 0))
+        assert memory.statistics().high_water > 400_000
+        admitted = RawPeer.connect(server.port)
+        peers.append(admitted)
+        admitted.send(setup_frame())
+        assert _served(admitted)
+
+
+def test_the_default_budget_is_a_stated_share_of_the_machine() -> None:
+    import os
+
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    limits = ServerLimits()
+    assert limits.total_memory == max(4 * limits.connection_memory, machine // 8)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ._memory import default_total_memory
+
 __all__ = ["ServerLimits"]
 
 
@@ -71,6 +73,14 @@ class ServerLimits:
         auth_block: seconds a peer address with ``auth_failures`` failed authentications
             in a row is refused at connect (``ERROR[REJECTED_SETUP]``, naming the wait).
             Default 60. A success clears the address's count.
+        total_memory: the memory budget of all connections together, in bytes: what
+            each holds for its peer (the frame being read, fragment chains, frames queued
+            and in the socket's write buffer) added up. Over it, the server stops reading
+            from the connections that hold the most (one more at each read or write while
+            it stays over) and refuses new connections (``ERROR[REJECTED_SETUP]``); below
+            nine tenths of it, every stopped connection is read again. ``None`` (the
+            default): an eighth of the machine's physical memory, and at least four times
+            ``connection_memory``.
 
     Raises:
         ValueError: a count or size below 1, or a duration not above 0.
@@ -88,6 +98,7 @@ class ServerLimits:
     max_connections_per_address: int = 256
     auth_failures: int = 10
     auth_block: float = 60.0
+    total_memory: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -105,6 +116,10 @@ class ServerLimits:
         for name in ("setup_timeout", "min_keepalive", "max_keepalive", "auth_block"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be above 0 seconds, got {getattr(self, name)}")
+        if self.total_memory is None:
+            object.__setattr__(self, "total_memory", default_total_memory(self.connection_memory))
+        elif self.total_memory < 1:
+            raise ValueError(f"total_memory must be at least 1, got {self.total_memory}")
         if self.max_keepalive < self.min_keepalive:
             raise ValueError(
                 f"max_keepalive ({self.max_keepalive}) must be at least min_keepalive "

@@ -15,6 +15,7 @@ from ._connection import Connection, ConnectionSettings
 from ._errors import FrameError, RSocketConnectionError
 from ._frames import MAX_FRAME_SIZE, ErrorCode, FrameType, encode_error
 from ._limits import ServerLimits
+from ._memory import MemoryPool
 from ._metadata import COMPOSITE, bearer_token, decode_composite, route_of
 from ._responder import ResponderStream
 from ._statistics import TransportStatistics
@@ -59,6 +60,8 @@ class _ServerCore:
         self.executor = executor
         self.limits = limits
         self.admission = Admission(limits, loop.time)
+        assert limits.total_memory is not None  # ServerLimits resolves the default
+        self.memory = MemoryPool(limits.total_memory)
         self.connections: set[ServerConnection] = set()
         self._closed_totals = (0, 0, 0, 0)  # counters of the connections already closed
         self._server: Any = None  # an asyncio.Server, or a WebSocketServer
@@ -161,6 +164,14 @@ class ServerConnection(Connection):
                 ErrorCode.REJECTED_SETUP, f"the server is at its limit of {limit} connections"
             )
             return
+        if self._core.memory.spent:
+            budget = self._core.limits.total_memory
+            logger.warning("refused a connection: the server's memory budget is spent")
+            self._reject(
+                ErrorCode.REJECTED_SETUP,
+                f"the server holds its whole memory budget ({budget} bytes) for other peers",
+            )
+            return
         assert self._transport is not None
         self._address = peer_address(self._transport.get_extra_info("peername"))
         refusal = self._core.admission.refusal(self._address)
@@ -200,7 +211,12 @@ class ServerConnection(Connection):
                 return
         super()._check_held()
 
+    def _held_changed(self) -> None:
+        if self._counted:
+            self._core.memory.report(self)
+
     def _forget(self, connection: Connection, error: RSocketConnectionError) -> None:
+        self._core.memory.forget(self)
         if self._counted:
             self._counted = False
             self._core.admission.closed(self._address, pending=not self._established)
