@@ -43,6 +43,7 @@ keys, say, rather than field names). Nesting deeper than ``MAX_DEPTH`` levels is
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections import Counter
 from typing import TYPE_CHECKING, Final
@@ -512,4 +513,48 @@ def widen_type(first: pa.DataType, second: pa.DataType) -> pa.DataType:
     return pa.string()
 
 
-__all__ += ["SAMPLE_BYTES", "sample_records"]
+_DAY_FIRST: Final = ("%d/%m/%Y", "%d.%m.%Y", "%d-%m-%Y", "%d/%m/%y", "%d.%m.%y")
+_MONTH_FIRST: Final = ("%m/%d/%Y", "%m-%d-%Y", "%m/%d/%y")
+_NAMED: Final = ("%d %b %Y", "%b %d %Y", "%d %B %Y", "%B %d %Y", "%b %d, %Y", "%Y.%m.%d")
+_TIMES: Final = (" %H:%M:%S", " %H:%M", " %I:%M:%S %p", " %I:%M %p", "T%H:%M:%S", "")
+_GUESSES: Final = tuple(
+    f"{day}{time}" for day in (*_DAY_FIRST, *_MONTH_FIRST, *_NAMED) for time in _TIMES
+)
+"""``strptime`` forms of time text that ``guess_timestamp_format`` tries, in order."""
+
+
+def guess_timestamp_format(values: Iterable[str]) -> str | None:
+    """A ``strptime`` format that reads every one of ``values``, or ``None``.
+
+    For ``--timestamp-format``: the common forms of dates (day first, then month first,
+    then with month names) with or without a time of day are tried in order, the first
+    that reads them all wins (``31/01/2024`` and ``01/02/2024`` are day first;
+    ``01/31/2024`` is month first). Text that ISO 8601 or ``TIMESTAMP_FORMATS`` read
+    needs no format: ``None``.
+
+    >>> guess_timestamp_format(["31/01/2024 10:00", "01/02/2024 11:30"])
+    '%d/%m/%Y %H:%M'
+    >>> guess_timestamp_format(["2024-01-31 10:00"]) is None
+    True
+    """
+    texts = [value.strip() for value in values if value.strip()]
+    if not texts:
+        return None
+    try:
+        for text in texts:
+            _to_timestamp(text, ConversionOptions().timestamp_formats)
+    except ConversionError:
+        pass
+    else:
+        return None  # read without a format
+    for form in _GUESSES:
+        try:
+            for text in texts:
+                dt.datetime.strptime(text, form)  # a form, not a moment
+        except ValueError:
+            continue
+        return form
+    return None
+
+
+__all__ += ["SAMPLE_BYTES", "guess_timestamp_format", "sample_records"]

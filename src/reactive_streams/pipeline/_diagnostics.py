@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
+from ..files import guess_timestamp_format
 from ..spark import RouteStats
 from ._errors import first_line, signal_exit_code, signal_name
 from ._late import BatchRange, batch_range
@@ -38,6 +39,7 @@ __all__ = [
     "PipelineResult",
     "QueryProgress",
     "Status",
+    "cast_hint",
     "causes",
     "first_line",
     "log4j_config",
@@ -350,9 +352,41 @@ def summarize_error(error: BaseException) -> str:
     else:
         lines = _PYTHON_ERROR_LINE.findall(texts)
         root = f"{lines[-1][0]}: {lines[-1][1].strip()}" if lines else ""
+    hint = cast_hint(texts)
+    if hint is not None:  # Spark's advice (try_cast, ANSI mode off) gives way to ours
+        root = root.split(" Correct the value", 1)[0]
     if root and root not in summary:
         summary += f" (cause: {root})"
-    return summary
+    return summary if hint is None else f"{summary}; {hint}"
+
+
+_CAST_INVALID = re.compile(
+    r"\[CAST_INVALID_INPUT\] The value '((?:[^']|'')*)' of the type \"STRING\" cannot be "
+    r"cast to \"(TIMESTAMP(?:_NTZ)?|DATE)\""
+)
+
+
+def cast_hint(text: str) -> str | None:
+    """What to do about Spark's ``CAST_INVALID_INPUT`` of text to a time, or ``None``.
+
+    A query that casts a text column to ``TIMESTAMP`` or ``DATE`` fails on the first value
+    Spark cannot read (``31/01/2024 10:00``); the pipeline reads such text itself when
+    given its form, so the hint names ``--timestamp-format`` and the form the value shows
+    (``guess_timestamp_format``).
+
+    Args:
+        text: an error's text (its causes' too).
+    """
+    match = _CAST_INVALID.search(text)
+    if match is None:
+        return None
+    value = match.group(1).replace("''", "'")
+    form = guess_timestamp_format([value])
+    shown = f"'{form}'" if form is not None else "FORMAT (a strptime format)"
+    return (
+        f"the input's time text ({value!r}) is read as {match.group(2)} with "
+        f"--timestamp-format {shown}"
+    )
 
 
 def top_rows(table: pa.Table, keys: tuple[str, ...], limit: int = 10) -> list[dict[str, object]]:

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import codecs
 import importlib.util
+import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -31,10 +32,12 @@ from ..files import (
     ConversionOptions,
     FormatError,
     InputFile,
+    guess_timestamp_format,
     header,
     infer_files_schema,
     list_files,
     quoted,
+    sample,
 )
 from ._errors import PipelineUsageError
 from ._schema import is_nested, normalize_schema
@@ -95,6 +98,10 @@ REMOTE_SCHEMES: dict[str, str] = {"rsocket": "tcp", "rsocket+ws": "ws", "rsocket
 """An input URL's scheme, and the RSocket transport's URL scheme it stands for."""
 
 
+_URL_SCHEME: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+")
+"""A URL's scheme (RFC 3986), two characters at least: ``C://`` is a Windows drive."""
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteInput:
     """A partitioned RSocket route as the input: ``rsocket://host:port/route``.
@@ -114,14 +121,22 @@ class RemoteInput:
 
     @classmethod
     def parse(cls, text: str) -> RemoteInput | None:
-        """``text`` as a remote input, or ``None`` when it is no ``rsocket`` URL (a path).
+        """``text`` as a remote input, or ``None`` when it is no URL (a path).
 
         Raises:
-            PipelineUsageError: an ``rsocket`` URL without a host, a port or a route.
+            PipelineUsageError: an ``rsocket`` URL without a host, a port or a route, or
+                a URL of another scheme (``kafka://``, ``s3://``: not supported).
         """
         scheme, separator, _ = text.partition("://")
-        if not separator or scheme.lower() not in REMOTE_SCHEMES:
+        if not separator or not _URL_SCHEME.fullmatch(scheme):
             return None
+        if scheme.lower() not in REMOTE_SCHEMES:
+            supported = ", ".join(f"{name}://" for name in REMOTE_SCHEMES)
+            raise PipelineUsageError(
+                f"--input {text}: the scheme {scheme}:// is not supported; an input is a "
+                f"file or directory path, or a route served by `reactive-streams serve` "
+                f"({supported})"
+            )
         parts = urlsplit(text)
         path, _, route = parts.path.strip("/").rpartition("/")
         try:
@@ -295,6 +310,31 @@ def _one_line(error: BaseException) -> str:
     return text[0] if text else type(error).__name__
 
 
+_DELIMITERS: Final = (";", "\t", "|", ",")
+"""Field delimiters a CSV header may show when it was read with another one."""
+
+
+def _check_delimiter(item: InputFile, columns: list[str]) -> None:
+    """Refuse a CSV file whose header reads as one column holding another delimiter.
+
+    ``id;city;amount`` read with commas is one column named ``id;city;amount``: every
+    record would be one text value and the query would not find its columns.
+
+    Raises:
+        PipelineUsageError: naming the delimiter the header shows, and ``--delimiter``.
+    """
+    if item.format != "csv" or len(columns) != 1:
+        return
+    name = columns[0]
+    for delimiter in _DELIMITERS:
+        if delimiter != item.dialect.delimiter and delimiter in name:
+            shown = "tab" if delimiter == "\t" else delimiter
+            raise PipelineUsageError(
+                f"{item.path}: the header is one column, {name!r}, whose names look "
+                f"separated by {shown!r}; read it with --delimiter '{shown}'"
+            )
+
+
 def _check_columns(item: InputFile, columns: list[str], schema: pa.Schema) -> None:
     """Refuse a file whose columns cannot be read as ``schema``'s (``--schema``).
 
@@ -356,6 +396,45 @@ def _inferred_schema(files: list[InputFile], options: ConversionOptions) -> pa.S
             except ValueError as exc:
                 raise PipelineUsageError(f"{item.path}: {exc}") from None
     raise PipelineUsageError(f"{files[0].path}: {error}") from None
+
+
+_TIME_SAMPLE: Final = 200
+"""Records of the first text file looked at for time text that needs a format."""
+
+
+def time_text_notes(plan: InputPlan) -> list[str]:
+    """Notes on text columns whose sampled values are all times that need a format.
+
+    One per column whose values (``31/01/2024 10:00``) are read only with
+    ``--timestamp-format``, naming the format that reads them. The column was inferred as
+    ``STRING``: a query that casts it to a time would fail on its first value, after
+    Spark started; this says so at planning. Nothing when the schema was given, a format
+    was given, or no text file can be sampled.
+    """
+    if plan.schema_given or plan.options.timestamp_format is not None:
+        return []
+    texts = [field.name for field in plan.schema if pa.types.is_string(field.type)]
+    first = next((item for item in plan.files if item.format != "parquet"), None)
+    if not texts or first is None:
+        return []
+    try:
+        _, records = sample(first, max_records=_TIME_SAMPLE)
+    except (OSError, FormatError, pa.ArrowException):
+        return []  # the read reports it
+    notes = []
+    for name in texts:
+        values = [
+            value.strip()
+            for record in records
+            if isinstance(value := record.get(name), str) and value.strip()
+        ]
+        form = guess_timestamp_format(values) if values else None
+        if form is not None:
+            notes.append(
+                f"column {name!r} holds time text ({values[0]!r}) read as STRING; to read "
+                f"it as TIMESTAMP, add --timestamp-format '{form}'"
+            )
+    return notes
 
 
 def plan_inputs(
@@ -431,6 +510,8 @@ def plan_inputs(
         if has_rows is False and not columns:
             continue  # an empty file: nothing to read, nothing to compare
         readable.append(item)
+        if delimiter is None:  # a delimiter given is the user's word
+            _check_delimiter(item, columns)
         if schema is not None:
             _check_columns(item, columns, schema)
         elif first is None:

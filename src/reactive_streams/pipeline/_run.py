@@ -84,9 +84,10 @@ from ._inputs import (
     default_input,
     plan_inputs,
     remote_input_plan,
+    time_text_notes,
 )
 from ._metrics import PipelineMetrics, StageStreams
-from ._output import check_output_dir, result_path
+from ._output import check_output_dir, created_dirs, remove_if_empty, result_path
 from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, check_query, choose_mode
 from ._read_driver import DriverRead
 from ._read_executors import ExecutorsRead
@@ -204,6 +205,7 @@ class Pipeline:
         self._driver = DriverProcess(None)
         self._jvm_peak: int | None = None
         self.notes: list[str] = []
+        self._created: list[Path | None] = []  # directories prepare made (close: if empty)
         # How the input is read (``_read_mode``): set by ``prepare``.
         self._read: ReadMode | None = None
         # --input rsocket://...: the route, and what it said of itself (``prepare``).
@@ -263,6 +265,7 @@ class Pipeline:
                     options=options,
                 )
             )
+            self.notes.extend(time_text_notes(plan))
             if plan.skipped:
                 links = ", ".join(str(path) for path in plan.skipped[:3])
                 more = f" and {len(plan.skipped) - 3:,} more" if len(plan.skipped) > 3 else ""
@@ -513,12 +516,12 @@ class Pipeline:
     def _check_output_and_java(self) -> None:
         """The checks of ``prepare`` that need no input: output, checkpoint, Java."""
         config = self.config
-        check_output_dir(config.output)
+        self._created.append(check_output_dir(config.output))
         if config.checkpoint is not None:
-            check_output_dir(config.checkpoint)
+            self._created.append(check_output_dir(config.checkpoint))
         dead = config.dead_letter_path
         try:
-            dead.parent.mkdir(parents=True, exist_ok=True)
+            self._created.append(created_dirs(dead.parent))
             dead.unlink(missing_ok=True)  # a stale file from an earlier run would mislead
         except OSError as exc:
             raise PipelineUsageError(
@@ -1031,7 +1034,20 @@ class Pipeline:
         )
 
     def close(self) -> None:
-        """Stop the source and, if ``start`` created it, the Spark session. Idempotent."""
+        """Stop the source and, if ``start`` created it, the Spark session. Idempotent.
+
+        The directories ``prepare`` created (output, checkpoint, the dead-letter file's)
+        are removed again when the run wrote nothing in them (a run that failed).
+        """
+        try:
+            self._close()
+        finally:
+            created, self._created = self._created, []
+            for top in created:
+                if top is not None:
+                    remove_if_empty(top)
+
+    def _close(self) -> None:
         self.metrics.close()
         if self._read is not None:
             self._read.close()
