@@ -76,7 +76,8 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
             "producer",
             f"{_count(producer.sent_batches)} batches sent",
             _plural(producer.outstanding_batches, "batch", "batches"),
-            _producer_detail(producer),
+            _producer_detail(producer, progress.producer_reconnects),
+            style="yellow" if progress.producer_reconnects else None,
         )
     read = _count(progress.records_read)
     if progress.total_rows:
@@ -114,15 +115,21 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
     return Panel(Group(*parts), title=title, title_align="left", expand=False)
 
 
-def _producer_detail(producer: RouteStats) -> str:
-    """An ``rsocket://`` input's producer: its open streams and arrival-to-commit latency."""
-    streams = _plural(producer.streams, "stream", "streams")
-    if producer.latency_p50 is None or producer.latency_p99 is None:
-        return f"{streams} open"
-    return (
-        f"{streams} open, arrival to commit p50 {producer.latency_p50:,.2f} s, "
-        f"p99 {producer.latency_p99:,.2f} s"
-    )
+def _producer_detail(producer: RouteStats, reconnects: int = 0) -> str:
+    """An ``rsocket://`` input's producer: open streams, latency, drops outlived.
+
+    The arrival-to-commit latency when the producer timestamps arrivals, and how many
+    times it dropped and was reached again.
+    """
+    detail = f"{_plural(producer.streams, 'stream', 'streams')} open"
+    if producer.latency_p50 is not None and producer.latency_p99 is not None:
+        detail += (
+            f", arrival to commit p50 {producer.latency_p50:,.2f} s, "
+            f"p99 {producer.latency_p99:,.2f} s"
+        )
+    if reconnects:
+        detail += f"; dropped, reconnected {_plural(reconnects, 'time', 'times')}"
+    return detail
 
 
 def _row_style(progress: PipelineProgress, *stages: str) -> str | None:
@@ -213,6 +220,8 @@ def render_summary(result: PipelineResult) -> RenderableType:
         "" if progress.late_rows_of_input or not progress.late_rows else " (Spark's count)"
     )
     table.add_row(f"late rows dropped{run}{spark_count}", _count(progress.late_rows))
+    if progress.producer is not None or progress.producer_reconnects:
+        table.add_row("producer reconnects", _count(progress.producer_reconnects))
     if progress.resumed:
         table.add_row("micro-batches, all runs", _count(progress.all_runs_batches))
         table.add_row("dead letters, all runs", _count(progress.all_runs_dead_letters))

@@ -136,6 +136,9 @@ class PipelineProgress:
             arrival-to-commit latency), else ``None``.
         dead_letters_before: dead letters earlier runs found that this run did not find
             again (on the executors; on the driver every one is found again: 0).
+        producer_reconnects: how many times an ``rsocket://`` input's producer dropped
+            and was reached again (``--reconnect-for``): the run outlived each drop,
+            every partition resuming from the record it reached.
     """
 
     phase: str
@@ -162,6 +165,7 @@ class PipelineProgress:
     batches_before: int = 0
     producer: RouteStats | None = None
     dead_letters_before: int = 0
+    producer_reconnects: int = 0
     late_rows_of_input: bool = False
 
     @property
@@ -205,8 +209,9 @@ class PipelineResult:
         rejected: Spark refused the query as a stream (a usage error: exit status 2).
         notes: things the user should know about the run (e.g. that it resumed from a
             checkpoint).
-        signal: the signal that stopped an ``"interrupted"`` run (``signal.SIGINT`` for
-            Ctrl-C, ``signal.SIGTERM`` for ``docker stop`` or Kubernetes), else ``None``.
+        signal: the signal that stopped an ``"interrupted"`` run, or a run over a live
+            input (``"completed"``: a stop is how it ends) (``signal.SIGINT`` for Ctrl-C,
+            ``signal.SIGTERM`` for ``docker stop`` or Kubernetes), else ``None``.
         spark_output: the file of Spark's own output (``PipelineConfig.spark_output``)
             when the run failed and Spark wrote something there (logs, Java stack
             traces), else ``None``.
@@ -262,6 +267,7 @@ class PipelineResult:
             "micro_batches": progress.batches,
             "dead_letters": progress.dead_letters,
             "late_rows": progress.late_rows,
+            "producer_reconnects": progress.producer_reconnects,
             "late_rows_counted_as": (
                 "input rows" if progress.late_rows_of_input else "Spark's partial aggregates"
             ),

@@ -55,6 +55,7 @@ class ReadCounts:
     records_skipped: int = 0
     dead_letters_before: int = 0
     producer: RouteStats | None = None
+    producer_reconnects: int = 0
 
 
 class ReadMode(Protocol):

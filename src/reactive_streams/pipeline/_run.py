@@ -848,6 +848,7 @@ class Pipeline:
             resumed=read is not None and read.resumed,
             records_skipped=counts.records_skipped,
             producer=counts.producer,
+            producer_reconnects=counts.producer_reconnects,
             batches_before=sink.journaled if sink is not None else 0,
             dead_letters_before=counts.dead_letters_before,
             late_rows_of_input=late_counter is not None,
@@ -990,6 +991,8 @@ class Pipeline:
                 result=table,
                 top=top_rows(table, keys) if table is not None else [],
                 notes=tuple(self.notes),
+                # A live input ends when stopped: completed, and the signal that stopped it.
+                signal=self._stop_signal if self._stopped else None,
             )
         error = sink.error if sink is not None else None
         status: Status = "interrupted" if self._stopped and error is None else "failed"
