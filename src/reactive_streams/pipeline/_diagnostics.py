@@ -115,7 +115,8 @@ class PipelineProgress:
             count once).
         late_rows_of_input: ``late_rows`` counts input rows (``_late``: the query's rule
             was followed), not Spark's partial aggregates.
-        total_rows: records in the input when known up front, else ``None``.
+        total_rows: records in the input when known up front (Parquet footers, the
+            splits planned on the executors, a finite route), else ``None``.
         bridge_held: records held in the ``to_spark_stream`` bridge: read from the source
             and not yet acknowledged by Spark (the micro-batch running and the next ones).
         output_mode: the query's output mode (``"append"``: ``groups`` counts rows).
@@ -136,6 +137,9 @@ class PipelineProgress:
             arrival-to-commit latency), else ``None``.
         dead_letters_before: dead letters earlier runs found that this run did not find
             again (on the executors; on the driver every one is found again: 0).
+        bytes_read: bytes of the input read so far, when ``total_bytes`` is known.
+        total_bytes: bytes of the input when every file is an uncompressed CSV or JSON
+            Lines file (progress by bytes), else ``None``.
         producer_reconnects: how many times an ``rsocket://`` input's producer dropped
             and was reached again (``--reconnect-for``): the run outlived each drop,
             every partition resuming from the record it reached.
@@ -166,6 +170,8 @@ class PipelineProgress:
     producer: RouteStats | None = None
     dead_letters_before: int = 0
     producer_reconnects: int = 0
+    bytes_read: int | None = None
+    total_bytes: int | None = None
     late_rows_of_input: bool = False
 
     @property
@@ -187,6 +193,30 @@ class PipelineProgress:
     def rate(self) -> float:
         """Records read per second since the first one (Spark's start excluded)."""
         return self.records_read / self.reading if self.reading > 0 else 0.0
+
+    @property
+    def byte_rate(self) -> float | None:
+        """Bytes read per second since the first record, when the bytes are counted."""
+        if self.bytes_read is None or self.reading <= 0:
+            return None
+        return self.bytes_read / self.reading
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds until the input is read at the rate so far, for a finite input.
+
+        By bytes when they are counted, else by records when their total is known;
+        ``None`` before the first record, or when the size is not known.
+        """
+        if self.total_bytes is not None and self.bytes_read is not None:
+            done, total, rate = self.bytes_read, self.total_bytes, self.byte_rate or 0.0
+        elif self.total_rows is not None:
+            done, total, rate = self.records_read, self.total_rows, self.rate
+        else:
+            return None
+        if done >= total:
+            return 0.0
+        return (total - done) / rate if rate > 0 else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -262,6 +292,9 @@ class PipelineResult:
             "exit_code": self.exit_code,
             # This run's figures, then the result (all runs'), then all runs' (or None).
             "input_rows": progress.records_read,
+            "input_rows_expected": progress.total_rows,
+            "input_bytes": progress.bytes_read,
+            "input_bytes_expected": progress.total_bytes,
             "skipped_rows": progress.records_skipped,
             "rows_into_spark": progress.records_emitted,
             "micro_batches": progress.batches,

@@ -398,6 +398,21 @@ def _inferred_schema(files: list[InputFile], options: ConversionOptions) -> pa.S
     raise PipelineUsageError(f"{files[0].path}: {error}") from None
 
 
+def text_bytes(files: Sequence[InputFile]) -> int | None:
+    """The bytes of ``files`` when every one is an uncompressed CSV or JSON Lines file.
+
+    What progress by bytes counts up to (``PipelineProgress.total_bytes``); ``None`` when
+    a file is Parquet (its bytes are not read in order) or compressed (its decompressed
+    size is not known up front), or there is no file.
+    """
+    if not files or any(item.format == "parquet" or item.compression for item in files):
+        return None
+    try:
+        return sum(item.path.stat().st_size for item in files)
+    except OSError:
+        return None
+
+
 _TIME_SAMPLE: Final = 200
 """Records of the first text file looked at for time text that needs a format."""
 

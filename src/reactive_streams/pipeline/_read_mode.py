@@ -56,6 +56,9 @@ class ReadCounts:
     dead_letters_before: int = 0
     producer: RouteStats | None = None
     producer_reconnects: int = 0
+    total_records: int | None = None
+    bytes_read: int | None = None
+    total_bytes: int | None = None
 
 
 class ReadMode(Protocol):

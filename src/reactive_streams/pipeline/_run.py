@@ -838,7 +838,11 @@ class Pipeline:
             groups=sink.groups if sink is not None else 0,
             output_mode=self.query.mode if self.query is not None else "update",
             late_rows=late,
-            total_rows=self.plan.total_rows if self.plan is not None else None,
+            total_rows=(
+                self.plan.total_rows
+                if self.plan is not None and self.plan.total_rows is not None
+                else counts.total_records
+            ),
             bridge_held=counts.bridge_held,
             bridge_bound=counts.bridge_bound,
             reading=counts.reading,
@@ -849,6 +853,8 @@ class Pipeline:
             records_skipped=counts.records_skipped,
             producer=counts.producer,
             producer_reconnects=counts.producer_reconnects,
+            bytes_read=counts.bytes_read,
+            total_bytes=counts.total_bytes,
             batches_before=sink.journaled if sink is not None else 0,
             dead_letters_before=counts.dead_letters_before,
             late_rows_of_input=late_counter is not None,
