@@ -343,3 +343,33 @@ def test_a_failed_run_leaves_no_output_directory_it_created(tmp_path: Path) -> N
     code, out, err = _run("--input", str(tmp_path / "nope.csv"), "--output", str(kept))
     assert code == 2, (out, err)
     assert kept.is_dir()  # it was there before the run
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["CAST(ts AS TIMESTAMP)", "ts::timestamp", "to_timestamp(`ts`)", "window(ts, '1 hour').start"],
+)
+def test_a_query_that_casts_time_text_spark_cannot_read_fails_before_spark(
+    tmp_path: Path, expression: str
+) -> None:
+    rows = "".join(f"{i},{i + 10:02d}/01/2024 10:{i:02d}\n" for i in range(20))
+    data = _csv(tmp_path / "t.csv", "id,ts\n" + rows)
+    sql = f"SELECT {expression} AS t, count(*) AS n FROM events GROUP BY 1"
+    code, out, err = _run("--input", str(data), "--sql", sql, "--output", str(tmp_path / "o"))
+    _assert_one_line_error(
+        code,
+        out,
+        err,
+        r"^Error: --sql reads column 'ts' as a time, but its text \('10/01/2024 10:00'\) is "
+        r"not a form Spark reads; to read it as TIMESTAMP, add --timestamp-format "
+        r"'%d/%m/%Y %H:%M'$",
+    )
+
+
+def test_a_query_that_names_its_own_time_format_is_left_alone() -> None:
+    from reactive_streams.pipeline._inputs import TimeText, check_time_casts
+
+    found = [TimeText("ts", "10/01/2024 10:00", "%d/%m/%Y %H:%M")]
+    check_time_casts("SELECT to_timestamp(ts, 'dd/MM/yyyy HH:mm') AS t FROM events", found)
+    check_time_casts("SELECT CAST(tsx AS TIMESTAMP) FROM events", found)  # another column
+    check_time_casts(None, found)

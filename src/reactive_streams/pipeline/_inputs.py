@@ -417,11 +417,75 @@ _TIME_SAMPLE: Final = 200
 """Records of the first text file looked at for time text that needs a format."""
 
 
+@dataclass(frozen=True, slots=True)
+class TimeText:
+    """A text column whose sampled values are all times that need a format.
+
+    Attributes:
+        column: the column's name.
+        example: its first sampled value.
+        format: the ``strptime`` format that reads every sampled value.
+    """
+
+    column: str
+    example: str
+    format: str
+
+    @property
+    def advice(self) -> str:
+        """What to do: the option that reads the column as a ``TIMESTAMP``."""
+        return f"to read it as TIMESTAMP, add --timestamp-format '{self.format}'"
+
+    @property
+    def note(self) -> str:
+        """The note planning gives (one line)."""
+        return f"column {self.column!r} holds time text ({self.example!r}) read as STRING; " + (
+            self.advice
+        )
+
+
+_CASTS: Final = (
+    r"CAST\s*\(\s*{name}\s+AS\s+(?:TIMESTAMP|DATE)\b",
+    r"\b{name}\s*::\s*(?:TIMESTAMP|DATE)\b",
+    r"\b(?:TO_TIMESTAMP|TO_DATE|TIMESTAMP|DATE)\s*\(\s*{name}\s*\)",
+    r"\b(?:WINDOW|SESSION_WINDOW)\s*\(\s*{name}\s*,",
+)
+"""How a query reads a column as a time without a format of its own (Spark SQL)."""
+
+
+def check_time_casts(sql: str | None, columns: Sequence[TimeText]) -> None:
+    """Refuse a query that reads one of ``columns`` as a time Spark cannot parse.
+
+    ``CAST(ts AS TIMESTAMP)``, ``ts::timestamp``, ``to_timestamp(ts)`` or
+    ``window(ts, ...)`` over text such as ``31/01/2024 10:00`` fails on its first value
+    once Spark runs (``CAST_INVALID_INPUT``); this says so before Spark starts.
+    ``to_timestamp(ts, 'dd/MM/yyyy HH:mm')`` names its own format and is left alone.
+
+    Raises:
+        PipelineUsageError: naming the column, its text and ``--timestamp-format``.
+    """
+    if sql is None:
+        return
+    for found in columns:
+        name = rf"`?{re.escape(found.column)}`?"
+        for pattern in _CASTS:
+            if re.search(pattern.format(name=name), sql, re.IGNORECASE):
+                raise PipelineUsageError(
+                    f"--sql reads column {found.column!r} as a time, but its text "
+                    f"({found.example!r}) is not a form Spark reads; {found.advice}"
+                )
+
+
 def time_text_notes(plan: InputPlan) -> list[str]:
-    """Notes on text columns whose sampled values are all times that need a format.
+    """``time_text_columns``' notes, one line each."""
+    return [found.note for found in time_text_columns(plan)]
+
+
+def time_text_columns(plan: InputPlan) -> list[TimeText]:
+    """The text columns whose sampled values are all times that need a format.
 
     One per column whose values (``31/01/2024 10:00``) are read only with
-    ``--timestamp-format``, naming the format that reads them. The column was inferred as
+    ``--timestamp-format``, with the format that reads them. The column was inferred as
     ``STRING``: a query that casts it to a time would fail on its first value, after
     Spark started; this says so at planning. Nothing when the schema was given, a format
     was given, or no text file can be sampled.
@@ -436,7 +500,7 @@ def time_text_notes(plan: InputPlan) -> list[str]:
         _, records = sample(first, max_records=_TIME_SAMPLE)
     except (OSError, FormatError, pa.ArrowException):
         return []  # the read reports it
-    notes = []
+    found: list[TimeText] = []
     for name in texts:
         values = [
             value.strip()
@@ -445,11 +509,8 @@ def time_text_notes(plan: InputPlan) -> list[str]:
         ]
         form = guess_timestamp_format(values) if values else None
         if form is not None:
-            notes.append(
-                f"column {name!r} holds time text ({values[0]!r}) read as STRING; to read "
-                f"it as TIMESTAMP, add --timestamp-format '{form}'"
-            )
-    return notes
+            found.append(TimeText(name, values[0], form))
+    return found
 
 
 def plan_inputs(

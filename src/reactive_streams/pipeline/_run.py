@@ -81,10 +81,11 @@ from ._inputs import (
     RemoteInput,
     cached_default_input,
     check_default_input,
+    check_time_casts,
     default_input,
     plan_inputs,
     remote_input_plan,
-    time_text_notes,
+    time_text_columns,
 )
 from ._metrics import PipelineMetrics, StageStreams
 from ._output import check_output_dir, created_dirs, remove_if_empty, result_path
@@ -265,7 +266,9 @@ class Pipeline:
                     options=options,
                 )
             )
-            self.notes.extend(time_text_notes(plan))
+            times = time_text_columns(plan)
+            check_time_casts(config.sql, times)  # before the JVM's seconds, not after them
+            self.notes.extend(found.note for found in times)
             if plan.skipped:
                 links = ", ".join(str(path) for path in plan.skipped[:3])
                 more = f" and {len(plan.skipped) - 3:,} more" if len(plan.skipped) > 3 else ""
