@@ -305,3 +305,117 @@ def test_a_route_name_no_server_can_serve_is_refused(
         "--input", f"rsocket://127.0.0.1:7000/{route}", "--output", str(tmp_path / "o")
     )
     _assert_one_line_error(code, stdout, stderr, message)
+
+
+def test_a_url_of_another_scheme_names_the_supported_ones(tmp_path: Path) -> None:
+    code, out, err = _run("--input", "kafka://broker:9092/events", "--output", str(tmp_path / "o"))
+    _assert_one_line_error(
+        code,
+        out,
+        err,
+        r"^Error: --input kafka://broker:9092/events: the scheme kafka:// is not supported; "
+        r".*rsocket://, rsocket\+ws://, rsocket\+wss://\)$",
+    )
+
+
+@pytest.mark.parametrize(("separator", "shown"), [(";", ";"), ("|", "|"), ("\t", "tab")])
+def test_a_csv_separated_otherwise_names_the_delimiter_option(
+    tmp_path: Path, separator: str, shown: str
+) -> None:
+    rows = ["id;city;amount", "1;Lyon;2.5", "2;Nice;3.0"]
+    data = _csv(tmp_path / "sales.csv", "\n".join(rows).replace(";", separator) + "\n")
+    code, out, err = _run("--input", str(data), "--output", str(tmp_path / "o"))
+    _assert_one_line_error(
+        code,
+        out,
+        err,
+        rf"^Error: .*sales\.csv: the header is one column, .* --delimiter '{shown}'$",
+    )
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_delimiter_given_is_taken_at_its_word(tmp_path: Path) -> None:
+    from reactive_streams.pipeline._inputs import plan_inputs
+
+    data = _csv(tmp_path / "notes.csv", "a;b\nx;y\n")
+    assert plan_inputs([data], delimiter=",").schema.names == ["a;b"]
+
+
+def test_time_text_that_needs_a_format_is_named_at_planning(tmp_path: Path) -> None:
+    from reactive_streams.pipeline._inputs import plan_inputs, time_text_notes
+
+    rows = "".join(f"{i},{i + 10:02d}/01/2024 10:{i:02d}\n" for i in range(20))
+    data = _csv(tmp_path / "t.csv", "id,ts\n" + rows)
+    notes = time_text_notes(plan_inputs([data]))
+    assert notes == [
+        "column 'ts' holds time text ('10/01/2024 10:00') read as STRING; to read it as "
+        "TIMESTAMP, add --timestamp-format '%d/%m/%Y %H:%M'"
+    ]
+    from reactive_streams.files import ConversionOptions
+
+    given = ConversionOptions(timestamp_format="%d/%m/%Y %H:%M")
+    plan = plan_inputs([data], options=given)
+    assert str(plan.schema.field("ts").type).startswith("timestamp")
+    assert time_text_notes(plan) == []
+
+
+def test_spark_failing_to_cast_time_text_ends_with_the_option_to_use() -> None:
+    from reactive_streams.pipeline._diagnostics import summarize_error
+
+    message = (
+        "An exception was raised by the Python Proxy. Return Message: Traceback (most recent "
+        "call last):\n  ...\npyspark.errors.exceptions.captured.NumberFormatException: "
+        "[CAST_INVALID_INPUT] The value '31/01/2024 10:00' of the type \"STRING\" cannot be "
+        'cast to "TIMESTAMP" because it is malformed. Correct the value as per the syntax, '
+        "or change its target type. Use `try_cast` to tolerate malformed input and return "
+        "NULL instead. SQLSTATE: 22018"
+    )
+    line = summarize_error(RuntimeError(message))
+    assert "\n" not in line
+    assert "try_cast" not in line
+    assert line.endswith(
+        "; the input's time text ('31/01/2024 10:00') is read as TIMESTAMP with "
+        "--timestamp-format '%d/%m/%Y %H:%M'"
+    )
+
+
+def test_a_failed_run_leaves_no_output_directory_it_created(tmp_path: Path) -> None:
+    output = tmp_path / "new" / "out"
+    code, out, err = _run("--input", str(tmp_path / "nope.csv"), "--output", str(output))
+    assert code == 2, (out, err)
+    assert not (tmp_path / "new").exists()  # nothing written: nothing left behind
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    code, out, err = _run("--input", str(tmp_path / "nope.csv"), "--output", str(kept))
+    assert code == 2, (out, err)
+    assert kept.is_dir()  # it was there before the run
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["CAST(ts AS TIMESTAMP)", "ts::timestamp", "to_timestamp(`ts`)", "window(ts, '1 hour').start"],
+)
+def test_a_query_that_casts_time_text_spark_cannot_read_fails_before_spark(
+    tmp_path: Path, expression: str
+) -> None:
+    rows = "".join(f"{i},{i + 10:02d}/01/2024 10:{i:02d}\n" for i in range(20))
+    data = _csv(tmp_path / "t.csv", "id,ts\n" + rows)
+    sql = f"SELECT {expression} AS t, count(*) AS n FROM events GROUP BY 1"
+    code, out, err = _run("--input", str(data), "--sql", sql, "--output", str(tmp_path / "o"))
+    _assert_one_line_error(
+        code,
+        out,
+        err,
+        r"^Error: --sql reads column 'ts' as a time, but its text \('10/01/2024 10:00'\) is "
+        r"not a form Spark reads; to read it as TIMESTAMP, add --timestamp-format "
+        r"'%d/%m/%Y %H:%M'$",
+    )
+
+
+def test_a_query_that_names_its_own_time_format_is_left_alone() -> None:
+    from reactive_streams.pipeline._inputs import TimeText, check_time_casts
+
+    found = [TimeText("ts", "10/01/2024 10:00", "%d/%m/%Y %H:%M")]
+    check_time_casts("SELECT to_timestamp(ts, 'dd/MM/yyyy HH:mm') AS t FROM events", found)
+    check_time_casts("SELECT CAST(tsx AS TIMESTAMP) FROM events", found)  # another column
+    check_time_casts(None, found)

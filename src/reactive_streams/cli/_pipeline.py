@@ -393,6 +393,7 @@ def pipeline(
     Ctrl-C and 143 after SIGTERM (each a clean stop, with a summary).
     """
     from rich.console import Console
+    from rich.text import Text
 
     try:
         from ..pipeline import (
@@ -546,6 +547,8 @@ def pipeline(
                 console.print(
                     render_schema(pipe.describe_schema(), plan.description, given=plan.schema_given)
                 )
+                for note in pipe.notes:  # what planning found: before the JVM's seconds
+                    console.print(Text.assemble(("note: ", "yellow"), note))
                 # Spark's parser checks --sql: the JVM comes first, and that takes seconds.
                 checking = ""
                 if sql is not None:

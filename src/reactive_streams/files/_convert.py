@@ -15,6 +15,9 @@ Conversion rules (text from CSV, JSON values, or typed Parquet columns):
 * ``BIGINT`` takes integers, and floats or text with an integral value;
 * ``DOUBLE`` takes numbers and numeric text; ``BOOLEAN`` takes booleans and
   ``true``/``false`` text (any case);
+* a JSON string stays text, as Spark's JSON reader keeps it: a top-level ``BIGINT``,
+  ``DOUBLE`` or ``BOOLEAN`` column refuses it (``"00037"`` is not 37), unless it is null
+  text;
 * ``TIMESTAMP`` takes datetimes and text in ISO 8601 or one of ``TIMESTAMP_FORMATS`` (or
   ``ConversionOptions.timestamp_format``, tried first); without an offset the time is UTC;
 * ``DATE`` takes dates and ISO (``2024-01-31``) or ``YYYY/MM/DD`` text;
@@ -448,6 +451,26 @@ def _map_converter(data_type: pa.DataType, rules: _Rules) -> Callable[[object], 
     return convert
 
 
+def _json_string_refused(value: object) -> object:
+    raise ConversionError("a JSON string stays text (the column would need STRING)")
+
+
+def _json_converter(data_type: pa.DataType, rules: _Rules) -> Callable[[object], object]:
+    """``_converter`` for a top-level JSON value: no JSON string becomes a number."""
+    convert = _converter(data_type, rules)
+    if not _refuses_json_strings(data_type):
+        return convert
+    return lambda value: _json_string_refused(value) if isinstance(value, str) else convert(value)
+
+
+def _refuses_json_strings(data_type: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_int64(data_type)
+        or pa.types.is_float64(data_type)
+        or pa.types.is_boolean(data_type)
+    )
+
+
 def _converter(data_type: pa.DataType, rules: _Rules) -> Callable[[object], object]:
     """Converts one non-null value to ``data_type`` as a Python value, or raises."""
     if pa.types.is_int64(data_type):
@@ -684,6 +707,7 @@ class Validator:
         self._rules = _Rules(self._options)
         self._names = list(schema.names)
         self._converters = [_converter(field.type, self._rules) for field in schema]
+        self._json_converters = [_json_converter(field.type, self._rules) for field in schema]
         self._fast_chunks = 0
         self._slow_chunks = 0
 
@@ -751,7 +775,11 @@ class Validator:
     def _json_column(self, values: list[object], target: pa.DataType) -> pa.Array:
         """A column of decoded JSON values as ``target`` (raises when one does not fit)."""
         if not _has_map(target):
-            return _cast_column(pa.array(values), target, self._rules)
+            array = pa.array(values)
+            if _refuses_json_strings(target) and pa.types.is_string(array.type):
+                # JSON strings: refused (null text aside), record by record.
+                raise ValueError("JSON strings in a column that is not text")
+            return _cast_column(array, target, self._rules)
         # pyarrow reads an object as a STRUCT: a MAP is built from the Python values.
         convert = _converter(target, self._rules)
         return pa.array(
@@ -784,7 +812,9 @@ class Validator:
             ]
         except (*_CAST_ERRORS, ValueError):
             self._slow_chunks += 1
-            return self._convert_rows(chunk, kept, kept_slots, positions, rejects)
+            return self._convert_rows(
+                chunk, kept, kept_slots, positions, rejects, converters=self._json_converters
+            )
         self._fast_chunks += 1
         return pa.Table.from_arrays(columns, schema=self._schema), kept_slots
 
@@ -804,12 +834,19 @@ class Validator:
         slots: list[int],
         positions: list[int],
         rejects: list[tuple[int, DeadLetter]],
+        *,
+        converters: list[Callable[[object], object]] | None = None,
     ) -> tuple[pa.Table, list[int]]:
-        """The slow path: convert record by record, refusing the ones that do not fit."""
+        """The slow path: convert record by record, refusing the ones that do not fit.
+
+        ``converters``: one per column (the JSON ones for decoded JSON records);
+        ``None``: the text and typed columns' ones.
+        """
         good: list[dict[str, object]] = []
         kept: list[int] = []
         rules = self._rules
-        fields = list(zip(self._names, self._schema, self._converters, strict=True))
+        converters = self._converters if converters is None else converters
+        fields = list(zip(self._names, self._schema, converters, strict=True))
         for row, slot, position in zip(rows, slots, positions, strict=True):
             converted: dict[str, object] = {}
             reason: str | None = None

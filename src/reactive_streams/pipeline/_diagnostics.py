@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
+from ..files import guess_timestamp_format
 from ..spark import RouteStats
 from ._errors import first_line, signal_exit_code, signal_name
 from ._late import BatchRange, batch_range
@@ -39,6 +40,7 @@ __all__ = [
     "PipelineResult",
     "QueryProgress",
     "Status",
+    "cast_hint",
     "causes",
     "first_line",
     "log4j_config",
@@ -114,7 +116,8 @@ class PipelineProgress:
             count once).
         late_rows_of_input: ``late_rows`` counts input rows (``_late``: the query's rule
             was followed), not Spark's partial aggregates.
-        total_rows: records in the input when known up front, else ``None``.
+        total_rows: records in the input when known up front (Parquet footers, the
+            splits planned on the executors, a finite route), else ``None``.
         bridge_held: records held in the ``to_spark_stream`` bridge: read from the source
             and not yet acknowledged by Spark (the micro-batch running and the next ones).
         output_mode: the query's output mode (``"append"``: ``groups`` counts rows).
@@ -135,6 +138,12 @@ class PipelineProgress:
             arrival-to-commit latency), else ``None``.
         dead_letters_before: dead letters earlier runs found that this run did not find
             again (on the executors; on the driver every one is found again: 0).
+        bytes_read: bytes of the input read so far, when ``total_bytes`` is known.
+        total_bytes: bytes of the input when every file is an uncompressed CSV or JSON
+            Lines file (progress by bytes), else ``None``.
+        producer_reconnects: how many times an ``rsocket://`` input's producer dropped
+            and was reached again (``--reconnect-for``): the run outlived each drop,
+            every partition resuming from the record it reached.
     """
 
     phase: str
@@ -161,6 +170,9 @@ class PipelineProgress:
     batches_before: int = 0
     producer: RouteStats | None = None
     dead_letters_before: int = 0
+    producer_reconnects: int = 0
+    bytes_read: int | None = None
+    total_bytes: int | None = None
     late_rows_of_input: bool = False
 
     @property
@@ -182,6 +194,30 @@ class PipelineProgress:
     def rate(self) -> float:
         """Records read per second since the first one (Spark's start excluded)."""
         return self.records_read / self.reading if self.reading > 0 else 0.0
+
+    @property
+    def byte_rate(self) -> float | None:
+        """Bytes read per second since the first record, when the bytes are counted."""
+        if self.bytes_read is None or self.reading <= 0:
+            return None
+        return self.bytes_read / self.reading
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds until the input is read at the rate so far, for a finite input.
+
+        By bytes when they are counted, else by records when their total is known;
+        ``None`` before the first record, or when the size is not known.
+        """
+        if self.total_bytes is not None and self.bytes_read is not None:
+            done, total, rate = self.bytes_read, self.total_bytes, self.byte_rate or 0.0
+        elif self.total_rows is not None:
+            done, total, rate = self.records_read, self.total_rows, self.rate
+        else:
+            return None
+        if done >= total:
+            return 0.0
+        return (total - done) / rate if rate > 0 else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,8 +242,9 @@ class PipelineResult:
         rejected: Spark refused the query as a stream (a usage error: exit status 2).
         notes: things the user should know about the run (e.g. that it resumed from a
             checkpoint).
-        signal: the signal that stopped an ``"interrupted"`` run (``signal.SIGINT`` for
-            Ctrl-C, ``signal.SIGTERM`` for ``docker stop`` or Kubernetes), else ``None``.
+        signal: the signal that stopped an ``"interrupted"`` run, or a run over a live
+            input (``"completed"``: a stop is how it ends) (``signal.SIGINT`` for Ctrl-C,
+            ``signal.SIGTERM`` for ``docker stop`` or Kubernetes), else ``None``.
         spark_output: the file of Spark's own output (``PipelineConfig.spark_output``)
             when the run failed and Spark wrote something there (logs, Java stack
             traces), else ``None``.
@@ -262,11 +299,15 @@ class PipelineResult:
             "exit_code": self.exit_code,
             # This run's figures, then the result (all runs'), then all runs' (or None).
             "input_rows": progress.records_read,
+            "input_rows_expected": progress.total_rows,
+            "input_bytes": progress.bytes_read,
+            "input_bytes_expected": progress.total_bytes,
             "skipped_rows": progress.records_skipped,
             "rows_into_spark": progress.records_emitted,
             "micro_batches": progress.batches,
             "dead_letters": progress.dead_letters,
             "late_rows": progress.late_rows,
+            "producer_reconnects": progress.producer_reconnects,
             "late_rows_counted_as": (
                 "input rows" if progress.late_rows_of_input else "Spark's partial aggregates"
             ),
@@ -359,9 +400,41 @@ def summarize_error(error: BaseException) -> str:
     else:
         lines = _PYTHON_ERROR_LINE.findall(texts)
         root = f"{lines[-1][0]}: {lines[-1][1].strip()}" if lines else ""
+    hint = cast_hint(texts)
+    if hint is not None:  # Spark's advice (try_cast, ANSI mode off) gives way to ours
+        root = root.split(" Correct the value", 1)[0]
     if root and root not in summary:
         summary += f" (cause: {root})"
-    return summary
+    return summary if hint is None else f"{summary}; {hint}"
+
+
+_CAST_INVALID = re.compile(
+    r"\[CAST_INVALID_INPUT\] The value '((?:[^']|'')*)' of the type \"STRING\" cannot be "
+    r"cast to \"(TIMESTAMP(?:_NTZ)?|DATE)\""
+)
+
+
+def cast_hint(text: str) -> str | None:
+    """What to do about Spark's ``CAST_INVALID_INPUT`` of text to a time, or ``None``.
+
+    A query that casts a text column to ``TIMESTAMP`` or ``DATE`` fails on the first value
+    Spark cannot read (``31/01/2024 10:00``); the pipeline reads such text itself when
+    given its form, so the hint names ``--timestamp-format`` and the form the value shows
+    (``guess_timestamp_format``).
+
+    Args:
+        text: an error's text (its causes' too).
+    """
+    match = _CAST_INVALID.search(text)
+    if match is None:
+        return None
+    value = match.group(1).replace("''", "'")
+    form = guess_timestamp_format([value])
+    shown = f"'{form}'" if form is not None else "FORMAT (a strptime format)"
+    return (
+        f"the input's time text ({value!r}) is read as {match.group(2)} with "
+        f"--timestamp-format {shown}"
+    )
 
 
 def top_rows(table: pa.Table, keys: tuple[str, ...], limit: int = 10) -> list[dict[str, object]]:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import codecs
 import importlib.util
+import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -36,10 +37,12 @@ from ..files import (
     ConversionOptions,
     FormatError,
     InputFile,
+    guess_timestamp_format,
     header,
     infer_files_schema,
     list_files,
     quoted,
+    sample,
 )
 from ..rsocket import check_route_name
 from ._errors import PipelineUsageError
@@ -136,6 +139,10 @@ REMOTE_SCHEMES: dict[str, str] = {"rsocket": "tcp", "rsocket+ws": "ws", "rsocket
 """An input URL's scheme, and the RSocket transport's URL scheme it stands for."""
 
 
+_URL_SCHEME: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+")
+"""A URL's scheme (RFC 3986), two characters at least: ``C://`` is a Windows drive."""
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteInput:
     """A partitioned RSocket route as the input: ``rsocket://host:port/route``.
@@ -161,15 +168,26 @@ class RemoteInput:
 
     @classmethod
     def parse(cls, text: str) -> RemoteInput | None:
-        """``text`` as a remote input, or ``None`` when it is no ``rsocket`` URL (a path).
+        """``text`` as a remote input, or ``None`` when it is no URL (a path).
 
         Raises:
             PipelineUsageError: an ``rsocket`` URL without a host, a port or a route, or
-                with a route name no server can serve (``check_route_name``).
+                with a route name no server can serve (``check_route_name``), or
+                a URL of another scheme (``kafka://``, ``s3://``: not supported).
         """
         scheme, separator, _ = text.partition("://")
-        if not separator or scheme.lower() not in REMOTE_SCHEMES:
+        if not separator or not _URL_SCHEME.fullmatch(scheme):
             return None
+        if scheme.lower() not in REMOTE_SCHEMES:
+            supported = ", ".join(f"{name}://" for name in REMOTE_SCHEMES)
+            shown = urlsplit(text)
+            if "@" in shown.netloc:  # never print credentials
+                text = shown._replace(netloc=shown.netloc.rpartition("@")[2]).geturl()
+            raise PipelineUsageError(
+                f"--input {text}: the scheme {scheme}:// is not supported; an input is a "
+                f"file or directory path, or a route served by `reactive-streams serve` "
+                f"({supported})"
+            )
         parts = urlsplit(text)
         credentials, at, address = parts.netloc.rpartition("@")
         if at:
@@ -351,6 +369,31 @@ def _one_line(error: BaseException) -> str:
     return text[0] if text else type(error).__name__
 
 
+_DELIMITERS: Final = (";", "\t", "|", ",")
+"""Field delimiters a CSV header may show when it was read with another one."""
+
+
+def _check_delimiter(item: InputFile, columns: list[str]) -> None:
+    """Refuse a CSV file whose header reads as one column holding another delimiter.
+
+    ``id;city;amount`` read with commas is one column named ``id;city;amount``: every
+    record would be one text value and the query would not find its columns.
+
+    Raises:
+        PipelineUsageError: naming the delimiter the header shows, and ``--delimiter``.
+    """
+    if item.format != "csv" or len(columns) != 1:
+        return
+    name = columns[0]
+    for delimiter in _DELIMITERS:
+        if delimiter != item.dialect.delimiter and delimiter in name:
+            shown = "tab" if delimiter == "\t" else delimiter
+            raise PipelineUsageError(
+                f"{item.path}: the header is one column, {name!r}, whose names look "
+                f"separated by {shown!r}; read it with --delimiter '{shown}'"
+            )
+
+
 def _check_columns(item: InputFile, columns: list[str], schema: pa.Schema) -> None:
     """Refuse a file whose columns cannot be read as ``schema``'s (``--schema``).
 
@@ -412,6 +455,121 @@ def _inferred_schema(files: list[InputFile], options: ConversionOptions) -> pa.S
             except ValueError as exc:
                 raise PipelineUsageError(f"{item.path}: {exc}") from None
     raise PipelineUsageError(f"{files[0].path}: {error}") from None
+
+
+def text_bytes(files: Sequence[InputFile]) -> int | None:
+    """The bytes of ``files`` when every one is an uncompressed CSV or JSON Lines file.
+
+    What progress by bytes counts up to (``PipelineProgress.total_bytes``); ``None`` when
+    a file is Parquet (its bytes are not read in order) or compressed (its decompressed
+    size is not known up front), or there is no file.
+    """
+    if not files or any(item.format == "parquet" or item.compression for item in files):
+        return None
+    try:
+        return sum(item.path.stat().st_size for item in files)
+    except OSError:
+        return None
+
+
+_TIME_SAMPLE: Final = 200
+"""Records of the first text file looked at for time text that needs a format."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimeText:
+    """A text column whose sampled values are all times that need a format.
+
+    Attributes:
+        column: the column's name.
+        example: its first sampled value.
+        format: the ``strptime`` format that reads every sampled value.
+    """
+
+    column: str
+    example: str
+    format: str
+
+    @property
+    def advice(self) -> str:
+        """What to do: the option that reads the column as a ``TIMESTAMP``."""
+        return f"to read it as TIMESTAMP, add --timestamp-format '{self.format}'"
+
+    @property
+    def note(self) -> str:
+        """The note planning gives (one line)."""
+        return f"column {self.column!r} holds time text ({self.example!r}) read as STRING; " + (
+            self.advice
+        )
+
+
+_CASTS: Final = (
+    r"CAST\s*\(\s*{name}\s+AS\s+(?:TIMESTAMP|DATE)\b",
+    r"\b{name}\s*::\s*(?:TIMESTAMP|DATE)\b",
+    r"\b(?:TO_TIMESTAMP|TO_DATE|TIMESTAMP|DATE)\s*\(\s*{name}\s*\)",
+    r"\b(?:WINDOW|SESSION_WINDOW)\s*\(\s*{name}\s*,",
+)
+"""How a query reads a column as a time without a format of its own (Spark SQL)."""
+
+
+def check_time_casts(sql: str | None, columns: Sequence[TimeText]) -> None:
+    """Refuse a query that reads one of ``columns`` as a time Spark cannot parse.
+
+    ``CAST(ts AS TIMESTAMP)``, ``ts::timestamp``, ``to_timestamp(ts)`` or
+    ``window(ts, ...)`` over text such as ``31/01/2024 10:00`` fails on its first value
+    once Spark runs (``CAST_INVALID_INPUT``); this says so before Spark starts.
+    ``to_timestamp(ts, 'dd/MM/yyyy HH:mm')`` names its own format and is left alone.
+
+    Raises:
+        PipelineUsageError: naming the column, its text and ``--timestamp-format``.
+    """
+    if sql is None:
+        return
+    for found in columns:
+        name = rf"`?{re.escape(found.column)}`?"
+        for pattern in _CASTS:
+            if re.search(pattern.format(name=name), sql, re.IGNORECASE):
+                raise PipelineUsageError(
+                    f"--sql reads column {found.column!r} as a time, but its text "
+                    f"({found.example!r}) is not a form Spark reads; {found.advice}"
+                )
+
+
+def time_text_notes(plan: InputPlan) -> list[str]:
+    """``time_text_columns``' notes, one line each."""
+    return [found.note for found in time_text_columns(plan)]
+
+
+def time_text_columns(plan: InputPlan) -> list[TimeText]:
+    """The text columns whose sampled values are all times that need a format.
+
+    One per column whose values (``31/01/2024 10:00``) are read only with
+    ``--timestamp-format``, with the format that reads them. The column was inferred as
+    ``STRING``: a query that casts it to a time would fail on its first value, after
+    Spark started; this says so at planning. Nothing when the schema was given, a format
+    was given, or no text file can be sampled.
+    """
+    if plan.schema_given or plan.options.timestamp_format is not None:
+        return []
+    texts = [field.name for field in plan.schema if pa.types.is_string(field.type)]
+    first = next((item for item in plan.files if item.format != "parquet"), None)
+    if not texts or first is None:
+        return []
+    try:
+        _, records = sample(first, max_records=_TIME_SAMPLE)
+    except (OSError, FormatError, pa.ArrowException):
+        return []  # the read reports it
+    found: list[TimeText] = []
+    for name in texts:
+        values = [
+            value.strip()
+            for record in records
+            if isinstance(value := record.get(name), str) and value.strip()
+        ]
+        form = guess_timestamp_format(values) if values else None
+        if form is not None:
+            found.append(TimeText(name, values[0], form))
+    return found
 
 
 def plan_inputs(
@@ -488,6 +646,8 @@ def plan_inputs(
         if has_rows is False and not columns:
             continue  # an empty file: nothing to read, nothing to compare
         readable.append(item)
+        if delimiter is None:  # a delimiter given is the user's word
+            _check_delimiter(item, columns)
         if schema is not None:
             _check_columns(item, columns, schema)
         elif item.format != "jsonl" and columns:

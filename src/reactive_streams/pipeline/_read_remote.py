@@ -30,6 +30,7 @@ from ._target import stream_id
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from ..rsocket import RSocketClient
     from ..spark import RouteStats
     from ._config import PipelineConfig
     from ._diagnostics import QueryProgress
@@ -96,6 +97,7 @@ class RemoteRead(PartsRead):
         self._stats_failed = False
         self._finally_committed = False
         self._group: str | None = None
+        self._watcher: RSocketClient | None = None  # counts the producer's drops
 
     @property
     def group(self) -> str:
@@ -122,7 +124,39 @@ class RemoteRead(PartsRead):
     def counts(self, processed: int, *, done_at: float | None, started: float) -> ReadCounts:
         """``PartsRead``'s counts, with the producer's ``R.stats`` (asked once a second)."""
         counts = super().counts(processed, done_at=done_at, started=started)
-        return dataclasses.replace(counts, producer=self._producer_stats())
+        watcher = self._watcher
+        return dataclasses.replace(
+            counts,
+            producer=self._producer_stats(),
+            producer_reconnects=0 if watcher is None else watcher.reconnects,
+        )
+
+    def _watch_producer(self) -> None:
+        """Hold a connection to the producer that dials again when it drops.
+
+        It redials as the readers on the executors do (``--reconnect-for``): its
+        reconnections are the producer's drops that the run outlived, which this process
+        sees no other way (the readers run in Spark's workers). Without a reconnect bound
+        a drop fails the run: no watch.
+        """
+        from reactive_streams.rsocket import RSocketError, connect  # noqa: PLC0415
+
+        policy = reconnect_policy(self._config.reconnect_for)
+        if policy is None or self._watcher is not None:
+            return
+        try:
+            self._watcher = connect(
+                self.remote.url, token=self._config.token, timeout=10.0, reconnect=policy
+            )
+        except (RSocketError, OSError, ValueError) as exc:  # the read reports it
+            logger.info("the producer cannot be watched for drops: %s", exc)
+
+    def close(self) -> None:
+        """``PartsRead.close``, and the connection that watched the producer closed."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.close(0.0)
+        super().close()
 
     def _producer_stats(self) -> RouteStats | None:
         """The producer's last answer to ``R.stats``; asked again once a second at most.
@@ -188,6 +222,7 @@ class RemoteRead(PartsRead):
         from reactive_streams.spark import from_rsocket  # noqa: PLC0415
 
         config = self._config
+        self._watch_producer()
         parts = self._open_parts()
         kept = self._kept_columns(spark)
         schema = pa.schema([self._plan.schema.field(name) for name in kept])

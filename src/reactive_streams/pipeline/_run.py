@@ -82,12 +82,14 @@ from ._inputs import (
     RemoteInput,
     cached_default_input,
     check_default_input,
+    check_time_casts,
     default_input,
     plan_inputs,
     remote_input_plan,
+    time_text_columns,
 )
 from ._metrics import PipelineMetrics, StageStreams
-from ._output import check_output_dir, result_path
+from ._output import check_output_dir, created_dirs, remove_if_empty, result_path
 from ._query import (
     DEFAULT_COLUMNS,
     DEFAULT_REQUIRED_COLUMNS,
@@ -223,6 +225,7 @@ class Pipeline:
         self.notes: list[str] = []
         # The files that added or lack columns (``InputPlan.column_changes``).
         self._column_changes: tuple[ColumnChanges, ...] = ()
+        self._created: list[Path | None] = []  # directories prepare made (close: if empty)
         # How the input is read (``_read_mode``): set by ``prepare``.
         self._read: ReadMode | None = None
         # --input rsocket://...: the route, and what it said of itself (``prepare``).
@@ -286,6 +289,9 @@ class Pipeline:
                 )
             )
             self._column_changes = plan.column_changes
+            times = time_text_columns(plan)
+            check_time_casts(config.sql, times)  # before the JVM's seconds, not after them
+            self.notes.extend(found.note for found in times)
             if plan.skipped:
                 links = ", ".join(str(path) for path in plan.skipped[:3])
                 more = f" and {len(plan.skipped) - 3:,} more" if len(plan.skipped) > 3 else ""
@@ -571,12 +577,12 @@ class Pipeline:
     def _check_output_and_java(self) -> None:
         """The checks of ``prepare`` that need no input: output, checkpoint, Java."""
         config = self.config
-        check_output_dir(config.output)
+        self._created.append(check_output_dir(config.output))
         if config.checkpoint is not None:
-            check_output_dir(config.checkpoint)
+            self._created.append(check_output_dir(config.checkpoint))
         dead = config.dead_letter_path
         try:
-            dead.parent.mkdir(parents=True, exist_ok=True)
+            self._created.append(created_dirs(dead.parent))
             dead.unlink(missing_ok=True)  # a stale file from an earlier run would mislead
         except OSError as exc:
             raise PipelineUsageError(
@@ -905,7 +911,11 @@ class Pipeline:
             groups=sink.groups if sink is not None else 0,
             output_mode=self.query.mode if self.query is not None else "update",
             late_rows=late,
-            total_rows=self.plan.total_rows if self.plan is not None else None,
+            total_rows=(
+                self.plan.total_rows
+                if self.plan is not None and self.plan.total_rows is not None
+                else counts.total_records
+            ),
             bridge_held=counts.bridge_held,
             bridge_bound=counts.bridge_bound,
             reading=counts.reading,
@@ -915,6 +925,9 @@ class Pipeline:
             resumed=read is not None and read.resumed,
             records_skipped=counts.records_skipped,
             producer=counts.producer,
+            producer_reconnects=counts.producer_reconnects,
+            bytes_read=counts.bytes_read,
+            total_bytes=counts.total_bytes,
             batches_before=sink.journaled if sink is not None else 0,
             dead_letters_before=counts.dead_letters_before,
             late_rows_of_input=late_counter is not None,
@@ -1063,6 +1076,8 @@ class Pipeline:
                 top=top_rows(table, keys) if table is not None else [],
                 notes=tuple(self.notes),
                 column_changes=self._column_changes,
+                # A live input ends when stopped: completed, and the signal that stopped it.
+                signal=self._stop_signal if self._stopped else None,
             )
         error = sink.error if sink is not None else None
         status: Status = "interrupted" if self._stopped and error is None else "failed"
@@ -1108,7 +1123,20 @@ class Pipeline:
         )
 
     def close(self) -> None:
-        """Stop the source and, if ``start`` created it, the Spark session. Idempotent."""
+        """Stop the source and, if ``start`` created it, the Spark session. Idempotent.
+
+        The directories ``prepare`` created (output, checkpoint, the dead-letter file's)
+        are removed again when the run wrote nothing in them (a run that failed).
+        """
+        try:
+            self._close()
+        finally:
+            created, self._created = self._created, []
+            for top in created:
+                if top is not None:
+                    remove_if_empty(top)
+
+    def _close(self) -> None:
         self.metrics.close()
         if self._read is not None:
             self._read.close()
