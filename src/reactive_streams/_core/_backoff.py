@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 __all__ = ["Backoff"]
 
 
+_JITTER = random.Random()
+"""The jitter's own generator (thread-safe draws), apart from the global ``random`` state."""
+
+
 def _seconds(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(f"{name} must be a number of seconds, got {type(value).__qualname__}")
@@ -117,18 +121,21 @@ class Backoff:
         high = min(self.max_backoff, base + spread)
         return low, high
 
-    def delay(self, attempt: int, rand: Callable[[], float] = random.random) -> float:
+    def delay(self, attempt: int, rand: Callable[[], float] | None = None) -> float:
         """The delay before retry ``attempt`` (0-based), in seconds, within ``bounds``.
 
         Args:
             attempt: how many retries were made since the series began.
-            rand: a uniform draw from ``[0, 1)``; ``random.random`` by default.
+            rand: a uniform draw from ``[0, 1)``; by default the module's own
+                ``random.Random`` (never the global one: a reconnecting client's thread
+                must not move the state other code seeded or watches).
         """
         base = self.base(attempt)
         if not self.jitter:
             return base
         spread = self.jitter * base
-        jittered = base - spread + 2 * spread * rand()
+        draw = _JITTER.random() if rand is None else rand()
+        jittered = base - spread + 2 * spread * draw
         return min(self.max_backoff, max(self.min_backoff, jittered))
 
     def allows(self, attempt: int, elapsed: float, delay: float) -> bool:
