@@ -46,8 +46,9 @@ class FileFollower:
     anywhere under the input, is the file already taken (never read twice), and the
     partitions read it where it is now (``FilePartitions.relocate``); one that is deleted
     or moved away is forgotten (``FilePartitions.forget``; moved back later, it is a new
-    file). A known file whose size or modification time changed is left out and logged
-    once (append to a new file instead). A file that fails to plan is logged and left
+    file). A known file whose size or modification time changed where it was taken is
+    left out and logged once (append to a new file instead); under another name, its
+    inode is taken to be reused by a new file, which is taken. A file that fails to plan is logged and left
     out until it changes. Files already in ``partitions`` are known from the start.
 
     Args:
@@ -150,6 +151,7 @@ class FileFollower:
         """Sort the listing: files taken (moved?), changed, candidates, and ready ones."""
         ready: list[tuple[InputFile, FileIdentity]] = []
         moved: list[tuple[FileIdentity, Path, int]] = []
+        forgotten: list[FileIdentity] = []
         with self._lock:
             seen: dict[Path, FileIdentity] = {}
             present: set[tuple[int, int]] = set()
@@ -171,16 +173,22 @@ class FileFollower:
                         if where != path:
                             self._taken[key] = (was, path)
                             moved.append((was, path, status.st_ctime_ns))
-                    elif key not in self._changed:
-                        self._changed.add(key)
-                        logger.warning(
-                            "following the input: %s changed after it was taken (%s -> %s "
-                            "bytes): left out; write new records to a new file",
-                            path,
-                            f"{was.size:,}",
-                            f"{identity.size:,}",
-                        )
-                    continue
+                        continue
+                    if where == path:
+                        if key not in self._changed:
+                            self._changed.add(key)
+                            logger.warning(
+                                "following the input: %s changed after it was taken (%s -> %s "
+                                "bytes): left out; write new records to a new file",
+                                path,
+                                f"{was.size:,}",
+                                f"{identity.size:,}",
+                            )
+                        continue
+                    # Its inode under another name, with other contents: the file taken
+                    # was deleted and the inode reused for a new one.
+                    del self._taken[key]
+                    forgotten.append(was)
                 if identity.size == 0 or self._refused.get(path) == identity:
                     continue
                 if self._seen.get(path) == identity:
@@ -189,6 +197,7 @@ class FileFollower:
                     seen[path] = identity
             self._seen = seen
             gone = [self._taken.pop(key)[0] for key in list(self._taken) if key not in present]
+            gone += forgotten
             self._changed &= present
         for identity, path, ctime_ns in moved:
             logger.info("following the input: a file taken already was moved to %s", path)

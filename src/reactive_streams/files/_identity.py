@@ -188,7 +188,7 @@ def writers_of(keys: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
 def _writing(fdinfo: str) -> bool:
     """Whether the descriptor ``fdinfo`` describes was opened for writing."""
     try:
-        with open(fdinfo, encoding="ascii") as handle:  # noqa: PTH123
+        with open(fdinfo, encoding="ascii") as handle:
             for line in handle:
                 if line.startswith("flags:"):
                     mode = int(line.split()[1], 8) & os.O_ACCMODE
