@@ -48,8 +48,9 @@ class FileFollower:
     or moved away is forgotten (``FilePartitions.forget``; moved back later, it is a new
     file). A known file whose size or modification time changed where it was taken is
     left out and logged once (append to a new file instead); under another name, its
-    inode is taken to be reused by a new file, which is taken. A file that fails to plan is logged and left
-    out until it changes. Files already in ``partitions`` are known from the start.
+    inode is taken to be reused by a new file, which is taken. A file that fails to plan
+    is logged and left out until it changes. Files already in ``partitions`` are known
+    from the start.
 
     Args:
         partitions: the live partitions to extend.
