@@ -134,7 +134,9 @@ def test_a_file_moved_before_it_was_read_is_read_where_it_lands(tmp_path: Path) 
     assert consumer.consume() == list(range(20))
 
 
-def test_a_file_swapped_for_a_link_with_its_size_and_mtime_is_refused(tmp_path: Path) -> None:
+def test_a_file_swapped_for_a_link_with_its_size_and_mtime_is_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     directory = tmp_path / "in"
     write_csv(directory / "a.csv", 0, 8)
     write_csv(directory / "decoy.csv", 8, 8)
@@ -156,6 +158,7 @@ def test_a_file_swapped_for_a_link_with_its_size_and_mtime_is_refused(tmp_path: 
     assert str(refused.error).startswith(f"input file {decoy} is a symbolic link now")
     assert "\n" not in str(refused.error)
     assert refused.elements == []  # nothing of the secret file
+    assert f"partition 1 refused: input file {decoy} is a symbolic link now" in caplog.text
     assert [source.high_water(p) for p in range(PARTITIONS)] == [8, 8]
 
 

@@ -27,6 +27,7 @@ of its own records, with an error naming it.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections import deque
@@ -55,6 +56,8 @@ if TYPE_CHECKING:
     from ._identity import FileIdentity
 
 __all__ = ["DEFAULT_BATCH_ROWS", "FilePartitions", "PartitionPiece", "cut_partitions"]
+
+logger = logging.getLogger("reactive_streams.files")
 
 DEFAULT_BATCH_ROWS: Final = 4096
 """Records per batch at most (``FilePartitions``' default): one PAYLOAD of a route."""
@@ -523,6 +526,7 @@ class _PartitionSubscription(EmitLoopSubscription["pa.RecordBatch"]):
             try:
                 batch = self._next_batch(piece)
             except Exception as exc:  # a file gone, changed or unreadable: Rule 1.4
+                logger.warning("partition %d refused: %s", self._partition, exc)
                 self._error = exc
                 break
             if batch is None:
