@@ -96,6 +96,15 @@ def follow(directory: Path, **listing: object) -> tuple[FilePartitions, FileFoll
     return source, follower
 
 
+def read_a_first(directory: Path) -> tuple[FileFollower, Consumer]:
+    """A followed ``directory`` whose a.csv (ids 0 to 3) was read and committed."""
+    write_csv(directory / "a.csv", 0, 4)
+    source, follower = follow(directory)
+    consumer = Consumer(source)
+    assert consumer.consume() == [0, 1, 2, 3]
+    return follower, consumer
+
+
 def take(follower: FileFollower) -> int:
     """Two looks: a file whose identity held still between them is taken."""
     return follower.poll() + follower.poll()
@@ -225,10 +234,7 @@ def test_a_file_replaced_with_its_size_and_mtime_is_never_read_on(tmp_path: Path
 
 
 def test_a_writer_that_pauses_delays_only_its_own_file(tmp_path: Path) -> None:
-    write_csv(tmp_path / "a.csv", 0, 4)
-    source, follower = follow(tmp_path)
-    consumer = Consumer(source)
-    assert consumer.consume() == [0, 1, 2, 3]
+    follower, consumer = read_a_first(tmp_path)
     with (tmp_path / "slow.csv").open("w") as writer:
         writer.write("id\n4\n5\n")
         writer.flush()
@@ -273,10 +279,7 @@ def test_hidden_and_temporary_names_wait_until_they_are_renamed(tmp_path: Path) 
 
 
 def test_a_taken_file_that_grows_is_left_out_and_the_route_goes_on(tmp_path: Path) -> None:
-    write_csv(tmp_path / "a.csv", 0, 4)
-    source, follower = follow(tmp_path)
-    consumer = Consumer(source)
-    assert consumer.consume() == [0, 1, 2, 3]
+    follower, consumer = read_a_first(tmp_path)
     with (tmp_path / "a.csv").open("a") as out:
         out.write("4\n")
     assert take(follower) == 0  # appended to after it was taken: not read again
