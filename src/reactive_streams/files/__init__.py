@@ -52,6 +52,8 @@ from ._formats import header as header
 from ._formats import open_reader as open_reader
 from ._formats import read_csv_header as read_csv_header
 from ._formats import sample as sample
+from ._identity import TEMPORARY_SUFFIXES as TEMPORARY_SUFFIXES
+from ._identity import FileIdentity as FileIdentity
 from ._infer import infer_file_schema as infer_file_schema
 from ._infer import infer_files_schema as infer_files_schema
 from ._infer import infer_schema as infer_schema
@@ -89,6 +91,7 @@ __all__ = [
     "MAX_RECORD_BYTES",
     "NULL_TEXT",
     "SAMPLE_BYTES",
+    "TEMPORARY_SUFFIXES",
     "TIMESTAMP_FORMATS",
     "Checkpoint",
     "ChunkReader",
@@ -98,6 +101,7 @@ __all__ = [
     "CsvDialect",
     "DeadLetter",
     "FileChangedError",
+    "FileIdentity",
     "FilePartitions",
     "FileSplit",
     "Format",

@@ -133,9 +133,9 @@ class FileSplit:
             FileChangedError: another file is there, or it changed (size, modification
                 time, or rewritten in place: its ctime), or it is not a regular file.
         """
-        if self.inode == 0:  # planned by hand: only what was given is checked
-            if status.st_size != self.size or status.st_mtime_ns != self.mtime_ns:
-                check_status(path or self.path, status, self.identity, None)
+        if self.inode == 0:  # planned by hand: only the size and modification time
+            given = FileIdentity(status.st_dev, status.st_ino, self.size, self.mtime_ns)
+            check_status(path or self.path, status, given, None)
             return
         check_status(path or self.path, status, self.identity, self.ctime_ns)
 
