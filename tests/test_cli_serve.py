@@ -24,7 +24,7 @@ from click.testing import CliRunner
 import reactive_streams
 from reactive_streams import Flow
 from reactive_streams.cli import main
-from reactive_streams.rsocket import RSocketClient, connect
+from reactive_streams.rsocket import RSocketClient, RSocketError, connect
 from reactive_streams.testing import RecordingSubscriber, collect
 
 from .files.partition_inputs import RECORDS, local_rows, write_inputs
@@ -45,7 +45,9 @@ def _lines(stream: IO[str], into: queue.Queue[str]) -> None:
 
 
 @contextlib.contextmanager
-def _serving(*arguments: str) -> Iterator[tuple[subprocess.Popen[str], queue.Queue[str]]]:
+def _serving(
+    *arguments: str, env: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[str], queue.Queue[str]]]:
     """``reactive-streams serve ARGUMENTS`` in a subprocess, its stderr lines in a queue.
 
     The code under test is imported whether installed or not. On the way out a process
@@ -56,7 +58,15 @@ def _serving(*arguments: str) -> Iterator[tuple[subprocess.Popen[str], queue.Que
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": SOURCE},
+        env={
+            **{
+                name: value
+                for name, value in os.environ.items()
+                if name != "REACTIVE_STREAMS_TOKEN"
+            },
+            "PYTHONPATH": SOURCE,
+            **(env or {}),
+        },
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_lines, args=(process.stderr, lines), daemon=True).start()
@@ -78,7 +88,8 @@ def test_serve_prints_its_address_serves_a_client_and_stops_cleanly_on_a_signal(
     with _serving(
         "--input", str(tmp_path / "input"), "--port", "0", "--route", "flights",
         "--partitions", "2", "--batch-rows", "10",
-        "--schema", "id BIGINT, name STRING, score DOUBLE", "--token", "s3cret",
+        "--schema", "id BIGINT, name STRING, score DOUBLE",
+        env={"REACTIVE_STREAMS_TOKEN": "s3cret"},
     ) as (process, lines):  # fmt: skip
         line = lines.get(timeout=TIMEOUT)
         found = SERVING.match(line)
@@ -102,6 +113,45 @@ def test_serve_prints_its_address_serves_a_client_and_stops_cleanly_on_a_signal(
         assert lines.get(timeout=TIMEOUT) == "stopped serving flights"
 
 
+@pytest.mark.parametrize("how", ["file", "environment", "argv"])
+def test_the_token_from_a_file_or_the_environment_stays_out_of_argv(
+    tmp_path: Path, how: str
+) -> None:
+    write_inputs(tmp_path / "input")
+    token_file = tmp_path / "token"
+    token_file.write_text("from-a-file\n")
+    token_file.chmod(0o600)
+    token = {"file": "from-a-file", "environment": "from-the-env", "argv": "in-argv"}[how]
+    given = {
+        "file": ["--token-file", str(token_file)],
+        "environment": [],
+        "argv": ["--token", token],
+    }[how]
+    environment = {"REACTIVE_STREAMS_TOKEN": "from-the-env"} if how == "environment" else {}
+    with _serving(
+        "--input", str(tmp_path / "input"), "--port", "0", "--route", "flights",
+        "--schema", "id BIGINT, name STRING, score DOUBLE", *given, env=environment,
+    ) as (process, lines):  # fmt: skip
+        first = lines.get(timeout=TIMEOUT)
+        if how == "argv":
+            assert first == (
+                "Warning: --token is visible to every local user (ps); use --token-file or "
+                "REACTIVE_STREAMS_TOKEN instead"
+            )
+            first = lines.get(timeout=TIMEOUT)
+        found = SERVING.match(first)
+        assert found is not None, first
+        with open(f"/proc/{process.pid}/cmdline", "rb") as cmdline:
+            assert (token.encode() in cmdline.read()) == (how == "argv")
+        address = f"tcp://127.0.0.1:{found['port']}"
+        with connect(address, token=token) as client:
+            assert _answer(client, "flights.meta")["partitions"] == 4
+        with connect(address, token="wrong") as client, pytest.raises(RSocketError):
+            _answer(client, "flights.meta")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT) == 0
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
@@ -110,6 +160,11 @@ def test_serve_prints_its_address_serves_a_client_and_stops_cleanly_on_a_signal(
         (["--schema", "id BIGINT, other STRING"], r"columns of .*a\.csv do not match --schema"),
         (["--timestamp-format", "%Q"], r"^Error: --timestamp-format: "),
         (["--input", "{empty}", "--follow"], r"^Error: --follow on directories .* --schema"),
+        (["--route", ""], r"^Error: --route: a partitioned route needs a name"),
+        (["--route", "r" * 248], r"^Error: --route: the route name is 248 UTF-8 bytes long, "),
+        (["--token", "a", "--token-file", "{token}"], r"^Error: give the token once: --token or"),
+        (["--token-file", "{empty}/none"], r"^Error: --token-file .*none: cannot read it"),
+        (["--token-file", "{blank}"], r"^Error: --token-file .*blank: the file holds no token"),
     ],
 )
 def test_bad_input_or_options_are_one_line_and_exit_status_2(
@@ -117,7 +172,14 @@ def test_bad_input_or_options_are_one_line_and_exit_status_2(
 ) -> None:
     write_inputs(tmp_path / "input")
     (tmp_path / "empty").mkdir()
-    arguments = [argument.format(empty=tmp_path / "empty") for argument in arguments]
+    (tmp_path / "token").write_text("s3cret\n")
+    (tmp_path / "blank").write_text("\n")
+    arguments = [
+        argument.format(
+            empty=tmp_path / "empty", token=tmp_path / "token", blank=tmp_path / "blank"
+        )
+        for argument in arguments
+    ]
     given = ["serve", "--port", "0", *arguments]
     if "--input" not in arguments:
         given += ["--input", str(tmp_path / "input" / "a.csv")]

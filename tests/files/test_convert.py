@@ -322,3 +322,28 @@ def test_a_validator_pickles_with_its_options() -> None:
     assert (validator.schema, validator.options) == (NESTED, options)
     converted = validator.convert(_records([{"id": 1, "user": {"name": "-", "age": "-"}}]))
     assert converted.table.column("user").to_pylist() == [{"name": None, "age": None}]
+
+
+def test_a_json_string_is_refused_by_a_number_or_boolean_column_not_converted() -> None:
+    # Spark's JSON reader keeps "00037" a string; turning it into 37 loses the zeros.
+    schema = pa.schema([("code", pa.int64()), ("rate", pa.float64()), ("ok", pa.bool_())])
+    records: list[dict[str, object]] = [
+        {"code": 37, "rate": 1.5, "ok": True},
+        {"code": "00037", "rate": 2.0, "ok": False},
+        {"code": 1, "rate": "2.5", "ok": None},
+        {"code": "NA", "rate": None, "ok": "true"},
+    ]
+    converted = Validator(schema).convert(_records(records))
+    refused = "a JSON string stays text (the column would need STRING)"
+    assert _reasons(converted) == [
+        (2, f"column 'code': cannot convert '00037' to int64: {refused}"),
+        (3, f"column 'rate': cannot convert '2.5' to double: {refused}"),
+        (4, f"column 'ok': cannot convert 'true' to bool: {refused}"),
+    ]
+    assert converted.table.to_pylist() == [{"code": 37, "rate": 1.5, "ok": True}]
+    only_strings = Validator(schema).convert(_records([{"code": "12"}, {"code": "n/a"}]))
+    assert [position for position, _ in _reasons(only_strings)] == [1]  # null text is null
+    assert only_strings.table.column("code").to_pylist() == [None]
+    # CSV values are all text: there "00037" is the number a BIGINT column asks for.
+    codes = Validator(pa.schema([("code", pa.int64())])).convert(_text({"code": ["00037"]}))
+    assert codes.table.column("code").to_pylist() == [37]

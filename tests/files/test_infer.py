@@ -241,3 +241,27 @@ def test_the_docstring_examples_run() -> None:
                 runner.run(test)
     result = runner.summarize(verbose=False)
     assert (result.attempted > 0, result.failed) == (True, 0)
+
+
+def test_a_json_string_stays_text_however_it_looks(tmp_path: Path) -> None:
+    # Leading zeros (postcodes, phone numbers) would be lost as BIGINT; Spark keeps them.
+    records: list[dict[str, object]] = [
+        {"code": f"{i:05d}", "phone": f"06{i:08d}", "flag": "true", "n": i, "ok": i % 2 == 0}
+        for i in range(40)
+    ]
+    schema = infer_file_schema(_jsonl(tmp_path / "codes.jsonl", records))
+    assert schema == pa.schema(
+        [
+            ("code", pa.string()),
+            ("phone", pa.string()),
+            ("flag", pa.string()),
+            ("n", pa.int64()),
+            ("ok", pa.bool_()),
+        ]
+    )
+    nested = infer_type([{"zip": "00037", "at": "2024-01-31"}] * 3, json_values=True)
+    assert nested == pa.struct([("zip", pa.string()), ("at", pa.date32())])
+    # The same text in a CSV is a number, as Spark's CSV reader infers it.
+    assert infer_file_schema(_csv(tmp_path / "codes.csv", "code\n00037\n")) == pa.schema(
+        [("code", pa.int64())]
+    )

@@ -8,6 +8,7 @@ block size and any record boundary the scan starts from.
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -49,17 +50,17 @@ def _parse(data: bytes, pos: int, delim: int, quote: int | None) -> tuple[int | 
                         continue
                     i += 1
                     break
-                if c in b"\r\n":
+                if c == 10:
                     multi = True
                 i += 1
-            if i < n and data[i] not in (delim, 13, 10):
+            if i < n and data[i] not in (delim, 10) and data[i : i + 2] != b"\r\n":
                 strict = False
             field_start = False
             continue
         if c == delim:
             field_start = True
-        elif c == 13:
-            return (i + 2 if data[i + 1 : i + 2] == b"\n" else i + 1), multi, strict
+        elif c == 13 and data[i + 1 : i + 2] == b"\n":
+            return i + 2, multi, strict
         elif c == 10:
             return i + 1, multi, strict
         else:
@@ -69,17 +70,18 @@ def _parse(data: bytes, pos: int, delim: int, quote: int | None) -> tuple[int | 
 
 
 def _first_line_end(data: bytes, pos: int) -> int:
-    for i in range(pos, len(data)):
-        if data[i] == 10:
-            return i + 1
-        if data[i] == 13:
-            return i + 2 if data[i + 1 : i + 2] == b"\n" else i + 1
-    return len(data)
+    """After the first line end from ``pos`` (a lone CR is data, not a line end)."""
+    newline = data.find(b"\n", pos)
+    return len(data) if newline < 0 else newline + 1
+
+
+def _blank(data: bytes, pos: int) -> bool:
+    return data[pos : pos + 1] == b"\n" or data[pos : pos + 2] == b"\r\n"
 
 
 def model_csv(data: bytes, dialect: CsvDialect, max_bytes: int) -> list[Record]:
     """The records of ``data`` (no header), decided byte by byte."""
-    if data and not data.endswith((b"\n", b"\r")):
+    if data and not data.endswith(b"\n"):
         data += b"\n"
     delim = ord(dialect.delimiter)
     quote = None if dialect.quote is None else ord(dialect.quote)
@@ -87,7 +89,7 @@ def model_csv(data: bytes, dialect: CsvDialect, max_bytes: int) -> list[Record]:
     pos, line = 0, 1
     while pos < len(data):
         index = len(out)
-        if data[pos] in b"\r\n":  # a blank line: not a record
+        if _blank(data, pos):  # a blank line: not a record
             first = _first_line_end(data, pos)
             line += data.count(b"\n", pos, first)
             pos = first
@@ -123,8 +125,7 @@ def model_csv(data: bytes, dialect: CsvDialect, max_bytes: int) -> list[Record]:
             pos = end
             continue
         out.append(("refused", index, line, b""))
-        if data[first - 1 : first] == b"\n":
-            line += 1
+        line += 1
         pos = first
     return out
 
@@ -148,7 +149,7 @@ def _split_csv_data(block: TextBlock, dialect: CsvDialect) -> list[bytes]:
     pieces, pos = [], 0
     quote = None if dialect.quote is None else ord(dialect.quote)
     while pos < len(block.data):
-        if block.data[pos] in b"\r\n":  # a blank line: not a record
+        if _blank(block.data, pos):  # a blank line: not a record
             pos = _first_line_end(block.data, pos)
             continue
         end, _, _ = _parse(block.data, pos, ord(dialect.delimiter), quote)
@@ -159,8 +160,9 @@ def _split_csv_data(block: TextBlock, dialect: CsvDialect) -> list[bytes]:
 
 
 def _body(raw: bytes) -> bytes:
-    """A record without its line end (a block may write a lone CR as ``\\n``)."""
-    return raw.rstrip(b"\r\n")
+    """A record without its line end (``\\n`` or ``\\r\\n``; a lone CR before it is data)."""
+    raw = raw.removesuffix(b"\n")
+    return raw.removesuffix(b"\r")
 
 
 def scan(
@@ -266,7 +268,12 @@ def test_skip_passes_over_exactly_the_records_it_says(data: bytes, count: int) -
 @settings(max_examples=300, deadline=None)
 @given(csv_bytes)
 def test_pyarrow_reads_one_row_per_accepted_record(data: bytes) -> None:
-    accepted = [raw + b"\n" for kind, _, _, raw in scan(data) if kind == "ok"]
+    # pyarrow ends a row at a lone CR: the reader hides it behind a stand-in, as here.
+    accepted = [
+        re.sub(rb"\r(?!\n)", "\ue000".encode(), raw) + b"\n"
+        for kind, _, _, raw in scan(data)
+        if kind == "ok"
+    ]
     if not accepted:
         return
     names = [f"c{i}" for i in range(3)]

@@ -49,7 +49,9 @@ def test_a_scrape_returns_the_registry() -> None:
 def test_many_concurrent_scrapes_all_succeed() -> None:
     # 300 scrapes sent before any answer is read: all of them must be answered.
     count = 300
-    with serve_metrics(0, registry=_registry(), workers=4) as server:
+    with serve_metrics(
+        0, registry=_registry(), workers=4, max_connections_per_client=count
+    ) as server:
         responses: dict[socket.socket, bytearray] = {}
         with selectors.DefaultSelector() as selector:
             for _ in range(count):
@@ -80,7 +82,9 @@ def test_many_concurrent_scrapes_all_succeed() -> None:
 def test_idle_connections_do_not_start_threads_beyond_the_pool() -> None:
     workers = 3
     before = _metrics_threads()
-    with serve_metrics(0, registry=_registry(), workers=workers, read_timeout=0.2) as server:
+    with serve_metrics(
+        0, registry=_registry(), workers=workers, read_timeout=0.2, max_connections_per_client=30
+    ) as server:
         idle = [
             socket.create_connection((server.host, server.port), timeout=TIMEOUT) for _ in range(20)
         ]
@@ -123,8 +127,57 @@ def test_arguments_are_checked() -> None:
         serve_metrics(0, read_timeout=0)
     with pytest.raises(TypeError, match=r"^read_timeout must be a number, got str$"):
         serve_metrics(0, read_timeout="1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"^request_timeout must be positive seconds, got -1$"):
+        serve_metrics(0, request_timeout=-1)
+    with pytest.raises(ValueError, match=r"^max_connections_per_client must be positive, got 0$"):
+        serve_metrics(0, max_connections_per_client=0)
 
 
 def test_a_port_in_use_raises_os_error() -> None:
     with serve_metrics(0) as server, pytest.raises(OSError):
         serve_metrics(server.port)
+
+
+def test_a_client_that_trickles_its_request_is_cut_at_the_request_deadline() -> None:
+    # Each byte comes within the read timeout: only a whole-request deadline ends it.
+    with serve_metrics(0, registry=_registry(), read_timeout=5.0, request_timeout=0.5) as server:
+        with socket.create_connection((server.host, server.port), timeout=TIMEOUT) as slow:
+            cut = threading.Event()
+            sent = 0
+            for byte in _REQUEST[:-2]:
+                try:
+                    slow.sendall(bytes([byte]))
+                except OSError:
+                    cut.set()
+                    break
+                sent += 1
+                slow.settimeout(0.1)
+                try:
+                    if slow.recv(1) == b"":
+                        cut.set()
+                        break
+                except TimeoutError:
+                    pass
+            # Before: served (or waiting) until its last byte, about 4 s later.
+            assert cut.is_set(), f"still open after {sent} bytes"
+        assert b"scraped_things_total 3.0" in _scrape(server)
+
+
+def test_one_client_address_holds_at_most_its_share_of_the_workers() -> None:
+    with serve_metrics(
+        0, registry=_registry(), workers=4, read_timeout=60.0, max_connections_per_client=2
+    ) as server:
+        address = (server.host, server.port)
+        held = [
+            socket.create_connection(address, TIMEOUT, source_address=("127.0.0.2", 0))
+            for _ in range(2)
+        ]
+        try:
+            third = socket.create_connection(address, TIMEOUT, source_address=("127.0.0.2", 0))
+            with third:
+                assert third.recv(1) == b""  # closed at once: the address holds 2 already
+            # Another client is served at once though 127.0.0.2 holds two idle connections.
+            assert b"scraped_things_total 3.0" in _scrape(server)
+        finally:
+            for connection in held:
+                connection.close()

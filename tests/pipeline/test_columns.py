@@ -152,3 +152,15 @@ def test_query_columns_of_the_default_query_and_edge_cases(spark: SparkSession) 
     # A query that does not resolve: every column (the query itself reports the error).
     assert query_columns(spark, "SELECT nope FROM events", schema) == tuple(schema.names)
     assert "events" not in [table.name for table in spark.catalog.listTables()]
+
+
+def test_query_columns_keep_what_a_with_clause_names_though_nothing_uses_it(
+    spark: SparkSession,
+) -> None:
+    schema = pa.schema([("origin", pa.string()), ("time_hour", pa.timestamp("us", "UTC"))])
+    sql = (
+        "WITH hours AS (SELECT origin, hour(time_hour) AS h FROM events) "
+        "SELECT h, count(*) AS n FROM hours GROUP BY h"
+    )
+    # Before: ("time_hour",), and the stream's query failed: `origin` cannot be resolved.
+    assert query_columns(spark, sql, schema) == ("origin", "time_hour")

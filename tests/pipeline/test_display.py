@@ -219,3 +219,14 @@ def test_an_rsocket_inputs_producer_shows_its_demand_and_latency() -> None:
     files = RouteStats(streams=1, outstanding_batches=1, sent_batches=3)
     text = _text(render_progress(dataclasses.replace(_progress(), producer=files), title="t"), 160)
     assert "1 stream open" in text and "p50" not in text
+
+
+def test_a_producer_that_dropped_says_so_in_the_display_and_the_summary() -> None:
+    producer = RouteStats(streams=2, outstanding_batches=1, sent_batches=9)
+    dropped = dataclasses.replace(_progress(), producer=producer, producer_reconnects=2)
+    text = _text(render_progress(dropped, title="t"), 160)
+    assert "2 streams open; dropped, reconnected 2 times" in text
+    result = dataclasses.replace(_result(), progress=dropped)
+    assert "producer reconnects" in _text(render_summary(result), 100)
+    assert result.to_json()["producer_reconnects"] == 2
+    assert "reconnect" not in _text(render_summary(_result()), 100)  # files: no producer

@@ -106,6 +106,7 @@ def test_files_that_land_later_are_read_until_sigterm_and_the_result_is_exact(
     summary = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
     assert summary["status"] == "completed" and summary["live_input"] is True
     assert "stopped by SIGTERM" in " ".join(summary["notes"])
+    assert summary["signal"] == "SIGTERM"  # the stop that ended the live run, named
     expected = json.loads((tmp_path / "local.json").read_text(encoding="utf-8"))
     for figure in ("input_rows", "rows_into_spark", "dead_letters"):
         assert summary[figure] == expected[figure], figure

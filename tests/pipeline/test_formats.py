@@ -254,13 +254,16 @@ def test_line_ends_crlf_blank_lines_and_lone_carriage_returns(tmp_path: Path) ->
     crlf.write_bytes(b'a,b\r\n1,2\r\n\r\n"x,9\r\n3,4\r\n5,6\r7,8\r\n,\r\n')
     rows, positions, letters = _read_all(crlf)
     # A blank line is not a record (as in pandas and Spark); a record whose fields are all
-    # empty is a dead letter; a lone CR ends a record without starting a line.
-    assert rows == [{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"a": 5, "b": 6}, {"a": 7, "b": 8}]
-    assert positions == [2, 5, 6, 6]
-    assert [(letter.position, letter.reason.split(" ")[0]) for letter in letters] == [
-        (4, "unbalanced"),
-        (7, "empty"),
+    # empty is a dead letter; a lone CR is data (as Spark's multiLine reader reads it), so
+    # "5,6\r7,8" is one record of three fields.
+    assert rows == [{"a": 1, "b": 2}, {"a": 3, "b": 4}]
+    assert positions == [2, 5]
+    assert [(letter.position, letter.reason) for letter in letters] == [
+        (4, "unbalanced quote: a quoted value is not closed within 1,000 lines"),
+        (6, "expected 2 fields, found 3"),
+        (7, "empty record (a blank line, or every field empty)"),
     ]
+    assert letters[1].raw == "5,6\r7,8"
     old_mac = tmp_path / "mac.csv"
     old_mac.write_bytes(b"a,b\r1,2\r")
     with pytest.raises(PipelineUsageError, match=r"carriage return alone"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import socket
 import urllib.request
@@ -207,9 +208,10 @@ class _FakePipeline:
 
     reads_on_executors = False
 
-    def __init__(self) -> None:
+    def __init__(self, **sizes: int | None) -> None:
         self.sink_stream = _stats(3, 3)  # folding a micro-batch: no demand
         self.done = False
+        self.sizes = sizes  # the input's size figures (PipelineProgress's)
 
     def stage_streams(self, *, last_progress: bool = False) -> StageStreams:
         return StageStreams(
@@ -228,7 +230,8 @@ class _FakePipeline:
         return PipelineProgress(
             phase="running", elapsed=5.0, records_read=1_000, records_emitted=990,
             records_processed=600, dead_letters=10, batches=2, source_demand=0, sink_demand=0,
-            groups=40, late_rows=0, total_rows=None, bridge_held=390, bridge_bound=4_000,
+            groups=40, late_rows=0, bridge_held=390, bridge_bound=4_000, reading=4.0,
+            **{"total_rows": None, **self.sizes},  # type: ignore[arg-type]
         )  # fmt: skip
 
 
@@ -304,3 +307,50 @@ def test_the_registry_renders_the_pipeline_figures_by_stage() -> None:
     assert 'reactive_streams_pipeline_sink_result_rows{stage="sink"} 40.0' in text
     assert 'reactive_streams_pipeline_bottleneck{stage="sink"} 1.0' in text
     assert 'reactive_streams_pipeline_bottleneck{stage="spark"} 0.0' in text
+
+
+def _scraped(pipe: _FakePipeline) -> str:
+    """The registry's text after one sampled period of ``pipe``."""
+    from prometheus_client import generate_latest
+
+    metrics = _sampled(pipe)
+    metrics.serve(0)
+    try:
+        for index in range(4):
+            metrics._tick(index)
+        metrics._snapshot()
+        return generate_latest(metrics.registry).decode()
+    finally:
+        metrics.close()
+
+
+def test_the_registry_renders_the_inputs_expected_size_and_time_left() -> None:
+    text = _scraped(_FakePipeline(total_rows=4_000, bytes_read=250_000, total_bytes=1_000_000))
+    prefix = "reactive_streams_pipeline"
+    assert f'{prefix}_records_read_total{{stage="source"}} 1000.0' in text
+    assert f'{prefix}_input_records_expected{{stage="source"}} 4000.0' in text
+    assert f'{prefix}_input_bytes_expected{{stage="source"}} 1e+06' in text
+    assert f'{prefix}_input_bytes_read_total{{stage="source"}} 250000.0' in text
+    # 750,000 bytes left at 62,500 bytes/s (250,000 in 4 s of reading)
+    assert f'{prefix}_input_seconds_left{{stage="source"}} 12.0' in text
+    plain = _scraped(_FakePipeline())  # a size not known: no such gauge
+    assert "input_records_expected" not in plain and "input_seconds_left" not in plain
+
+
+def test_the_display_says_spark_is_starting_until_its_first_micro_batch() -> None:
+    starting = dataclasses.replace(
+        _progress("running", Bottleneck("source", 900.0)), batches=0, records_processed=0
+    )
+    text = _text(starting)
+    assert "bottleneck: starting Spark" in text and "busy" not in text
+
+
+def test_the_display_shows_bytes_read_with_rate_and_time_left() -> None:
+    progress = _progress(
+        "running", None, reading=10.0, bytes_read=12_345_678, total_bytes=45_000_000
+    )
+    text = _text(progress)
+    assert "27% 12.3 MB / 45.0 MB 1.2 MB/s eta 0:00:26" in " ".join(text.split())
+    records = dataclasses.replace(_progress("running", None, reading=10.0), total_rows=400)
+    assert "25% 100 / 400 records 10 rec/s eta 0:00:30" in " ".join(_text(records).split())
+    assert "eta " not in _text(_progress("running", None))  # size unknown: no bar

@@ -142,6 +142,65 @@ def test_a_query_that_does_not_read_events_is_a_usage_error(
     )
 
 
+@pytest.mark.parametrize(
+    ("sql", "named"),
+    [
+        ("SELECT * FROM text.`{secret}`", "reads `text`.`{secret}`"),
+        ("WITH x AS (SELECT * FROM csv.`{secret}`) SELECT * FROM x", "reads `csv`.`{secret}`"),
+        ("SELECT (SELECT max(value) FROM text.`{secret}`) AS v, origin FROM events",
+         "reads `text`.`{secret}`"),
+        ("SELECT * FROM events, LATERAL (SELECT * FROM text.`{secret}`)",
+         "reads `text`.`{secret}`"),
+        ("SELECT * FROM default.events", "reads `default`.`events`"),
+        ("SELECT java_method('java.lang.System', 'exit', 3) AS x, origin FROM events",
+         "calls java_method"),
+        ("SELECT reflect('java.lang.System', 'exit', 3) AS x, origin FROM events",
+         "calls reflect"),
+        ("SELECT try_reflect('java.lang.System', 'exit', 3) AS x, origin FROM events",
+         "calls try_reflect"),
+        ("SELECT e.origin FROM events e JOIN read_files('{secret}') f", "calls read_files"),
+    ],
+)  # fmt: skip
+def test_sql_that_reads_paths_or_calls_the_jvm_is_refused_unless_allowed(
+    spark: SparkSession, tmp_path: Path, reads: list[str], sql: str, named: str
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the secret\n")
+    text = sql.format(secret=secret)
+    code, _, err = _run(tmp_path, text)
+    assert code == 2, err  # before: the query ran and read the file (or ended the JVM)
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"Error: --sql {named.format(secret=secret)}"), err
+    assert err.rstrip().endswith("pass --allow-unsafe-sql to allow it"), err
+    assert reads == []  # refused before the input was touched
+
+
+def test_allow_unsafe_sql_lets_a_query_read_a_path(spark: SparkSession, tmp_path: Path) -> None:
+    codes = tmp_path / "codes.csv"
+    codes.write_text("origin,name\nJFK,Kennedy\n")
+    sql = (
+        "SELECT e.origin, c._c1 AS name, count(*) AS n FROM events e "
+        f"JOIN csv.`{codes}` c ON e.origin = c._c0 GROUP BY e.origin, c._c1"
+    )
+    code, _, err = _run(tmp_path, sql, "--allow-unsafe-sql")
+    assert code == 0, err
+
+
+def test_sql_may_read_events_its_own_ctes_table_views_and_generators(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    airports = tmp_path / "airports.csv"
+    airports.write_text("code,name\nJFK,Kennedy\n")
+    sql = (
+        "WITH hours AS (SELECT origin, hour(time_hour) AS h FROM events) "
+        "SELECT a.name, count(*) AS n FROM hours JOIN airports a ON hours.origin = a.code "
+        "JOIN range(1) r ON r.id = 0 LATERAL VIEW explode(array(1)) t AS one "
+        "WHERE EXISTS (SELECT 1 FROM airports) GROUP BY a.name"
+    )
+    code, _, err = _run(tmp_path, sql, "--table", f"airports={airports}")
+    assert code == 0, err
+
+
 def test_column_planning_never_runs_a_statement(spark: SparkSession, tmp_path: Path) -> None:
     schema = pa.schema([("origin", pa.string()), ("delay", pa.float64())])
     location = tmp_path / "table"

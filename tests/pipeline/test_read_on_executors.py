@@ -100,6 +100,8 @@ def test_csv_jsonl_and_parquet_inputs_give_the_exact_result_and_dead_letters(
     assert progress.records_read == 2_403  # + dead letters = the input's records
     assert progress.splits == 3
     assert progress.batches >= 5  # 2,403 records at 500 per micro-batch
+    assert progress.total_rows == 2_403  # counted when the splits were planned
+    assert progress.total_bytes is None  # a Parquet file: no progress by bytes
 
 
 def test_a_file_that_disappears_after_planning_fails_the_run_naming_it(
@@ -299,6 +301,9 @@ def test_one_big_text_file_is_read_in_pieces_exactly(
     ]
     assert result.progress.records_emitted == 2_000
     assert result.progress.records_read == 2_000 + len(dead_lines)
+    # Every record was counted when planned: progress by records and by bytes, exact.
+    assert result.progress.total_rows == result.progress.records_read
+    assert result.progress.bytes_read == result.progress.total_bytes == path.stat().st_size
 
 
 COUNT_SQL = "SELECT count(*) AS n, sum(id) AS s FROM events"

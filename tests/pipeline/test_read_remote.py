@@ -40,13 +40,14 @@ BATCH_ROWS = 64
 SOURCE = str(Path(reactive_streams.__file__).resolve().parent.parent)
 
 
-def _producer(directory: Path, partitions: int) -> PartitionedRoute:
+def _producer(directory: Path, partitions: int, sql: str | None = None) -> PartitionedRoute:
     """The files of ``directory`` as a partitioned route, as the wire protocol describes.
 
     The records converted by the files layer (``SplitReader``: the dead-letter column
-    included), cut into ``partitions`` contiguous ranges, in batches of ``BATCH_ROWS``.
+    included), cut into ``partitions`` contiguous ranges, in batches of ``BATCH_ROWS``
+    (planned for ``sql``: ``None``, the default query).
     """
-    plan = Pipeline(PipelineConfig(inputs=(directory,))).prepare()
+    plan = Pipeline(PipelineConfig(inputs=(directory,), sql=sql)).prepare()
     reader = SplitReader(plan.schema, BATCH_ROWS)
     splits = plan_splits(list(plan.files))
     table = pa.Table.from_batches(
@@ -297,6 +298,7 @@ def test_a_followed_route_runs_until_stopped_committing_its_result_each_micro_ba
     summary = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
     assert summary["status"] == "completed" and summary["live_input"] is True
     assert "stopped by SIGTERM" in " ".join(summary["notes"])
+    assert summary["signal"] == "SIGTERM"  # the stop that ended the live run, named
 
 
 def _free_port() -> int:
@@ -345,7 +347,7 @@ def test_a_producer_killed_and_served_again_on_its_port_is_resumed_exactly(
     _inputs(tmp_path / "in")
     port = _free_port()
     server, _ = _serve(tmp_path / "in", "s3cret", port=port)
-    pipeline = _pipeline_process(tmp_path, port)
+    pipeline = _pipeline_process(tmp_path, port, "--summary-json", str(tmp_path / "s.json"))
     again = None
     try:
         _after_micro_batches(tmp_path, pipeline, 2)
@@ -368,6 +370,8 @@ def test_a_producer_killed_and_served_again_on_its_port_is_resumed_exactly(
     ours = pq.read_table(tmp_path / "out" / "result.parquet").sort_by("origin")
     theirs = pq.read_table(tmp_path / "local" / "result.parquet").sort_by("origin")
     assert ours.equals(theirs)  # exact: nothing lost, nothing twice
+    summary = json.loads((tmp_path / "s.json").read_text(encoding="utf-8"))
+    assert summary["producer_reconnects"] == 1  # the drop is said, not only outlived
 
 
 def test_a_producer_that_stays_away_past_the_bound_fails_the_run_in_one_line(

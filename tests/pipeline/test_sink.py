@@ -408,3 +408,87 @@ def test_finish_writes_a_streamed_append_result_once(tmp_path: Path) -> None:
     sink.on_next(Batch(1, _groups(("LGA", 2, 4))))
     sink.finish()
     assert pq.read_table(tmp_path / "result.parquet").num_rows == 2
+
+
+class RecordingTarget:
+    """A ``SinkTarget`` in memory: it keeps what it committed, and refuses replays."""
+
+    def __init__(self, committed: int = -1, fail_at: int | None = None) -> None:
+        self.committed = committed
+        self.written: list[tuple[int, list[dict[str, object]]]] = []
+        self.closed = False
+        self.fail_at = fail_at
+
+    @property
+    def description(self) -> str:
+        return "memory:"
+
+    @property
+    def retries(self) -> int:
+        return 0
+
+    def check(self, *, mode: OutputMode, keys: object, columns: object) -> None:
+        pass
+
+    def prepare(self, schema: pa.Schema, *, mode: OutputMode, keys: object) -> None:
+        pass
+
+    def write(self, batch_id: int, table: pa.Table) -> bool:
+        if batch_id == self.fail_at:
+            raise OSError("the target went away")
+        if batch_id <= self.committed:
+            return False
+        self.written.append((batch_id, table.to_pylist()))
+        self.committed = batch_id
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_target_gets_each_micro_batch_once_and_no_file_is_written(tmp_path: Path) -> None:
+    target = RecordingTarget(committed=0)  # micro-batch 0 was committed by an earlier run
+    sink = ResultSink(tmp_path, "parquet", mode="update", keys=("origin", "hour"), target=target)
+    subscription = FakeSubscription()
+    sink.on_subscribe(subscription)
+    sink.on_next(Batch(0, _groups(("JFK", 1, 2))))  # Spark's replay after the restart
+    sink.on_next(Batch(1, _groups(("JFK", 1, 5), ("LGA", 2, 1))))
+    sink.on_next(Batch(1, _groups(("JFK", 1, 99))))  # a replay within the run
+    assert subscription.requested == 4  # each one folded (or skipped), then the next asked
+    sink.on_complete()
+    assert sink.wait(1)
+    assert sink.completed
+    assert target.written == [
+        (
+            1,
+            [
+                {"origin": "JFK", "hour": 1, "flights": 5},
+                {"origin": "LGA", "hour": 2, "flights": 1},
+            ],
+        )
+    ]
+    assert _files(tmp_path) == []  # the target holds the result
+    assert sink.result_path is None
+    stats = sink.statistics()
+    assert (stats.batches, stats.replayed, stats.last_batch_id) == (2, 2, 1)
+
+
+def test_a_target_that_fails_fails_the_stream_and_is_closed(tmp_path: Path) -> None:
+    target = RecordingTarget(fail_at=1)
+    sink = ResultSink(tmp_path, "parquet", mode="append", target=target)
+    subscription = FakeSubscription()
+    sink.on_subscribe(subscription)
+    sink.on_next(Batch(0, _groups(("JFK", 1, 2))))
+    sink.on_next(Batch(1, _groups(("JFK", 1, 3))))  # Rule 2.13: must not raise
+    assert sink.wait(1)
+    assert isinstance(sink.error, OSError)
+    assert subscription.cancelled
+    assert target.closed
+    assert _files(tmp_path) == []
+
+
+def test_a_target_keeps_its_own_record_so_no_journal_is_taken(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="no journal, no partitions"):
+        ResultSink(
+            tmp_path, "parquet", mode="append", journal=tmp_path / "j", target=RecordingTarget()
+        )

@@ -181,3 +181,21 @@ def test_skip_reads_and_validates_the_first_records_but_does_not_emit_them(
 def test_skip_must_not_be_negative(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"skip must be >= 0, got -1"):
         _source(_csv(tmp_path, 1), tmp_path, skip=-1)
+
+
+def test_the_bytes_read_count_up_to_the_files_sizes(tmp_path: Path) -> None:
+    first = _csv(tmp_path, 40)
+    second = first.with_name("more.csv")
+    second.write_text(first.read_text())
+    dead = DeadLetterWriter(tmp_path / "dead.jsonl")
+    source = FileSource(plan_inputs([first, second]), dead_letters=dead, chunk_rows=8)
+    recorder: Recorder[Record] = Recorder()
+    source.subscribe(recorder)
+    recorder.request(8)
+    recorder.wait_for(8)
+    partway = source.statistics().bytes_read
+    assert 0 < partway < first.stat().st_size  # the header and 8 records
+    recorder.request(1_000)
+    assert recorder.done.wait(10)
+    assert source.statistics().bytes_read == first.stat().st_size + second.stat().st_size
+    dead.close()

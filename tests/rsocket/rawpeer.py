@@ -6,7 +6,14 @@ import socket
 
 from reactive_streams.rsocket._frames import Frame, FrameReader, FrameType, encode_request
 from reactive_streams.rsocket._frames import encode_setup as _encode_setup
-from reactive_streams.rsocket._metadata import COMPOSITE, ROUTING, encode_composite, encode_routing
+from reactive_streams.rsocket._metadata import (
+    AUTHENTICATION,
+    COMPOSITE,
+    ROUTING,
+    encode_bearer,
+    encode_composite,
+    encode_routing,
+)
 
 TIMEOUT = 10.0
 
@@ -21,8 +28,12 @@ class RawPeer:
         self._frames: list[Frame] = []
 
     @classmethod
-    def connect(cls, port: int) -> RawPeer:
-        return cls(socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT))
+    def connect(cls, port: int, source: str | None = None) -> RawPeer:
+        """Connect to 127.0.0.1:``port``, from the loopback address ``source`` if given."""
+        address = None if source is None else (source, 0)
+        return cls(
+            socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT, source_address=address)
+        )
 
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
@@ -53,12 +64,19 @@ class RawPeer:
         self.sock.close()
 
 
-def setup_frame(keepalive_ms: int = 20_000, max_lifetime_ms: int = 90_000) -> bytes:
+def setup_frame(
+    keepalive_ms: int = 20_000, max_lifetime_ms: int = 90_000, token: str | None = None
+) -> bytes:
+    """A SETUP frame; with ``token``, its composite metadata carries it as a bearer token."""
+    metadata = None
+    if token is not None:
+        metadata = encode_composite([(AUTHENTICATION, encode_bearer(token))])
     return _encode_setup(
         keepalive_ms=keepalive_ms,
         max_lifetime_ms=max_lifetime_ms,
         metadata_mime=COMPOSITE,
         data_mime="application/octet-stream",
+        metadata=metadata,
     )
 
 

@@ -13,6 +13,7 @@ from reactive_streams.rsocket import (
     ErrorCode,
     RSocketConnectionError,
     RSocketServer,
+    ServerLimits,
     connect,
     serve,
 )
@@ -170,7 +171,9 @@ def test_server_closes_a_silent_client_after_its_max_lifetime() -> None:
 
 
 def test_hundreds_of_idle_connections_use_no_threads() -> None:
-    with serve({"items": items_route}) as server:
+    # All 300 connect before any SETUP is read: each is pending for a while.
+    limits = ServerLimits(max_pending_connections=400, max_connections_per_address=400)
+    with serve({"items": items_route}, limits=limits) as server:
         _still_serves(server)  # start the worker threads the server will use anyway
         before = threading.active_count()
         peers = [RawPeer.connect(server.port) for _ in range(300)]
@@ -315,3 +318,28 @@ def test_server_never_sends_more_than_requested_even_if_its_publisher_does() -> 
             )
         finally:
             peer.close()
+
+
+def test_a_fire_and_forget_sent_just_before_close_is_carried_out_every_time() -> None:
+    received: list[bytes] = []
+    lock = threading.Lock()
+    all_in = threading.Event()
+    trials = 100
+
+    def record(data: bytes) -> Publisher[bytes]:
+        def work() -> Iterator[bytes]:  # runs when the stream is requested, not before
+            with lock:
+                received.append(data)
+                if len(received) == trials:
+                    all_in.set()
+            yield from ()
+
+        return IterablePublisher(work())
+
+    with serve({"commit": record}) as server:
+        for trial in range(trials):
+            with connect(f"tcp://127.0.0.1:{server.port}") as client:
+                client.fire_and_forget("commit", str(trial).encode())
+        # Before: 4 to 7 of 8 were cancelled by the close before their work started.
+        assert all_in.wait(TIMEOUT), f"{len(received)} of {trials} carried out"
+    assert sorted(received, key=int) == [str(trial).encode() for trial in range(trials)]

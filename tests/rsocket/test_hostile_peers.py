@@ -274,7 +274,7 @@ def test_a_fragmented_request_is_refused_on_its_first_fragment(
         peer.close()
 
 
-def test_a_fragmented_request_without_the_token_is_refused_on_its_first_fragment() -> None:
+def test_a_setup_without_the_token_is_refused_before_any_request_is_read() -> None:
     with serve({"sink": lambda data: IterablePublisher([])}, token="s3cret") as server:
         peer = RawPeer.connect(server.port)
         try:
@@ -284,8 +284,11 @@ def test_a_fragmented_request_without_the_token_is_refused_on_its_first_fragment
             )
             peer.send(first)
             [refusal] = peer.frames(1)
-            assert (refusal.stream_id, refusal.number) == (1, ErrorCode.REJECTED)
-            assert "authentication required" in refusal.data.decode()
+            # Before: admitted, and refused per request (ERROR[REJECTED] on stream 1).
+            assert (refusal.stream_id, refusal.number) == (0, ErrorCode.REJECTED_SETUP)
+            assert refusal.data.decode() == (
+                "authentication required: the SETUP carries no bearer token"
+            )
         finally:
             peer.close()
 

@@ -16,6 +16,7 @@ from reactive_streams.files import FilePartitions, InputFile
 from reactive_streams.rsocket import (
     ErrorCode,
     RSocketClient,
+    RSocketConnectionError,
     RSocketServer,
     RSocketStreamError,
     connect,
@@ -208,9 +209,9 @@ def test_a_token_is_required_when_given(source: FilePartitions) -> None:
     with serve(partitioned_routes("events", source), token="s3cret") as server:
         url = f"tcp://127.0.0.1:{server.port}"
         with connect(url) as anonymous:
-            with pytest.raises(RSocketStreamError, match=r"authentication required") as caught:
+            with pytest.raises(RSocketConnectionError, match=r"authentication required") as caught:
                 answer(anonymous, "events.meta")
-            assert caught.value.code == ErrorCode.REJECTED
+            assert caught.value.code == ErrorCode.REJECTED_SETUP
         with connect(url, token="s3cret") as client:
             assert answer(client, "events.meta")["partitions"] == PARTITIONS
             assert len(read(client, 2, 20)) == 2

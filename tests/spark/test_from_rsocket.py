@@ -335,3 +335,53 @@ def test_with_reconnect_the_query_picks_up_a_producer_served_again_on_its_port(
         if restarted is not None:
             restarted.close(5.0)
     assert rows_of(batches) == expected_rows()  # exact: nothing lost, nothing twice
+
+
+def test_the_token_is_in_no_plan_no_pickled_option_and_no_sql_tab_text(
+    spark: SparkSession, server: RSocketServer
+) -> None:
+    import base64
+
+    df = from_rsocket(
+        _url(server), "numbers", spark, token="s3cret", max_records_per_trigger=20, read_timeout=60
+    )
+    batches: list[pa.Table] = []
+    query = df.writeStream.foreachBatch(lambda frame, _: batches.append(frame.toArrow()))
+    started = query.trigger(availableNow=True).start()
+    try:
+        assert started.awaitTermination(TIMEOUT)
+        assert started.exception() is None, started.exception()
+        texts = [
+            str(started._jsq.streamingQuery().logicalPlan().toString()),
+            str(started._jsq.streamingQuery().lastExecution().toString()),
+            str(df._jdf.queryExecution().toString()),
+        ]
+    finally:
+        started.stop()
+    assert rows_of(batches) == expected_rows()  # the executors had the token
+    # What the Spark UI's SQL tab shows: each execution's description and plans.
+    store = spark._jsparkSession.sharedState().statusStore()
+    executions = store.executionsList()
+    for index in range(executions.size()):
+        execution = executions.apply(index)
+        texts += [str(execution.description()), str(execution.details()),
+                  str(execution.physicalPlanDescription())]  # fmt: skip
+    [plan_option] = {
+        match for text in texts for match in re.findall(r"plan=([A-Za-z0-9+/=]+)", text)
+    }
+    assert b"s3cret" not in base64.b64decode(plan_option)  # before: pickled into the plan
+    assert all("s3cret" not in text for text in texts)
+    assert any("secret.token=*********(redacted)" in text for text in texts), texts[0][:2000]
+
+
+def test_an_acknowledged_commit_is_applied_when_commit_route_returns(
+    route: PartitionedRoute, server: RSocketServer
+) -> None:
+    from reactive_streams.spark import commit_route
+
+    offsets = {0: 10, 2: 5}
+    assert commit_route(_url(server), "numbers", offsets, token="s3cret", acknowledged=True)
+    with route.lock:  # no wait: the producer answered once each was applied
+        assert route.commits == [(0, 10), (2, 5)]
+    gone = f"tcp://127.0.0.1:{closed_port()}"
+    assert not commit_route(gone, "numbers", offsets, timeout=2.0, acknowledged=True)

@@ -102,6 +102,16 @@ def test_parse_ddl_parses_a_struct(spark: SparkSession) -> None:
     assert parsed.fields[0].dataType == LongType()
 
 
+def test_result_arrow_schema_is_the_schema_of_to_arrow(spark: SparkSession) -> None:
+    frame = spark.sql(
+        "SELECT 'a' AS s, CAST(1 AS BIGINT) AS n, 0.5D AS d, "
+        "TIMESTAMP '2013-01-01 05:00:00' AS ts, DATE '2013-01-01' AS day"
+    )
+    schema = internals.result_arrow_schema(frame)
+    assert schema.equals(frame.toArrow().schema)
+    assert schema.field("ts").type == pa.timestamp("us", tz="UTC")
+
+
 def test_executor_count_is_zero_on_a_local_master(spark: SparkSession) -> None:
     assert internals.executor_count(spark) == 0
 
@@ -358,3 +368,24 @@ def test_window_calls_read_windows_literal_arguments_as_microseconds(
     assert internals.window_calls(spark, "SELECT 1 FROM a GROUP BY window(t, '1 day')") == [
         ("t", 1_440 * minute, 1_440 * minute, 0)
     ]
+
+
+def test_query_references_reads_relations_ctes_and_calls_subqueries_included(
+    spark: SparkSession,
+) -> None:
+    sql = (
+        "WITH early AS (SELECT * FROM events WHERE dep_delay < 0), "
+        "lookup AS (SELECT * FROM parquet.`/data/x`) "
+        "SELECT reflect('java.lang.Thread', 'currentThread'), "
+        "(SELECT max(a) FROM csv.`/in/sub`) AS m "
+        "FROM early JOIN range(3) "
+        "WHERE EXISTS (SELECT 1 FROM airlines WHERE upper(code) = 'AA') "
+        "AND id IN (SELECT id FROM read_files('/etc'))"
+    )
+    found = internals.query_references(spark, sql)
+    assert sorted(found.relations) == [
+        ("airlines",), ("csv", "/in/sub"), ("early",), ("events",), ("parquet", "/data/x")
+    ]  # fmt: skip
+    assert found.ctes == frozenset({"early", "lookup"})
+    assert sorted(found.table_functions) == ["range", "read_files"]
+    assert {"reflect", "max", "upper"} <= set(found.functions)

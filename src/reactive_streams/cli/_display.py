@@ -6,7 +6,9 @@ import datetime as dt
 from typing import TYPE_CHECKING
 
 from rich.console import Group
+from rich.filesize import decimal
 from rich.panel import Panel
+from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "bottleneck_line",
+    "input_progress",
     "render_progress",
     "render_schema",
     "render_summary",
@@ -76,7 +79,8 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
             "producer",
             f"{_count(producer.sent_batches)} batches sent",
             _plural(producer.outstanding_batches, "batch", "batches"),
-            _producer_detail(producer),
+            _producer_detail(producer, progress.producer_reconnects),
+            style="yellow" if progress.producer_reconnects else None,
         )
     read = _count(progress.records_read)
     if progress.total_rows:
@@ -109,20 +113,80 @@ def render_progress(progress: PipelineProgress, *, title: str) -> RenderableType
         style=_row_style(progress, "sink"),
     )
     status = Text(f"{progress.phase} · {progress.elapsed:,.1f} s", style="dim")
+    parts: list[RenderableType] = [table]
+    bar = input_progress(progress)
+    if bar is not None:
+        parts.append(bar)
     held_back = bottleneck_line(progress)
-    parts = (table, status) if held_back is None else (table, held_back, status)
+    if held_back is not None:
+        parts.append(held_back)
+    parts.append(status)
     return Panel(Group(*parts), title=title, title_align="left", expand=False)
 
 
-def _producer_detail(producer: RouteStats) -> str:
-    """An ``rsocket://`` input's producer: its open streams and arrival-to-commit latency."""
-    streams = _plural(producer.streams, "stream", "streams")
-    if producer.latency_p50 is None or producer.latency_p99 is None:
-        return f"{streams} open"
-    return (
-        f"{streams} open, arrival to commit p50 {producer.latency_p50:,.2f} s, "
-        f"p99 {producer.latency_p99:,.2f} s"
+_BAR_WIDTH = 30
+
+
+def _eta(seconds: float | None) -> str:
+    """``H:MM:SS`` as ``rich.progress.TimeRemainingColumn`` shows it; ``-:--:--`` unknown."""
+    if seconds is None:
+        return "-:--:--"
+    return str(dt.timedelta(seconds=int(seconds + 0.5)))
+
+
+def input_progress(progress: PipelineProgress) -> RenderableType | None:
+    """How far the input is read, as ``rich.progress`` shows a task, for a finite input.
+
+    A bar, the share done, bytes read of the input's bytes (CSV and JSON Lines files,
+    uncompressed) or else records of its records, the rate since the first record and the
+    time left at that rate (``PipelineProgress.eta``). ``None`` when the input's size is
+    not known (a live input, compressed text read on the driver).
+    """
+    if progress.total_bytes is not None and progress.bytes_read is not None:
+        done, total = progress.bytes_read, progress.total_bytes
+        rate = progress.byte_rate or 0.0
+        amount = f"{decimal(done)} / {decimal(total)}"
+        speed = f"{decimal(int(rate))}/s"
+    elif progress.total_rows:
+        done, total = progress.records_read, progress.total_rows
+        amount = f"{_count(done)} / {_count(total)} records"
+        speed = f"{_rate(progress.rate)} rec/s"
+    else:
+        return None
+    done = min(done, total)
+    share = 100.0 * done / total if total else 100.0
+    line = Table.grid(padding=(0, 1))
+    line.add_row(
+        Text("input", style="bold"),
+        ProgressBar(total=float(total or 1), completed=float(done), width=_BAR_WIDTH),
+        Text(f"{share:3.0f}%", style="progress.percentage"),
+        Text(amount, style="progress.download"),
+        Text(speed, style="progress.data.speed"),
+        Text(f"eta {_eta(progress.eta)}", style="progress.remaining"),
     )
+    return line
+
+
+def _spark_starting(progress: PipelineProgress) -> bool:
+    """The query runs but Spark has not finished a micro-batch yet (its JVM, its plan)."""
+    return progress.phase == "running" and progress.batches == 0 and not progress.records_processed
+
+
+def _producer_detail(producer: RouteStats, reconnects: int = 0) -> str:
+    """An ``rsocket://`` input's producer: open streams, latency, drops outlived.
+
+    The arrival-to-commit latency when the producer timestamps arrivals, and how many
+    times it dropped and was reached again.
+    """
+    detail = f"{_plural(producer.streams, 'stream', 'streams')} open"
+    if producer.latency_p50 is not None and producer.latency_p99 is not None:
+        detail += (
+            f", arrival to commit p50 {producer.latency_p50:,.2f} s, "
+            f"p99 {producer.latency_p99:,.2f} s"
+        )
+    if reconnects:
+        detail += f"; dropped, reconnected {_plural(reconnects, 'time', 'times')}"
+    return detail
 
 
 def _row_style(progress: PipelineProgress, *stages: str) -> str | None:
@@ -130,18 +194,25 @@ def _row_style(progress: PipelineProgress, *stages: str) -> str | None:
     held_back = progress.bottleneck
     if held_back is None or progress.phase != "running" or held_back.stage not in stages:
         return None
-    return "bold yellow"
+    return None if _spark_starting(progress) else "bold yellow"
 
 
 def bottleneck_line(progress: PipelineProgress) -> Text | None:
     """``bottleneck: <stage> (why)`` while the run goes and a stage holds it back, else ``None``.
 
     The stage is the one busy while its upstream was backpressured in the last metrics
-    period (``PipelineMetrics``), or a source everything after it waits for.
+    period (``PipelineMetrics``), or a source everything after it waits for. Until Spark
+    finished its first micro-batch, the source reads ahead while Spark starts: the line
+    says ``starting Spark`` then, not that the source is busy.
     """
     bottleneck = progress.bottleneck
     if bottleneck is None or progress.phase != "running":
         return None
+    if _spark_starting(progress):
+        line = Text("bottleneck: ", style="bold")
+        line.append("starting Spark", style="bold yellow")
+        line.append(" (no micro-batch has finished yet)", style="yellow")
+        return line
     line = Text("bottleneck: ", style="bold")
     line.append(bottleneck.stage, style="bold yellow")
     detail = str(bottleneck).removeprefix(bottleneck.stage).strip()
@@ -213,6 +284,8 @@ def render_summary(result: PipelineResult) -> RenderableType:
         "" if progress.late_rows_of_input or not progress.late_rows else " (Spark's count)"
     )
     table.add_row(f"late rows dropped{run}{spark_count}", _count(progress.late_rows))
+    if progress.producer is not None or progress.producer_reconnects:
+        table.add_row("producer reconnects", _count(progress.producer_reconnects))
     if progress.resumed:
         table.add_row("micro-batches, all runs", _count(progress.all_runs_batches))
         table.add_row("dead letters, all runs", _count(progress.all_runs_dead_letters))
@@ -223,10 +296,14 @@ def render_summary(result: PipelineResult) -> RenderableType:
         table.add_row("Spark driver JVM peak memory", _mib(result.spark_peak_memory))
     if result.output_path is not None:
         table.add_row("output", str(result.output_path))
+    if result.sink is not None:
+        table.add_row("sink", result.sink)
     if result.dead_letter_path is not None:
         table.add_row("dead-letter file", str(result.dead_letter_path))
     if result.error:
         table.add_row("error", result.error)
+    for change in result.column_changes:
+        table.add_row("columns", change.describe())
     for note in result.notes:
         table.add_row("note", note)
     return table

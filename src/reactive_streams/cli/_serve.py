@@ -30,6 +30,7 @@ from ._file_options import (
     null_value_list,
     quote_character,
 )
+from ._token_options import resolve_token, token_options, warn_token_in_argv
 
 if TYPE_CHECKING:
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -83,12 +84,7 @@ def _describe(schema: pa.Schema) -> str:
     help="Contiguous ranges of records, of nearly equal size, that readers read in "
     "parallel. Give the same value on a restart so that offsets mean the same records.",
 )
-@click.option(
-    "--token",
-    envvar="REACTIVE_STREAMS_TOKEN",
-    default=None,
-    help="Require this bearer token from clients (or set REACTIVE_STREAMS_TOKEN).",
-)
+@token_options("Require this bearer token from clients.")
 @click.option(
     "--batch-rows",
     type=click.IntRange(min=1),
@@ -122,6 +118,7 @@ def serve(
     route: str,
     partitions: int,
     token: str | None,
+    token_file: Path | None,
     batch_rows: int,
     schema: str | None,
     encoding: str,
@@ -159,7 +156,7 @@ def serve(
     try:
         from ..files import ConversionOptions, FileFollower, FormatError
         from ..pipeline import PipelineUsageError, plan_file_partitions, schema_from_ddl
-        from ..rsocket import ServerLimits, partitioned_routes
+        from ..rsocket import ServerLimits, check_route_name, partitioned_routes
         from ..rsocket import serve as serve_routes
     except ModuleNotFoundError as exc:  # pyarrow: the spark extra
         _fail(
@@ -183,6 +180,14 @@ def serve(
         )
     except ValueError as exc:
         _fail(f"--timestamp-format: {exc}", exc, debug=debug)
+    try:
+        check_route_name(route)
+    except ValueError as exc:
+        _fail(f"--route: {exc}", exc, debug=debug)
+    try:
+        token = resolve_token(token, token_file)
+    except ValueError as exc:
+        _fail(str(exc), exc, debug=debug)
     try:
         limits = ServerLimits(
             **{
@@ -211,6 +216,7 @@ def serve(
     except (OSError, pa.ArrowException) as exc:
         _fail(f"cannot plan the input: {getattr(exc, 'strerror', None) or exc}", exc, debug=debug)
 
+    warn_token_in_argv()
     # A stop signal only records itself (a handler that took a lock could deadlock the
     # thread it interrupts); the loop below sees it within _POLL seconds.
     stopped: list[int] = []

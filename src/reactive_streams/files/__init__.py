@@ -11,7 +11,8 @@ package, so they agree on what a record is:
 * ``Validator``, ``validate``, ``ConversionOptions``: conversion to a schema (flat and
   nested types), record by record where needed;
 * ``infer_files_schema``, ``infer_file_schema``, ``infer_schema``, ``widen_type``: schema
-  inference from a sample of every file, widened across files;
+  inference from a sample of every file, widened across files; ``guess_timestamp_format``:
+  the ``strptime`` form of time text that inference does not read without one;
 * ``FileSplit``, ``plan_splits``, ``SplitReader``: files planned once (records counted,
   record boundaries noted) and read from any offset, one row per record;
 * ``FilePartitions``: the input's records cut into P contiguous, replayable partitions,
@@ -54,6 +55,7 @@ from ._formats import read_csv_header as read_csv_header
 from ._formats import sample as sample
 from ._identity import TEMPORARY_SUFFIXES as TEMPORARY_SUFFIXES
 from ._identity import FileIdentity as FileIdentity
+from ._infer import guess_timestamp_format as guess_timestamp_format
 from ._infer import infer_file_schema as infer_file_schema
 from ._infer import infer_files_schema as infer_files_schema
 from ._infer import infer_schema as infer_schema
@@ -121,6 +123,7 @@ __all__ = [
     "cut_partitions",
     "dead_letters_of",
     "format_of",
+    "guess_timestamp_format",
     "header",
     "index_records",
     "infer_file_schema",

@@ -15,6 +15,9 @@ Conversion rules (text from CSV, JSON values, or typed Parquet columns):
 * ``BIGINT`` takes integers, and floats or text with an integral value;
 * ``DOUBLE`` takes numbers and numeric text; ``BOOLEAN`` takes booleans and
   ``true``/``false`` text (any case);
+* a JSON string stays text, as Spark's JSON reader keeps it: a top-level ``BIGINT``,
+  ``DOUBLE`` or ``BOOLEAN`` column refuses it (``"00037"`` is not 37), unless it is null
+  text;
 * ``TIMESTAMP`` takes datetimes and text in ISO 8601 or one of ``TIMESTAMP_FORMATS`` (or
   ``ConversionOptions.timestamp_format``, tried first); without an offset the time is UTC;
 * ``DATE`` takes dates and ISO (``2024-01-31``) or ``YYYY/MM/DD`` text;
@@ -33,7 +36,7 @@ import datetime as dt
 import functools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -448,6 +451,26 @@ def _map_converter(data_type: pa.DataType, rules: _Rules) -> Callable[[object], 
     return convert
 
 
+def _json_string_refused(value: object) -> object:
+    raise ConversionError("a JSON string stays text (the column would need STRING)")
+
+
+def _json_converter(data_type: pa.DataType, rules: _Rules) -> Callable[[object], object]:
+    """``_converter`` for a top-level JSON value: no JSON string becomes a number."""
+    convert = _converter(data_type, rules)
+    if not _refuses_json_strings(data_type):
+        return convert
+    return lambda value: _json_string_refused(value) if isinstance(value, str) else convert(value)
+
+
+def _refuses_json_strings(data_type: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_int64(data_type)
+        or pa.types.is_float64(data_type)
+        or pa.types.is_boolean(data_type)
+    )
+
+
 def _converter(data_type: pa.DataType, rules: _Rules) -> Callable[[object], object]:
     """Converts one non-null value to ``data_type`` as a Python value, or raises."""
     if pa.types.is_int64(data_type):
@@ -664,7 +687,9 @@ class Validator:
 
     Args:
         schema: the target schema; a chunk's table holds these columns (as text, or
-            typed). Text converts to ``BIGINT``, ``DOUBLE``, ``STRING``, ``BOOLEAN``,
+            typed), or some of them: a column it lacks is null in every record (a file
+            without that column, as Spark's ``unionByName(allowMissingColumns=True)``
+            reads it). Text converts to ``BIGINT``, ``DOUBLE``, ``STRING``, ``BOOLEAN``,
             ``DATE`` and ``TIMESTAMP`` columns, JSON values to those and to ``STRUCT``,
             ``ARRAY`` and ``MAP`` columns; a column of another type takes values of that
             type.
@@ -682,6 +707,7 @@ class Validator:
         self._rules = _Rules(self._options)
         self._names = list(schema.names)
         self._converters = [_converter(field.type, self._rules) for field in schema]
+        self._json_converters = [_json_converter(field.type, self._rules) for field in schema]
         self._fast_chunks = 0
         self._slow_chunks = 0
 
@@ -704,7 +730,8 @@ class Validator:
         Returns:
             The records that fit, and every refused record (the chunk's parse rejects
             plus every record that did not convert), each with its slot: together they
-            are the chunk's ``count`` records.
+            are the chunk's ``count`` records. Each dead letter carries its record's
+            number in the file (``DeadLetter.record``: ``chunk.first`` plus its slot).
         """
         rejects = list(chunk.rejects)
         slots = chunk.parsed_slots
@@ -715,6 +742,14 @@ class Validator:
         else:
             table, kept = self._schema.empty_table(), []
         rejects.sort(key=lambda entry: entry[0])
+        # Each dead letter carries its record's number: records may start on one line.
+        rejects = [
+            (
+                slot,
+                letter if letter.record is not None else replace(letter, record=chunk.first + slot),
+            )
+            for slot, letter in rejects
+        ]
         every = not rejects and len(kept) == chunk.count
         return Converted(table, None if every else kept, rejects, chunk.count)
 
@@ -723,9 +758,12 @@ class Validator:
     ) -> tuple[pa.Table, list[int]]:
         table = chunk.table
         assert table is not None
+        present = set(table.column_names)
         try:
             columns = [
                 _cast_column(table.column(name), field.type, self._rules)
+                if name in present
+                else pa.nulls(table.num_rows, field.type)  # a file without the column
                 for name, field in zip(self._names, self._schema, strict=True)
             ]
         except _CAST_ERRORS:
@@ -737,7 +775,11 @@ class Validator:
     def _json_column(self, values: list[object], target: pa.DataType) -> pa.Array:
         """A column of decoded JSON values as ``target`` (raises when one does not fit)."""
         if not _has_map(target):
-            return _cast_column(pa.array(values), target, self._rules)
+            array = pa.array(values)
+            if _refuses_json_strings(target) and pa.types.is_string(array.type):
+                # JSON strings: refused (null text aside), record by record.
+                raise ValueError("JSON strings in a column that is not text")
+            return _cast_column(array, target, self._rules)
         # pyarrow reads an object as a STRUCT: a MAP is built from the Python values.
         convert = _converter(target, self._rules)
         return pa.array(
@@ -770,7 +812,9 @@ class Validator:
             ]
         except (*_CAST_ERRORS, ValueError):
             self._slow_chunks += 1
-            return self._convert_rows(chunk, kept, kept_slots, positions, rejects)
+            return self._convert_rows(
+                chunk, kept, kept_slots, positions, rejects, converters=self._json_converters
+            )
         self._fast_chunks += 1
         return pa.Table.from_arrays(columns, schema=self._schema), kept_slots
 
@@ -790,12 +834,19 @@ class Validator:
         slots: list[int],
         positions: list[int],
         rejects: list[tuple[int, DeadLetter]],
+        *,
+        converters: list[Callable[[object], object]] | None = None,
     ) -> tuple[pa.Table, list[int]]:
-        """The slow path: convert record by record, refusing the ones that do not fit."""
+        """The slow path: convert record by record, refusing the ones that do not fit.
+
+        ``converters``: one per column (the JSON ones for decoded JSON records);
+        ``None``: the text and typed columns' ones.
+        """
         good: list[dict[str, object]] = []
         kept: list[int] = []
         rules = self._rules
-        fields = list(zip(self._names, self._schema, self._converters, strict=True))
+        converters = self._converters if converters is None else converters
+        fields = list(zip(self._names, self._schema, converters, strict=True))
         for row, slot, position in zip(rows, slots, positions, strict=True):
             converted: dict[str, object] = {}
             reason: str | None = None

@@ -3,10 +3,14 @@
 A record that cannot be parsed or converted to the schema never stops a stream by itself
 and never vanishes: it becomes one dead letter, written as one JSON object per line::
 
-    {"source": "data/a.csv", "line": 17, "reason": "column 'dep_delay': ...", "raw": "..."}
+    {"source": "data/a.csv", "line": 17, "record": 15, "reason": "column 'dep_delay': ...",
+     "raw": "..."}
 
 ``line`` is the line a record of a CSV or JSON Lines file starts on (1-based; the header
 is line 1 of a CSV); Parquet files and in-memory tables have ``row`` instead (0-based).
+``record`` is the record's number in its file (0-based, data records only, the header is
+no record): it tells apart records that start on the same line, so a file and a record
+number name exactly one dead letter.
 """
 
 from __future__ import annotations
@@ -57,6 +61,8 @@ class DeadLetter:
         position_kind: ``"line"`` or ``"row"``.
         reason: why it was refused, in one line.
         raw: the record as read: its text, or the row as a ``dict``.
+        record: its number in the file (0-based, data records only), or ``None`` when
+            not known (a dead letter written before record numbers were kept).
     """
 
     source: str
@@ -64,19 +70,28 @@ class DeadLetter:
     position_kind: Literal["line", "row"]
     reason: str
     raw: object
+    record: int | None = None
+
+    @property
+    def key(self) -> tuple[str, str, int, int]:
+        """What names this record: its source, position and record number.
+
+        A dead letter without a record number is named by its position alone.
+
+        Two dead letters with the same key are the same record refused twice (a retried
+        task, a replayed micro-batch).
+        """
+        record = self.position if self.record is None else self.record
+        return (self.source, self.position_kind, self.position, record)
 
     def to_json(self) -> str:
         """The record as one line of JSON (values JSON cannot hold are written as text)."""
-        return json.dumps(
-            {
-                "source": self.source,
-                self.position_kind: self.position,
-                "reason": self.reason,
-                "raw": self.raw,
-            },
-            default=str,
-            ensure_ascii=False,
-        )
+        fields: dict[str, object] = {"source": self.source, self.position_kind: self.position}
+        if self.record is not None:
+            fields["record"] = self.record
+        fields["reason"] = self.reason
+        fields["raw"] = self.raw
+        return json.dumps(fields, default=str, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, line: str) -> DeadLetter:
@@ -95,4 +110,5 @@ class DeadLetter:
             position_kind=kind,
             reason=str(record["reason"]),
             raw=record.get("raw"),
+            record=None if record.get("record") is None else int(record["record"]),
         )

@@ -38,8 +38,9 @@ import io
 import itertools
 import json
 import os
-from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, BinaryIO, Literal, Protocol
+import re
+from dataclasses import dataclass, field, replace
+from typing import IO, TYPE_CHECKING, BinaryIO, Final, Literal, Protocol
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
@@ -340,6 +341,40 @@ def _decodes(block: bytes) -> bool:
     return True
 
 
+def _has_lone_cr(data: bytes) -> bool:
+    r"""Whether ``data`` holds a carriage return not followed by ``\\n``."""
+    returns = data.count(b"\r")
+    return bool(returns) and returns != data.count(b"\r\n") + data.endswith(b"\r")
+
+
+_CR_STAND_INS: Final = tuple(chr(code).encode("utf-8") for code in range(0xE000, 0xE100))
+"""Characters of Unicode's private use area that stand in for a lone carriage return while
+pyarrow parses (it ends a row at one, where the scanner and Spark read it as data)."""
+
+
+def _stand_in(data: bytes) -> bytes | None:
+    """A private-use character ``data`` does not hold, or ``None`` if it holds them all."""
+    return next((code for code in _CR_STAND_INS if code not in data), None)
+
+
+_LONE_CR: Final = re.compile(rb"\r(?!\n)")
+
+
+def _put_back_cr(
+    table: pa.Table, rejects: list[tuple[int, DeadLetter]], stand_in: bytes
+) -> tuple[pa.Table, list[tuple[int, DeadLetter]]]:
+    """The lone carriage returns ``stand_in`` stood for, back in the values and dead letters."""
+    text = stand_in.decode("utf-8")
+    columns = [pc.replace_substring(column, text, "\r") for column in table.columns]
+    letters = [
+        (slot, replace(letter, raw=letter.raw.replace(text, "\r")))
+        if isinstance(letter.raw, str)
+        else (slot, letter)
+        for slot, letter in rejects
+    ]
+    return pa.Table.from_arrays(columns, schema=table.schema), letters
+
+
 def split_records(data: bytes, dialect: CsvDialect) -> list[bytes]:
     """The records of a CSV ``TextBlock.data`` (whole records, as the scanner took them)."""
     scanner = RecordScanner(
@@ -388,10 +423,15 @@ def read_csv_header(item: InputFile, scanner: RecordScanner) -> CsvHeader | None
     scanner.record = 0
     if block is None:
         return None
+    first = block.refused[0].head if block.refused else block.data
+    if _has_lone_cr(first):  # a lone CR is data: the whole file read as its header
+        raise FormatError(
+            f"{item.path}: lines end in a carriage return alone (old Mac style); convert "
+            "the file to \\n or \\r\\n line ends"
+        )
     if block.refused:
         raise FormatError(f"{item.path} does not look like a CSV file: its header is "
                           f"{block.refused[0].reason}")  # fmt: skip
-    first = block.data
     encoding = "utf-8-sig" if _is_utf8(item.encoding) else item.encoding
     try:
         text = first.decode(encoding)
@@ -403,11 +443,6 @@ def read_csv_header(item: InputFile, scanner: RecordScanner) -> CsvHeader | None
         ) from None
     if "\x00" in text:
         raise FormatError(f"{item.path} does not look like a CSV file: it holds binary data")
-    if text.endswith("\r") and not text.endswith("\r\n"):
-        raise FormatError(
-            f"{item.path}: lines end in a carriage return alone (old Mac style); convert "
-            "the file to \\n or \\r\\n line ends"
-        )
     text = text.rstrip("\r\n")
     start = Checkpoint(scanner.offset, 0, scanner.line)
     if not text.strip():
@@ -506,8 +541,11 @@ class CsvReader(_TextReader):
 
     Args:
         item: the file.
-        columns: the stream's column names, in order; the file's header must name the
-            same columns, in any order.
+        columns: the stream's column names, in order; the file's header names some or
+            all of them, in any order. The chunks' tables hold the columns the header
+            names, in ``columns``' order; a column it does not name is null in every
+            record (``Validator``), as Spark's ``unionByName(allowMissingColumns=True)``
+            reads files that gained or dropped a column.
         start: the record to start at (0: the first after the header).
         at: a record boundary at or before ``start`` to seek to first (a planner's
             ``Checkpoint``); ``None``: the first record after the header.
@@ -515,7 +553,7 @@ class CsvReader(_TextReader):
 
     Raises:
         OSError: the file cannot be opened.
-        FormatError: the header cannot be read, or does not name ``columns``.
+        FormatError: the header cannot be read, or names a column not in ``columns``.
     """
 
     def __init__(
@@ -536,12 +574,14 @@ class CsvReader(_TextReader):
     def _header(self, scanner: RecordScanner) -> None:
         head = read_csv_header(self._item, scanner)
         names = [] if head is None else head.names
-        if sorted(names) != sorted(self._columns):
+        known = set(self._columns)
+        if (not names and known) or len(set(names)) != len(names) or not known.issuperset(names):
             raise FormatError(
-                f"{self._item.path}: the header names {quoted(names)}, expected the columns "
-                f"{quoted(self._columns)}"
+                f"{self._item.path}: the header names {quoted(names)}, expected some of the "
+                f"columns {quoted(self._columns)}"
             )
         self._names = names
+        self._present = [name for name in self._columns if name in names]
 
     def _letter(self, line: int, reason: str, raw: object) -> DeadLetter:
         return DeadLetter(
@@ -587,11 +627,17 @@ class CsvReader(_TextReader):
             data, slots, lines = self._decode_each(data, slots, block, lines, rejects)
         if slots is None:
             slots = list(range(block.count))
+        stand_in = _stand_in(data) if _has_lone_cr(data) else None
+        if stand_in is not None:  # pyarrow would end a row at a lone CR: hide it
+            data = _LONE_CR.sub(stand_in, data)
+        refused = len(rejects)
         table, slots, lines = self._arrow(data, slots, lines, block.multiline, rejects)
+        if stand_in is not None:
+            table, rejects[refused:] = _put_back_cr(table, rejects[refused:], stand_in)
         table, slots, lines = self._drop_empty(table, slots, lines, rejects)
         rejects.sort(key=lambda entry: entry[0])
-        if self._names != self._columns:
-            table = table.select(self._columns)
+        if self._names != self._present:
+            table = table.select(self._present)
         return _Parsed(table, slots, lines, rejects)
 
     def _transcodes(self, data: bytes) -> bool:
@@ -970,8 +1016,9 @@ class ParquetReader:
     Args:
         item: the file.
         start: rows to skip first (whole row groups before it are not read at all).
-        columns: the columns to read, by name (the others are not decoded at all);
-            ``None``: every column.
+        columns: the columns to read, by name (the others are not decoded at all; one
+            the file lacks is left out: ``Validator`` makes it null); ``None``: every
+            column.
         source: how dead letters name the file; ``None``: its path.
         raw: the file already opened (``InputFile.open_raw``; the caller closes it);
             ``None``: open it now, as ``open_raw`` does.
@@ -994,7 +1041,9 @@ class ParquetReader:
             if self._raw is not None:
                 self._raw.close()
             raise
-        self._columns = None if columns is None else list(columns)
+        stored = set(self._file.schema_arrow.names)
+        # A column the file lacks is null in every row (``Validator``).
+        self._columns = None if columns is None else [name for name in columns if name in stored]
         self._slicer: _BatchSlicer | None = None
         self._start = start
         self._offset = start

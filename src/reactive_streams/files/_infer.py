@@ -26,6 +26,12 @@ instead of turning the column into text. The ladder, most specific first: ``BIGI
 ``YYYY/MM/DD``), ``TIMESTAMP`` (ISO 8601, ``TIMESTAMP_FORMATS``, or the format of the
 options), ``BOOLEAN`` (``true``/``false``), else ``STRING``.
 
+Inference never changes a JSON value's type, as Spark's JSON reader keeps it: a JSON
+string stays text however it looks (``"00037"`` and ``"0612345678"`` are ``STRING``, never
+``BIGINT``), and only JSON numbers make ``BIGINT`` or ``DOUBLE``, only JSON booleans
+``BOOLEAN``. JSON has no type for time, so a JSON string may still make a ``DATE`` or
+``TIMESTAMP`` column when its text is one (it reads back as the same instant).
+
 JSON values may nest. An array is an ``ARRAY`` of the type inferred from all its elements.
 An object is a ``STRUCT`` with one field per key seen at that place in the sample (in the
 order first seen; each field inferred on its own), unless the sample shows more than
@@ -37,6 +43,7 @@ keys, say, rather than field names). Nesting deeper than ``MAX_DEPTH`` levels is
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections import Counter
 from typing import TYPE_CHECKING, Final
@@ -151,17 +158,34 @@ _WIDER: Final = {
 of the narrower type's form (``4.5`` among integers), with that form."""
 
 
+def _not_text(convert: Callable[[object], object]) -> Callable[[object], object]:
+    """``convert`` refusing text: a JSON string never makes a number or a boolean."""
+
+    def strict(value: object) -> object:
+        if isinstance(value, str):
+            raise ConversionError("a JSON string stays text")
+        return convert(value)
+
+    return strict
+
+
 def _ladder(
-    options: ConversionOptions,
+    options: ConversionOptions, json_values: bool
 ) -> tuple[tuple[pa.DataType, Callable[[object], object]], ...]:
     formats = options.timestamp_formats
     first = options.timestamp_format is not None
-    return (
+    ladder: tuple[tuple[pa.DataType, Callable[[object], object]], ...] = (
         (pa.int64(), _to_int_strict),
         (pa.float64(), _to_float),
         (pa.date32(), _to_date_strict),
         (_UTC_TIMESTAMP, lambda value: _to_timestamp(value, formats, first)),
         (pa.bool_(), _to_bool_strict),
+    )
+    if not json_values:
+        return ladder
+    textual = (pa.date32(), _UTC_TIMESTAMP)
+    return tuple(
+        (kind, convert if kind in textual else _not_text(convert)) for kind, convert in ladder
     )
 
 
@@ -199,11 +223,15 @@ def _count(values: Iterable[object]) -> dict[tuple[type, object], int]:
 
 
 class _Inference:
-    """Infers types with one set of options; ``pa.null()`` stands for "no value seen"."""
+    """Infers types with one set of options; ``pa.null()`` stands for "no value seen".
 
-    def __init__(self, options: ConversionOptions) -> None:
+    ``json_values``: the values are decoded JSON (a string stays text, see the module doc);
+    else text (CSV), which may read as any type.
+    """
+
+    def __init__(self, options: ConversionOptions, json_values: bool = False) -> None:
         self._rules = _Rules(options)
-        self._ladder = _ladder(options)
+        self._ladder = _ladder(options, json_values)
 
     def infer(self, values: Sequence[object], depth: int = 0) -> pa.DataType:
         present = [
@@ -278,7 +306,12 @@ def _final_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([field.with_type(_final(field.type)) for field in schema])
 
 
-def infer_type(values: Sequence[object], options: ConversionOptions | None = None) -> pa.DataType:
+def infer_type(
+    values: Sequence[object],
+    options: ConversionOptions | None = None,
+    *,
+    json_values: bool = False,
+) -> pa.DataType:
     """The most specific type that most of ``values`` fit (text when none does).
 
     Null values and null text (``NULL_TEXT``, and the options' ``null_values``) are
@@ -290,14 +323,25 @@ def infer_type(values: Sequence[object], options: ConversionOptions | None = Non
     Args:
         values: sample values of one column: text (CSV) or decoded JSON values.
         options: null text and the timestamp format; ``None``: the defaults.
+        json_values: the values are decoded JSON: a JSON string stays text (or a date or
+            timestamp), never a number or a boolean; ``False``: text, as CSV gives it.
+
+    >>> infer_type(["00037", "0612345678"])
+    DataType(int64)
+    >>> infer_type(["00037", "0612345678"], json_values=True)
+    DataType(string)
     """
-    return _final(_Inference(options or ConversionOptions()).infer(values))
+    inference = _Inference(options or ConversionOptions(), json_values)
+    return _final(inference.infer(values))
 
 
 def _infer_raw(
-    names: Sequence[str], rows: Sequence[dict[str, object]], options: ConversionOptions
+    names: Sequence[str],
+    rows: Sequence[dict[str, object]],
+    options: ConversionOptions,
+    json_values: bool = False,
 ) -> pa.Schema:
-    inference = _Inference(options)
+    inference = _Inference(options, json_values)
     return pa.schema(
         [pa.field(name, inference.infer([row.get(name) for row in rows])) for name in names]
     )
@@ -307,9 +351,14 @@ def infer_schema(
     names: Sequence[str],
     rows: Sequence[dict[str, object]],
     options: ConversionOptions | None = None,
+    *,
+    json_values: bool = False,
 ) -> pa.Schema:
-    """Infer each column's type from sample ``rows`` (``infer_type``), columns by name."""
-    return _final_schema(_infer_raw(names, rows, options or ConversionOptions()))
+    """Infer each column's type from sample ``rows`` (``infer_type``), columns by name.
+
+    ``json_values``: the rows are decoded JSON records (a JSON string stays text).
+    """
+    return _final_schema(_infer_raw(names, rows, options or ConversionOptions(), json_values))
 
 
 def _file_schema(item: InputFile, options: ConversionOptions, max_records: int) -> pa.Schema | None:
@@ -323,7 +372,7 @@ def _file_schema(item: InputFile, options: ConversionOptions, max_records: int) 
         return None
     names, records = sample(item, max_records=max_records)
     _check_unique(item, names)
-    return _infer_raw(names, records, options)
+    return _infer_raw(names, records, options, json_values=item.format == "jsonl")
 
 
 def _check_unique(item: InputFile, names: Sequence[str]) -> None:
@@ -464,4 +513,48 @@ def widen_type(first: pa.DataType, second: pa.DataType) -> pa.DataType:
     return pa.string()
 
 
-__all__ += ["SAMPLE_BYTES", "sample_records"]
+_DAY_FIRST: Final = ("%d/%m/%Y", "%d.%m.%Y", "%d-%m-%Y", "%d/%m/%y", "%d.%m.%y")
+_MONTH_FIRST: Final = ("%m/%d/%Y", "%m-%d-%Y", "%m/%d/%y")
+_NAMED: Final = ("%d %b %Y", "%b %d %Y", "%d %B %Y", "%B %d %Y", "%b %d, %Y", "%Y.%m.%d")
+_TIMES: Final = (" %H:%M:%S", " %H:%M", " %I:%M:%S %p", " %I:%M %p", "T%H:%M:%S", "")
+_GUESSES: Final = tuple(
+    f"{day}{time}" for day in (*_DAY_FIRST, *_MONTH_FIRST, *_NAMED) for time in _TIMES
+)
+"""``strptime`` forms of time text that ``guess_timestamp_format`` tries, in order."""
+
+
+def guess_timestamp_format(values: Iterable[str]) -> str | None:
+    """A ``strptime`` format that reads every one of ``values``, or ``None``.
+
+    For ``--timestamp-format``: the common forms of dates (day first, then month first,
+    then with month names) with or without a time of day are tried in order, the first
+    that reads them all wins (``31/01/2024`` and ``01/02/2024`` are day first;
+    ``01/31/2024`` is month first). Text that ISO 8601 or ``TIMESTAMP_FORMATS`` read
+    needs no format: ``None``.
+
+    >>> guess_timestamp_format(["31/01/2024 10:00", "01/02/2024 11:30"])
+    '%d/%m/%Y %H:%M'
+    >>> guess_timestamp_format(["2024-01-31 10:00"]) is None
+    True
+    """
+    texts = [value.strip() for value in values if value.strip()]
+    if not texts:
+        return None
+    try:
+        for text in texts:
+            _to_timestamp(text, ConversionOptions().timestamp_formats)
+    except ConversionError:
+        pass
+    else:
+        return None  # read without a format
+    for form in _GUESSES:
+        try:
+            for text in texts:
+                dt.datetime.strptime(text, form)  # a form, not a moment
+        except ValueError:
+            continue
+        return form
+    return None
+
+
+__all__ += ["SAMPLE_BYTES", "guess_timestamp_format", "sample_records"]

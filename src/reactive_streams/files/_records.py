@@ -12,8 +12,12 @@ What a record is:
   delimiter; a field that starts with the quote character is quoted until the next lone
   quote (a doubled quote is a quote in the value), and may hold delimiters and line ends;
   a quote anywhere else in a field is an ordinary character. A record ends at a line end
-  outside quotes: ``\\n``, ``\\r\\n``, or a lone ``\\r``. A blank line (a line end
-  alone) is not a record, as in pandas, Spark and pyarrow.
+  outside quotes: ``\\n`` or ``\\r\\n``. A lone ``\\r`` (one not followed by
+  ``\\n``) is data, quoted or not, as Spark's CSV reader with ``multiLine`` reads a file
+  whose lines end in ``\\n`` or ``\\r\\n`` (pandas writes text with carriage returns
+  that way, unquoted). A file whose lines end in a lone ``\\r`` (old Mac style) is
+  refused at its header (``read_csv_header``). A blank line (a line end alone) is not a
+  record, as in pandas, Spark and pyarrow.
 * **JSON Lines**: one non-blank line (ending in ``\\n``); blank lines are not records.
 
 Bounds, so one bad byte never costs more than one record and memory stays bounded:
@@ -182,16 +186,16 @@ def _csv_patterns(dialect: CsvDialect) -> tuple[re.Pattern[bytes], ...]:
     could back off into a shorter record that no CSV parser would read.
     """
     d = re.escape(dialect.delimiter.encode("ascii"))
-    end = rb"(?:\r\n|\n|\r)"
+    end = rb"\r?\n"  # a lone CR is data (the plain and quoted patterns take it)
     if dialect.quote is None:
-        plain = rb"[^" + d + rb"\r\n]*+"
+        plain = rb"[^" + d + rb"\n]*+"
         record = plain + rb"(?:" + d + plain + rb")*+" + end
         return re.compile(rb"(?:" + record + rb")*+"), re.compile(record), re.compile(record)
     q = re.escape(dialect.quote.encode("ascii"))
-    plain = rb"[^" + d + q + rb"\r\n][^" + d + rb"\r\n]*+"
-    rest = rb"[^" + d + rb"\r\n]*+"  # after a closing quote, an ordinary field goes on
+    plain = rb"[^" + d + q + rb"\n][^" + d + rb"\n]*+"
+    rest = rb"[^" + d + rb"\n]*+"  # after a closing quote, an ordinary field goes on
     quoted = q + rb"[^" + q + rb"]*+(?:" + q + q + rb"[^" + q + rb"]*+)*+" + q
-    quoted1 = q + rb"[^" + q + rb"\r\n]*+(?:" + q + q + rb"[^" + q + rb"\r\n]*+)*+" + q
+    quoted1 = q + rb"[^" + q + rb"\n]*+(?:" + q + q + rb"[^" + q + rb"\n]*+)*+" + q
     loose = rb"(?:" + quoted + rest + rb"|" + plain + rb")?+"
     strict = rb"(?:" + quoted + rb"|" + plain + rb")?+"
     one_line = rb"(?:" + quoted1 + rest + rb"|" + plain + rb")?+"
@@ -203,7 +207,7 @@ def _csv_patterns(dialect: CsvDialect) -> tuple[re.Pattern[bytes], ...]:
     )
 
 
-_LINE_END = re.compile(rb"\r\n|\n|\r")
+_LINE_END = re.compile(rb"\r?\n")
 _BLANK_LINE = re.compile(rb"^[ \t\r\f\v]*\n", re.MULTILINE)
 
 
@@ -270,7 +274,7 @@ class RecordScanner:
         self._pos = 0
         if not piece:
             self._eof = True
-            if rest and not rest.endswith((b"\n", b"\r")):
+            if rest and not rest.endswith(b"\n"):
                 rest += b"\n"  # the last record ends at the end of the file
                 self._padded = True
             self._buf = rest
@@ -350,7 +354,7 @@ class RecordScanner:
         """The end of the one-line records from ``pos``, within ``buf[:end]``."""
         if self._quote is None or buf.find(self._quote, pos, end) < 0:
             # No quote: every line end ends a record (the regex's answer, faster).
-            stop = max(buf.rfind(b"\n", pos, end), buf.rfind(b"\r", pos, end)) + 1
+            stop = buf.rfind(b"\n", pos, end) + 1
             return max(stop, pos)
         return self._run.match(buf, pos, end).end()  # type: ignore[union-attr]
 
@@ -363,21 +367,19 @@ class RecordScanner:
         else.
         """
         buf = self._buf
-        returns = buf.count(b"\r", pos, stop)
-        lone = returns and returns != buf.count(b"\r\n", pos, stop)
         blank = (
             buf[pos] in b"\r\n"
             or buf.find(b"\n\n", pos, stop) >= 0
-            or (returns and buf.find(b"\n\r\n", pos, stop) >= 0)
+            or buf.find(b"\n\r\n", pos, stop) >= 0
         )
-        if not lone and not blank:  # every record ends in "\n": one line each
+        if not blank:  # every record ends in "\n": one line each
             count = buf.count(b"\n", pos, stop)
             if count > limit:
                 stop = _after_nth(buf, pos, limit)
                 count = limit
             block.lines.extend(range(self.line, self.line + count))
             self.line += count
-        else:  # blank lines, or lone CRs (which end records without starting a line)
+        else:  # blank lines among them
             count = 0
             line = self.line
             at = pos
@@ -385,14 +387,13 @@ class RecordScanner:
                 if match.start() != at:
                     block.lines.append(line)
                     count += 1
-                if match.group() != b"\r":
-                    line += 1
+                line += 1
                 at = match.end()
                 if count == limit:
                     break
             stop = at
             self.line = line
-        _append(pieces, buf[pos:stop])
+        pieces.append(buf[pos:stop])
         block.count += count
         self.record += count
         self._pos = stop
@@ -422,7 +423,7 @@ class RecordScanner:
                     "unbalanced quote: a quoted value spans lines but a closing quote is not "
                     "followed by a delimiter or the end of the record",
                 )
-            _append(pieces, buf[pos:stop])
+            pieces.append(buf[pos:stop])
             block.lines.append(self.line)
             block.multiline = True
             block.count += 1
@@ -446,8 +447,7 @@ class RecordScanner:
         assert first is not None  # the callers saw a line end
         stop = first.end()
         self._refused(block, reason, self._buf[pos : min(stop, pos + _PREVIEW_BYTES)])
-        if first.group() != b"\r":
-            self.line += 1
+        self.line += 1
         self._pos = stop
         return True
 
@@ -508,18 +508,6 @@ class RecordScanner:
             pieces.clear()
             return self._take_lines(limit, block, pieces, budget) if self._pos < len(buf) else 0
         return count
-
-
-def _append(pieces: list[bytes], piece: bytes) -> None:
-    r"""Add records to a block's ``data``, keeping each record's line end its own.
-
-    Records are contiguous unless a refused one was left out between them: a record that
-    ends in a lone CR followed by one that starts with ``\\n`` (a blank record) would then
-    read as one CRLF, so that CR becomes ``\\n`` (a line end is not part of any value).
-    """
-    if pieces and piece.startswith(b"\n") and pieces[-1].endswith(b"\r"):
-        pieces[-1] = pieces[-1][:-1] + b"\n"
-    pieces.append(piece)
 
 
 def _after_nth(buf: bytes, pos: int, n: int) -> int:

@@ -378,8 +378,9 @@ class SplitReader:
     carries every column of its record.
 
     Attributes:
-        schema: the columns and their types (a CSV file's header must name them, in any
-            order; a JSON object's fields must be among them).
+        schema: the columns and their types (a CSV file's header names some or all of
+            them, in any order; a JSON object's fields must be among them; a column a file
+            lacks is null in its records).
         chunk_rows: the most records read and converted at a time.
         keep: the columns the batches carry, in ``schema``'s order; ``None``: all.
         dead_letters: ``True``: a refused record is a row with its dead letter;

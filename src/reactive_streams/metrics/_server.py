@@ -4,8 +4,11 @@
 backlog of 5 and never times a connection out: a burst of scrapes overflows the backlog,
 and idle connections each keep a thread forever. This server answers with a fixed pool
 of worker threads, listens with a larger backlog, and closes a connection that sends
-nothing for ``read_timeout`` seconds. It serves ``prometheus_client``'s own WSGI app, so
-what a scrape returns is exactly what ``generate_latest`` renders.
+nothing for ``read_timeout`` seconds. A connection gets ``request_timeout`` seconds in all
+(a client that trickles a byte just inside the read timeout is still cut), and one client
+address holds at most ``max_connections_per_client`` workers, so a few slow clients cannot
+make every scrape wait. It serves ``prometheus_client``'s own WSGI app, so what a scrape
+returns is exactly what ``generate_latest`` renders.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import importlib
 import socket
 import sys
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
@@ -59,9 +63,14 @@ class _PooledServer(WSGIServer):
         workers: int,
         backlog: int,
         read_timeout: float,
+        request_timeout: float,
+        max_connections_per_client: int,
     ) -> None:
         self.address_family = family
         self.request_queue_size = backlog  # listen() reads it in server_activate
+        self._request_timeout = request_timeout
+        self._per_client_limit = max_connections_per_client
+        self._per_client: Counter[str] = Counter()
         self._slots = threading.Semaphore(workers)
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="reactive-streams-metrics")
         self._closing = threading.Event()
@@ -71,9 +80,24 @@ class _PooledServer(WSGIServer):
         super().__init__(address, handler)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        """Hand the connection to a worker, waiting for a free one (or for ``close``)."""
+        """Hand the connection to a worker, waiting for a free one (or for ``close``).
+
+        A client address already served on ``max_connections_per_client`` connections is
+        closed at once, before it can wait for a worker.
+        """
+        client = _client(client_address)
+        with self._lock:
+            if self._per_client[client] >= self._per_client_limit:
+                refused = True
+            else:
+                refused = False
+                self._per_client[client] += 1
+        if refused:
+            self.shutdown_request(request)
+            return
         while not self._slots.acquire(timeout=_SLOT_POLL):
             if self._closing.is_set():
+                self._release_client(client)
                 self.shutdown_request(request)
                 return
         with self._lock:
@@ -81,19 +105,32 @@ class _PooledServer(WSGIServer):
         try:
             self._pool.submit(self._serve_one, request, client_address)
         except RuntimeError:  # the pool was shut down by close()
-            self._done(request)
+            self._done(request, client)
 
     def _serve_one(self, request: Any, client_address: Any) -> None:
+        # The whole request, read and answer, within request_timeout: past it the socket is
+        # shut down, which ends the worker's read or write at once.
+        deadline = threading.Timer(self._request_timeout, _cut, args=(request,))
+        deadline.daemon = True
+        deadline.start()
         try:
             self.finish_request(request, client_address)
         except Exception:
             self.handle_error(request, client_address)
         finally:
-            self._done(request)
+            deadline.cancel()
+            self._done(request, _client(client_address))
 
-    def _done(self, request: Any) -> None:
+    def _release_client(self, client: str) -> None:
+        with self._lock:
+            self._per_client[client] -= 1
+            if self._per_client[client] <= 0:
+                del self._per_client[client]
+
+    def _done(self, request: Any, client: str) -> None:
         with self._lock:
             self._open.discard(request)
+        self._release_client(client)
         self.shutdown_request(request)
         self._slots.release()
 
@@ -116,6 +153,18 @@ class _PooledServer(WSGIServer):
             with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _client(client_address: Any) -> str:
+    """The host of a client's address (``("127.0.0.1", 5000)`` -> ``"127.0.0.1"``)."""
+    if isinstance(client_address, tuple) and client_address:
+        return str(client_address[0])
+    return str(client_address)
+
+
+def _cut(connection: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        connection.shutdown(socket.SHUT_RDWR)
 
 
 class MetricsServer:
@@ -174,6 +223,8 @@ def serve_metrics(
     workers: int = 4,
     backlog: int = 1024,
     read_timeout: float = 10.0,
+    request_timeout: float = 10.0,
+    max_connections_per_client: int = 2,
 ) -> MetricsServer:
     """Serve ``registry`` for Prometheus scrapes on ``host:port``, on a bounded pool.
 
@@ -190,14 +241,20 @@ def serve_metrics(
             the kernel caps it at ``net.core.somaxconn``).
         read_timeout: seconds a connection may stay silent, or stall a response, before
             it is closed, ``> 0``.
+        request_timeout: seconds a connection is served in all, from the moment a worker
+            takes it (reading the request and writing the answer), ``> 0``; then it is cut.
+        max_connections_per_client: connections one client address may have taken by
+            workers or waiting for one, ``>= 1``; one more is closed at once (so a client
+            that holds connections open takes at most this many of the ``workers``).
 
     Returns:
         A running ``MetricsServer``; ``close()`` it when done.
 
     Raises:
         ImportError: prometheus_client is not installed.
-        TypeError, ValueError: ``workers`` or ``backlog`` is not a positive ``int``, or
-            ``read_timeout`` is not a positive number.
+        TypeError, ValueError: ``workers``, ``backlog`` or ``max_connections_per_client``
+            is not a positive ``int``, or ``read_timeout`` or ``request_timeout`` is not a
+            positive number.
         OSError: the address cannot be bound (in use, not allowed).
     """
     try:
@@ -206,15 +263,23 @@ def serve_metrics(
         raise ImportError(_INSTALL_HINT) from exc
     check_positive("workers", workers)
     check_positive("backlog", backlog)
-    if isinstance(read_timeout, bool) or not isinstance(read_timeout, int | float):
-        raise TypeError(f"read_timeout must be a number, got {type(read_timeout).__qualname__}")
-    if not read_timeout > 0:
-        raise ValueError(f"read_timeout must be positive seconds, got {read_timeout!r}")
+    for name, value in (("read_timeout", read_timeout), ("request_timeout", request_timeout)):
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise TypeError(f"{name} must be a number, got {type(value).__qualname__}")
+        if not value > 0:
+            raise ValueError(f"{name} must be positive seconds, got {value!r}")
+    check_positive("max_connections_per_client", max_connections_per_client)
     family, _type, _proto, _name, address = socket.getaddrinfo(
         host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
     server = _PooledServer(
-        address, family, workers=workers, backlog=backlog, read_timeout=float(read_timeout)
+        address,
+        family,
+        workers=workers,
+        backlog=backlog,
+        read_timeout=float(read_timeout),
+        request_timeout=float(request_timeout),
+        max_connections_per_client=max_connections_per_client,
     )
     server.set_app(prometheus.make_wsgi_app(prometheus.REGISTRY if registry is None else registry))
     return MetricsServer(server)

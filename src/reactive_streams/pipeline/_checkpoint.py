@@ -110,6 +110,7 @@ def fingerprint(
     schema: str,
     splits: Sequence[Path] | None = None,
     tables: Sequence[tuple[str, Sequence[Path]]] = (),
+    sink: str | None = None,
 ) -> dict[str, object]:
     """What a checkpoint is only valid for: the query, the inputs and tables as they were.
 
@@ -127,6 +128,9 @@ def fingerprint(
         tables: the reference tables (``--table``), as ``(name, files)`` in the order
             given; each file is recorded like an input file. ``None`` is recorded when
             there are none (as in checkpoints written before tables existed).
+        sink: the ``--sink`` target (its URL without password), or ``None`` for a result
+            file: a rerun must write where the first run wrote, or the target would miss
+            the micro-batches committed before.
 
     Raises:
         OSError: an input file cannot be examined.
@@ -143,6 +147,7 @@ def fingerprint(
             {"name": name, "files": [_file_entry(path) for path in files]} for name, files in tables
         ]
         or None,
+        "sink": sink,
     }
 
 
@@ -158,6 +163,7 @@ _WHAT = {
     "schema": "the input's schema",
     "splits": "the split plan (--read-on, and the files read as splits)",
     "tables": "the reference tables (--table names, paths, sizes or modification times)",
+    "sink": "the sink (--sink)",
 }
 
 

@@ -49,12 +49,16 @@ def query_columns(spark: SparkSession, sql: str, schema: pa.Schema) -> tuple[str
     (``query_dataframe``): any other statement fails the analysis and is never run.
 
     Returns:
-        A subset of ``schema.names`` in schema order: all of them when the query reads
-        every column (``SELECT *``) or when the analysis failed for any reason (logged).
+        A subset of ``schema.names`` in schema order: the columns the scan reads after
+        pruning, and every column the query's text names (the stream's query is analysed
+        before pruning, so a column a ``WITH`` clause names but nothing uses must exist);
+        all of them when the query reads every column (``SELECT *``) or when the analysis
+        failed for any reason (logged).
     """
     from reactive_streams.spark.plans import (  # noqa: PLC0415
         file_scan_columns,
         query_dataframe,
+        query_references,
     )
 
     names = tuple(schema.names)
@@ -64,6 +68,7 @@ def query_columns(spark: SparkSession, sql: str, schema: pa.Schema) -> tuple[str
             frame.createOrReplaceTempView(EVENTS_VIEW)
             try:
                 scans = file_scan_columns(query_dataframe(spark, sql))
+                named = query_references(spark, sql).columns
             finally:
                 spark.catalog.dropTempView(EVENTS_VIEW)
     except Exception as exc:  # any failure: keep every column, never fail the run
@@ -72,8 +77,11 @@ def query_columns(spark: SparkSession, sql: str, schema: pa.Schema) -> tuple[str
     if scans is None:
         logger.info("the query's plan has no file scan: all columns are sent")
         return names
+    # A column the text names must exist even where the optimizer prunes it (a WITH
+    # clause's column the outer query does not use): the query is analysed again over
+    # the stream, before any pruning.
     read = {name for scan in scans for name in scan}
-    kept = tuple(name for name in names if name in read)
+    kept = tuple(name for name in names if name in read or name.lower() in named)
     logger.debug("the query reads %d of %d columns: %s", len(kept), len(names), kept)
     return kept or names[:1]
 

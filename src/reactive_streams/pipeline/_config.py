@@ -57,6 +57,11 @@ class PipelineConfig:
             and every partition is asked again from the record it reached); ``0``: a
             dropped connection fails the run at once.
         sql: the query over ``events``; ``None`` means the default query.
+        allow_unsafe_sql: let ``sql`` read relations other than ``events``, the
+            ``--table`` views and its own ``WITH`` names (a path such as
+            ``parquet.`/data```, a catalog table), call table functions other than
+            generators and ``range``, and call the JVM (``reflect``, ``java_method``);
+            refused by default (``check_query``).
         output: the output directory.
         fmt: the result's format.
         max_records_per_trigger: records per micro-batch at most (``> 0``); ``None``:
@@ -110,6 +115,12 @@ class PipelineConfig:
         poll_interval: with ``follow``, seconds between two looks for new files; a file
             is read once its size held still for one interval and no process has it
             open for writing (``FileFollower``).
+        sink: write the result to this target instead of a file in ``output``
+            (``--sink``: ``postgresql://...?table=NAME`` or ``delta:PATH``, see
+            ``_target``), each micro-batch exactly once; dead letters stay in
+            ``output``. ``None``: the result file.
+        sink_retry_for: seconds a write to ``sink`` keeps trying again after a lost
+            connection (a database restarted), with ``Backoff``.
     """
 
     inputs: tuple[Path, ...] = ()
@@ -117,6 +128,7 @@ class PipelineConfig:
     token: str | None = None
     reconnect_for: float = 60.0
     sql: str | None = None
+    allow_unsafe_sql: bool = False
     output: Path = Path("pipeline-output")
     fmt: OutputFormat = "parquet"
     max_records_per_trigger: int | None = None
@@ -145,6 +157,8 @@ class PipelineConfig:
     timestamp_format: str | None = None
     follow: bool = False
     poll_interval: float = 1.0
+    sink: str | None = None
+    sink_retry_for: float = 60.0
 
     @property
     def dead_letter_path(self) -> Path:

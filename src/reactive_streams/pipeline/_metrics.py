@@ -551,6 +551,25 @@ class _PipelineCollector:
             ("gauge", "sink_result_rows", "sink",
              "Rows in the result so far (groups, or rows appended).", progress.groups),
         ]  # fmt: skip
+        if progress.total_rows is not None:  # a finite input of known size
+            samples.append(
+                ("gauge", "input_records_expected", "source",
+                 "Records in the input, known up front (Parquet footers, the splits planned "
+                 "on the executors, a finite route).", progress.total_rows)
+            )  # fmt: skip
+        if progress.total_bytes is not None and progress.bytes_read is not None:
+            samples += [
+                ("gauge", "input_bytes_expected", "source",
+                 "Bytes of the input's CSV and JSON Lines files.", progress.total_bytes),
+                ("counter", "input_bytes_read", "source",
+                 "Bytes of the input read so far.", progress.bytes_read),
+            ]  # fmt: skip
+        eta = progress.eta
+        if eta is not None:
+            samples.append(
+                ("gauge", "input_seconds_left", "source",
+                 "Seconds until the input is read, at the rate so far.", eta)
+            )  # fmt: skip
         if not executors:
             samples += [
                 ("gauge", "bridge_rows_held", "bridge",

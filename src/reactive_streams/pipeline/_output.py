@@ -14,6 +14,7 @@ result (it is briefly absent while the two renames run).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -38,6 +39,8 @@ __all__ = [
     "OutputFormat",
     "ResultWriter",
     "check_output_dir",
+    "created_dirs",
+    "remove_if_empty",
     "result_path",
 ]
 
@@ -58,14 +61,47 @@ def result_path(directory: Path, fmt: OutputFormat, *, partitioned: bool = False
     return directory / (PARTITIONED_RESULT if partitioned else f"result.{fmt}")
 
 
-def check_output_dir(directory: Path) -> None:
+def created_dirs(directory: Path) -> Path | None:
+    """Create ``directory`` and its missing parents; the topmost one created, or ``None``.
+
+    Raises:
+        OSError: it cannot be created.
+    """
+    top: Path | None = None
+    for candidate in (directory, *directory.parents):
+        if candidate.exists():
+            break
+        top = candidate
+    directory.mkdir(parents=True, exist_ok=True)
+    return top
+
+
+def remove_if_empty(top: Path) -> None:
+    """Remove ``top`` and its subdirectories if none of them holds a file, else none.
+
+    A run that created them and wrote nothing leaves nothing behind.
+    """
+    if not top.is_dir() or any(path.is_file() or path.is_symlink() for path in top.rglob("*")):
+        return
+    for path in sorted(top.rglob("*"), key=lambda path: len(path.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            path.rmdir()
+    with contextlib.suppress(OSError):
+        top.rmdir()
+
+
+def check_output_dir(directory: Path) -> Path | None:
     """Create ``directory`` if needed and prove it is writable.
+
+    Returns:
+        The topmost directory this created (``remove_if_empty`` takes it away again
+        when the run wrote nothing there), or ``None`` when it existed.
 
     Raises:
         PipelineUsageError: it cannot be created or written (one line, naming it).
     """
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        top = created_dirs(directory)
         probe = directory / f".write-test-{uuid.uuid4().hex}"
         probe.write_bytes(b"")
         probe.unlink()
@@ -74,6 +110,7 @@ def check_output_dir(directory: Path) -> None:
         raise PipelineUsageError(
             f"output directory is not writable: {directory} ({reason})"
         ) from None
+    return top
 
 
 def _json_value(value: object) -> object:

@@ -13,7 +13,11 @@ are written through), unless ``--output-mode`` says otherwise; ``update`` needs 
 
 ``--sql`` must be a query: ``check_query`` parses it with the session's own SQL parser
 before anything reads, runs or is created, and refuses any other statement (``spark.sql``
-would run an ``INSERT`` or a ``CREATE TABLE ... AS SELECT`` at once).
+would run an ``INSERT`` or a ``CREATE TABLE ... AS SELECT`` at once). The query may read
+only ``events``, the ``--table`` views and its own ``WITH`` names, and may not call the
+JVM: a query can come from hands less trusted than the process's, which may read any
+file the process can and end its JVM (``java_method('java.lang.System', 'exit', 3)``).
+``--allow-unsafe-sql`` lifts that.
 """
 
 from __future__ import annotations
@@ -29,13 +33,17 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
-    from ._sink import OutputMode
+    from ..spark.plans import QueryReferences
+    from ._target import OutputMode
 
 __all__ = [
+    "DEFAULT_COLUMNS",
     "DEFAULT_KEYS",
     "DEFAULT_SQL",
     "EVENTS_VIEW",
     "OutputModeChoice",
+    "SAFE_TABLE_FUNCTIONS",
+    "UNSAFE_FUNCTIONS",
     "QueryPlan",
     "aggregates",
     "check_query",
@@ -59,6 +67,9 @@ GROUP BY origin, window(time_hour, '1 hour')"""
 
 DEFAULT_KEYS = ("origin", "window_start", "window_end")
 """The columns that identify a group of the default query's result."""
+
+DEFAULT_COLUMNS = (*DEFAULT_KEYS, "flights", "cancelled", "avg_dep_delay", "max_dep_delay")
+"""The columns of the default query's result, in order."""
 
 DEFAULT_REQUIRED_COLUMNS = ("origin", "time_hour", "dep_time", "dep_delay")
 """Columns the default query reads; an input without them needs ``--sql``."""
@@ -135,22 +146,59 @@ def aggregates(frame: DataFrame) -> bool | None:
         return None
 
 
-def check_query(spark: SparkSession, sql: str) -> None:
-    """Refuse ``sql`` unless Spark's own parser reads it as one query; nothing runs.
+UNSAFE_FUNCTIONS = frozenset({"java_method", "reflect", "try_reflect"})
+"""SQL functions that call any Java method in the JVM (refused without
+``--allow-unsafe-sql``)."""
+
+SAFE_TABLE_FUNCTIONS = frozenset(
+    {
+        "explode",
+        "explode_outer",
+        "inline",
+        "inline_outer",
+        "json_tuple",
+        "posexplode",
+        "posexplode_outer",
+        "range",
+        "stack",
+        "variant_explode",
+        "variant_explode_outer",
+    }
+)
+"""Table-valued functions that read nothing but their arguments (``read_files`` and any
+other one is refused without ``--allow-unsafe-sql``)."""
+
+
+def check_query(
+    spark: SparkSession, sql: str, *, views: Sequence[str] = (), allow_unsafe: bool = False
+) -> None:
+    """Refuse ``sql`` unless Spark's own parser reads it as one safe query; nothing runs.
 
     Parsed with the session's parser (the one ``spark.sql`` uses, with its settings), so
     what passes is exactly what Spark accepts as a query; no table is looked up (the
-    view ``events`` need not exist yet).
+    view ``events`` need not exist yet). Unless ``allow_unsafe``, the query may read only
+    ``events``, ``views`` and its own ``WITH`` names (not a path such as
+    ``text.`/etc/hostname``` or a catalog table), call no table function but generators
+    and ``range``, and call none of ``UNSAFE_FUNCTIONS``.
+
+    Args:
+        spark: a classic session.
+        sql: the query text.
+        views: the other views the query may read (``--table`` names).
+        allow_unsafe: ``--allow-unsafe-sql``: skip the checks on what the query reads
+            and calls.
 
     Raises:
-        PipelineUsageError: ``sql`` does not parse (with Spark's message), or is a
+        PipelineUsageError: ``sql`` does not parse (with Spark's message), is a
             statement of another kind (``INSERT``, ``CREATE TABLE ... AS SELECT``,
-            ``SET``...), named as Spark's parser names it.
+            ``SET``...), named as Spark's parser names it, or reads or calls what is
+            refused (named, with the option that allows it).
     """
     from pyspark.errors import ParseException  # noqa: PLC0415
 
     from reactive_streams.spark.plans import (  # noqa: PLC0415
         parse_query,
+        query_references,
         statement_kind,
     )
 
@@ -159,6 +207,8 @@ def check_query(spark: SparkSession, sql: str) -> None:
     except ParseException:
         pass
     else:
+        if not allow_unsafe:
+            _check_references(query_references(spark, sql), views)
         return
     try:
         kind = statement_kind(spark, sql)
@@ -169,3 +219,29 @@ def check_query(spark: SparkSession, sql: str) -> None:
         f"{EVENTS_VIEW}), not another kind of statement: Spark parses it as {kind}, which "
         "spark.sql would run at once; nothing was run"
     )
+
+
+def _check_references(references: QueryReferences, views: Sequence[str]) -> None:
+    allowed = {EVENTS_VIEW, *(view.lower() for view in views), *references.ctes}
+    refused = sorted(
+        {
+            ".".join(f"`{part}`" for part in parts)
+            for parts in references.relations
+            if len(parts) != 1 or parts[0].lower() not in allowed
+        }
+    )
+    if refused:
+        raise PipelineUsageError(
+            f"--sql reads {', '.join(refused)}: a query may read only `{EVENTS_VIEW}`, the "
+            "--table views and its own WITH names (a path or a catalog table reads with "
+            "this process's rights); pass --allow-unsafe-sql to allow it"
+        )
+    calls = sorted(
+        {name for name in references.table_functions if name not in SAFE_TABLE_FUNCTIONS}
+        | {name for name in references.functions if name in UNSAFE_FUNCTIONS}
+    )
+    if calls:
+        raise PipelineUsageError(
+            f"--sql calls {', '.join(calls)}, which can read files or call the JVM with this "
+            "process's rights; pass --allow-unsafe-sql to allow it"
+        )

@@ -17,6 +17,7 @@ from ..operators import Flow
 from ._checkpoint import resume_point
 from ._diagnostics import resumed_note
 from ._errors import first_line
+from ._inputs import text_bytes
 from ._late import LateRows, SequenceTally
 from ._read_mode import LateDirectory, ReadCounts, offset_log
 from ._schema import spark_schema
@@ -60,6 +61,7 @@ class DriverRead:
         self._late_directory = LateDirectory()
         self.late: LateRows | None = None
         self.resumed = False
+        self._total_bytes = None if plan.table is not None else text_bytes(plan.files)
 
     @property
     def trigger(self) -> dict[str, Any] | None:
@@ -137,6 +139,12 @@ class DriverRead:
             bridge_held=held,
             bridge_bound=bound,
             records_skipped=source.records_skipped if source is not None else 0,
+            bytes_read=(
+                None
+                if self._total_bytes is None
+                else (source.bytes_read if source is not None else 0)
+            ),
+            total_bytes=self._total_bytes,
         )
 
     def dead_letters(self) -> int:

@@ -10,10 +10,12 @@ the dead-letter file at the end, each dead letter once.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ..files import SplitReader
+from ._inputs import text_bytes
 from ._late import LateRows
 from ._read_mode import offset_log
 from ._read_parts import PartsRead
@@ -27,8 +29,18 @@ if TYPE_CHECKING:
     from ._config import PipelineConfig
     from ._diagnostics import QueryProgress
     from ._inputs import InputPlan
+    from ._read_mode import ReadCounts
 
 __all__ = ["ExecutorsRead"]
+
+
+def _bytes_at(split: FileSplit, consumed: int) -> int:
+    """The bytes of a text split before its record ``consumed`` (counted from its start)."""
+    if consumed >= split.records:
+        return split.size
+    point = split.checkpoint(split.first + consumed)
+    return point.offset if point is not None else 0
+
 
 _ROW_COLUMN: Final = "_reactive_streams_row"
 _FILE_COLUMN: Final = "_reactive_streams_file"
@@ -56,6 +68,32 @@ class ExecutorsRead(PartsRead):
     ) -> None:
         super().__init__(config, plan, progress, notes, splits=len(splits), order=splits)
         self.splits = splits
+        self._total_records = sum(split.records for split in splits)
+        text = all(split.row_group is None for split in splits)
+        self._total_bytes = text_bytes([split.file for split in splits]) if text else None
+
+    def counts(self, processed: int, *, done_at: float | None, started: float) -> ReadCounts:
+        """``PartsRead``'s counts, with the records planned and the bytes read.
+
+        Every record was counted when the splits were planned, so the total is exact; the
+        bytes read are where each split's last finished micro-batch ended, at the record
+        boundary noted at or before it (every MiB: ``FileSplit.checkpoints``).
+        """
+        counts = super().counts(processed, done_at=done_at, started=started)
+        read = None
+        if self._total_bytes is not None:
+            ranges = self._progress.ranges()
+            ends = ranges[max(ranges)].end if ranges else ()
+            read = sum(
+                _bytes_at(split, ends[index] if index < len(ends) else 0)
+                for index, split in enumerate(self.splits)
+            )
+        return dataclasses.replace(
+            counts,
+            total_records=self._total_records,
+            bytes_read=read,
+            total_bytes=self._total_bytes,
+        )
 
     @property
     def trigger(self) -> dict[str, Any] | None:

@@ -55,6 +55,10 @@ class ReadCounts:
     records_skipped: int = 0
     dead_letters_before: int = 0
     producer: RouteStats | None = None
+    producer_reconnects: int = 0
+    total_records: int | None = None
+    bytes_read: int | None = None
+    total_bytes: int | None = None
 
 
 class ReadMode(Protocol):

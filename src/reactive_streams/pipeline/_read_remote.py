@@ -25,10 +25,12 @@ from ..files import DEAD_LETTER_COLUMN
 from ._read_parts import PartsRead
 from ._schema import spark_schema
 from ._splits import DeadLetterSplitter
+from ._target import stream_id
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from ..rsocket import RSocketClient
     from ..spark import RouteStats
     from ._config import PipelineConfig
     from ._diagnostics import QueryProgress
@@ -94,6 +96,20 @@ class RemoteRead(PartsRead):
         self._stats_at = float("-inf")
         self._stats_failed = False
         self._finally_committed = False
+        self._group: str | None = None
+        self._watcher: RSocketClient | None = None  # counts the producer's drops
+
+    @property
+    def group(self) -> str:
+        """The consumer group this run reads as: its checkpoint's stream identity.
+
+        Kept in the checkpoint (``stream_id``), so a run restarted on it resumes the same
+        group's position on a live producer; without ``--checkpoint``, a new one per run.
+        Chosen on first use (when the stream is built, after the checkpoint was checked).
+        """
+        if self._group is None:
+            self._group = stream_id(self._config.checkpoint)
+        return self._group
 
     @property
     def trigger(self) -> dict[str, Any] | None:
@@ -108,7 +124,39 @@ class RemoteRead(PartsRead):
     def counts(self, processed: int, *, done_at: float | None, started: float) -> ReadCounts:
         """``PartsRead``'s counts, with the producer's ``R.stats`` (asked once a second)."""
         counts = super().counts(processed, done_at=done_at, started=started)
-        return dataclasses.replace(counts, producer=self._producer_stats())
+        watcher = self._watcher
+        return dataclasses.replace(
+            counts,
+            producer=self._producer_stats(),
+            producer_reconnects=0 if watcher is None else watcher.reconnects,
+        )
+
+    def _watch_producer(self) -> None:
+        """Hold a connection to the producer that dials again when it drops.
+
+        It redials as the readers on the executors do (``--reconnect-for``): its
+        reconnections are the producer's drops that the run outlived, which this process
+        sees no other way (the readers run in Spark's workers). Without a reconnect bound
+        a drop fails the run: no watch.
+        """
+        from reactive_streams.rsocket import RSocketError, connect  # noqa: PLC0415
+
+        policy = reconnect_policy(self._config.reconnect_for)
+        if policy is None or self._watcher is not None:
+            return
+        try:
+            self._watcher = connect(
+                self.remote.url, token=self._config.token, timeout=10.0, reconnect=policy
+            )
+        except (RSocketError, OSError, ValueError) as exc:  # the read reports it
+            logger.info("the producer cannot be watched for drops: %s", exc)
+
+    def close(self) -> None:
+        """``PartsRead.close``, and the connection that watched the producer closed."""
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.close(0.0)
+        super().close()
 
     def _producer_stats(self) -> RouteStats | None:
         """The producer's last answer to ``R.stats``; asked again once a second at most.
@@ -156,6 +204,11 @@ class RemoteRead(PartsRead):
                     dict(enumerate(last)),
                     token=self._config.token,
                     timeout=5.0,
+                    # across a reconnect, but a producer that is gone for good does not
+                    # hold up the end of the run for long: it has nothing to release
+                    reconnect=reconnect_policy(min(self._config.reconnect_for, 10.0)),
+                    acknowledged=True,  # the producer answers once it released
+                    group=self.group,
                 )
         return notes
 
@@ -169,6 +222,7 @@ class RemoteRead(PartsRead):
         from reactive_streams.spark import from_rsocket  # noqa: PLC0415
 
         config = self._config
+        self._watch_producer()
         parts = self._open_parts()
         kept = self._kept_columns(spark)
         schema = pa.schema([self._plan.schema.field(name) for name in kept])
@@ -190,4 +244,5 @@ class RemoteRead(PartsRead):
             request_timeout=max(30.0, config.reconnect_for + 10.0),
             # The executors' Python workers start while the query is analysed and started.
             warm_workers=True,
+            group=self.group,
         )

@@ -77,17 +77,29 @@ from ._errors import (
 )
 from ._follow import FollowedFiles, plan_file_partitions
 from ._inputs import (
+    ColumnChanges,
     InputPlan,
     RemoteInput,
     cached_default_input,
     check_default_input,
+    check_time_casts,
     default_input,
     plan_inputs,
     remote_input_plan,
+    time_text_columns,
 )
 from ._metrics import PipelineMetrics, StageStreams
-from ._output import check_output_dir, result_path
-from ._query import DEFAULT_SQL, EVENTS_VIEW, QueryPlan, aggregates, check_query, choose_mode
+from ._output import check_output_dir, created_dirs, remove_if_empty, result_path
+from ._query import (
+    DEFAULT_COLUMNS,
+    DEFAULT_REQUIRED_COLUMNS,
+    DEFAULT_SQL,
+    EVENTS_VIEW,
+    QueryPlan,
+    aggregates,
+    check_query,
+    choose_mode,
+)
 from ._read_driver import DriverRead
 from ._read_executors import ExecutorsRead
 from ._read_mode import ReadCounts, ReadMode
@@ -96,8 +108,10 @@ from ._read_remote import RemoteRead
 from ._schema import UTC_TIMESTAMP, describe_schema, schema_from_ddl
 from ._session_starter import SparkSessionStarter, spark_is_running
 from ._sink import ResultSink
+from ._sink_url import parse_sink
 from ._spark_driver import DriverProcess, quiet_accumulator_server, quiet_query_context_logs
 from ._tables import ReferenceTable, check_table_names, load_tables, plan_tables
+from ._target import stream_id
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -107,6 +121,7 @@ if TYPE_CHECKING:
 
     from ..spark import StreamingQueryPublisher
     from ._config import PipelineConfig
+    from ._target import SinkTarget
 
 __all__ = ["Pipeline"]
 
@@ -182,6 +197,10 @@ class Pipeline:
         )
         if twice:
             raise PipelineUsageError(f"--partition-by {', '.join(twice)}: given twice")
+        if config.sink is not None and config.partition_by:
+            raise PipelineUsageError(
+                "--partition-by is for the result file; a --sink table is one table"
+            )
         self.config = config
         self.plan: InputPlan | None = None
         # --table: the reference tables, checked by prepare, loaded (cached) by start.
@@ -204,6 +223,9 @@ class Pipeline:
         self._driver = DriverProcess(None)
         self._jvm_peak: int | None = None
         self.notes: list[str] = []
+        # The files that added or lack columns (``InputPlan.column_changes``).
+        self._column_changes: tuple[ColumnChanges, ...] = ()
+        self._created: list[Path | None] = []  # directories prepare made (close: if empty)
         # How the input is read (``_read_mode``): set by ``prepare``.
         self._read: ReadMode | None = None
         # --input rsocket://...: the route, and what it said of itself (``prepare``).
@@ -215,6 +237,8 @@ class Pipeline:
         # --max-dead-letters: why the run was failed for its dead letters (set once).
         self._limit_lock = threading.Lock()
         self._limit_error: str | None = None
+        # --sink: where the result goes instead of a file (checked by ``prepare``).
+        self.target: SinkTarget | None = None
 
     # -- step 1 -------------------------------------------------------------------------
 
@@ -239,6 +263,7 @@ class Pipeline:
         if config.metrics_port is not None:  # a busy port fails before Spark starts
             self.metrics.serve(config.metrics_port, config.metrics_host)
         self._check_output_and_java()
+        self._check_sink()
         self.tables = plan_tables(config.tables)
         start_now = start_spark and not spark_is_running()
         if config.input_url is not None:
@@ -263,6 +288,10 @@ class Pipeline:
                     options=options,
                 )
             )
+            self._column_changes = plan.column_changes
+            times = time_text_columns(plan)
+            check_time_casts(config.sql, times)  # before the JVM's seconds, not after them
+            self.notes.extend(found.note for found in times)
             if plan.skipped:
                 links = ", ".join(str(path) for path in plan.skipped[:3])
                 more = f" and {len(plan.skipped) - 3:,} more" if len(plan.skipped) > 3 else ""
@@ -283,6 +312,40 @@ class Pipeline:
             plan = self._checked(self._default_input())
         self.plan = plan
         return plan
+
+    def _check_sink(self) -> None:
+        """``--sink``: connect and check the target before Spark starts (``SinkTarget.check``).
+
+        The output mode and keys are the query's as far as they are known without Spark;
+        an aggregating ``--sql`` in ``auto`` mode, and the result's column types, are
+        checked again once Spark analysed the query (``SinkTarget.prepare``).
+
+        Raises:
+            PipelineUsageError: the URL, the server, the rights or the table cannot work.
+        """
+        config = self.config
+        if config.sink is None:
+            return
+        guess = choose_mode(
+            config.sql,
+            requested=config.output_mode,
+            keys=config.keys,
+            aggregates=None,
+            columns=DEFAULT_REQUIRED_COLUMNS,  # the input's own columns are checked later
+        )
+        target = parse_sink(
+            config.sink, stream=stream_id(config.checkpoint), retry_for=config.sink_retry_for
+        )
+        try:
+            target.check(
+                mode=guess.mode,
+                keys=guess.keys,
+                columns=DEFAULT_COLUMNS if config.sql is None else None,
+            )
+        except BaseException:
+            target.close()
+            raise
+        self.target = target
 
     def _remote_plan(self, text: str) -> InputPlan:
         """The plan of ``--input rsocket://...``: the route's schema, asked over the network.
@@ -474,6 +537,7 @@ class Pipeline:
                     + ("" if plan.options == ConversionOptions() else f"\n{plan.options}"),
                     splits=None if splits is None else [split.path for split in splits],
                     tables=[(table.name, table.files) for table in self.tables],
+                    sink=None if self.target is None else self.target.description,
                 )
                 check_fingerprint(config.checkpoint, expected)
             except OSError as exc:
@@ -513,12 +577,12 @@ class Pipeline:
     def _check_output_and_java(self) -> None:
         """The checks of ``prepare`` that need no input: output, checkpoint, Java."""
         config = self.config
-        check_output_dir(config.output)
+        self._created.append(check_output_dir(config.output))
         if config.checkpoint is not None:
-            check_output_dir(config.checkpoint)
+            self._created.append(check_output_dir(config.checkpoint))
         dead = config.dead_letter_path
         try:
-            dead.parent.mkdir(parents=True, exist_ok=True)
+            self._created.append(created_dirs(dead.parent))
             dead.unlink(missing_ok=True)  # a stale file from an earlier run would mislead
         except OSError as exc:
             raise PipelineUsageError(
@@ -574,7 +638,12 @@ class Pipeline:
         spark.conf.set("spark.sql.session.timeZone", "UTC")  # before parsing: literals
         if self.config.sql is not None:
             # Before anything is read, created or run: only a query goes on.
-            check_query(spark, self.config.sql)
+            check_query(
+                spark,
+                self.config.sql,
+                views=[table.name for table in self.config.tables],
+                allow_unsafe=self.config.allow_unsafe_sql,
+            )
         self._check_interrupted()
         # Before events: the query's column analysis (--read-on executors) resolves them.
         self._table_frames = load_tables(spark, self.tables)
@@ -594,7 +663,10 @@ class Pipeline:
         from pyspark.errors import AnalysisException  # noqa: PLC0415
 
         from reactive_streams.spark import from_streaming_query  # noqa: PLC0415
-        from reactive_streams.spark.plans import query_dataframe  # noqa: PLC0415
+        from reactive_streams.spark.plans import (  # noqa: PLC0415
+            query_dataframe,
+            result_arrow_schema,
+        )
 
         assert self.plan is not None
         config = self.config
@@ -623,7 +695,10 @@ class Pipeline:
                 f"(columns: {', '.join(result.columns)})"
             )
         self._check_partition_columns(result.columns)
-        journal = None if config.checkpoint is None else config.checkpoint / "sink"
+        target = self.target
+        if target is not None:  # the table checked, or created, before any micro-batch
+            target.prepare(result_arrow_schema(result), mode=self.query.mode, keys=self.query.keys)
+        journal = None if config.checkpoint is None or target else config.checkpoint / "sink"
         self._sink = ResultSink(
             config.output,
             config.fmt,
@@ -632,7 +707,8 @@ class Pipeline:
             journal=journal,
             partition_by=config.partition_by,
             before_commit=None if config.max_dead_letters is None else self._check_limit_at_end,
-            commit_each_batch=self.live_input,
+            commit_each_batch=self.live_input and target is None,
+            target=target,
         )
         publisher = from_streaming_query(
             result,
@@ -835,7 +911,11 @@ class Pipeline:
             groups=sink.groups if sink is not None else 0,
             output_mode=self.query.mode if self.query is not None else "update",
             late_rows=late,
-            total_rows=self.plan.total_rows if self.plan is not None else None,
+            total_rows=(
+                self.plan.total_rows
+                if self.plan is not None and self.plan.total_rows is not None
+                else counts.total_records
+            ),
             bridge_held=counts.bridge_held,
             bridge_bound=counts.bridge_bound,
             reading=counts.reading,
@@ -845,6 +925,9 @@ class Pipeline:
             resumed=read is not None and read.resumed,
             records_skipped=counts.records_skipped,
             producer=counts.producer,
+            producer_reconnects=counts.producer_reconnects,
+            bytes_read=counts.bytes_read,
+            total_bytes=counts.total_bytes,
             batches_before=sink.journaled if sink is not None else 0,
             dead_letters_before=counts.dead_letters_before,
             late_rows_of_input=late_counter is not None,
@@ -968,6 +1051,10 @@ class Pipeline:
             if self._read is not None and self._read.dead_letters()
             else None
         )
+        if self.target is not None and self.target.retries:
+            self.notes.append(
+                f"{self.target.retries} write(s) to the sink tried again after a lost connection"
+            )
         if sink is not None and sink.completed:
             table = sink.result
             keys = self.query.keys if self.query is not None else ()
@@ -983,10 +1070,14 @@ class Pipeline:
                 peak_memory=peak_memory_bytes(),
                 spark_peak_memory=self._spark_peak_memory(),
                 output_path=sink.result_path,
+                sink=None if self.target is None else self.target.description,
                 dead_letter_path=dead_path,
                 result=table,
                 top=top_rows(table, keys) if table is not None else [],
                 notes=tuple(self.notes),
+                column_changes=self._column_changes,
+                # A live input ends when stopped: completed, and the signal that stopped it.
+                signal=self._stop_signal if self._stopped else None,
             )
         error = sink.error if sink is not None else None
         status: Status = "interrupted" if self._stopped and error is None else "failed"
@@ -1028,10 +1119,24 @@ class Pipeline:
             notes=tuple(self.notes),
             signal=stop_signal,
             spark_output=output,
+            column_changes=self._column_changes,
         )
 
     def close(self) -> None:
-        """Stop the source and, if ``start`` created it, the Spark session. Idempotent."""
+        """Stop the source and, if ``start`` created it, the Spark session. Idempotent.
+
+        The directories ``prepare`` created (output, checkpoint, the dead-letter file's)
+        are removed again when the run wrote nothing in them (a run that failed).
+        """
+        try:
+            self._close()
+        finally:
+            created, self._created = self._created, []
+            for top in created:
+                if top is not None:
+                    remove_if_empty(top)
+
+    def _close(self) -> None:
         self.metrics.close()
         if self._read is not None:
             self._read.close()
@@ -1039,6 +1144,8 @@ class Pipeline:
         if followed is not None:
             followed.close()
         self._dead.close()
+        if self.target is not None:
+            self.target.close()
         spark, self.spark = self.spark, None
         starter, self._starter = self._starter, None
         if starter is not None:  # prepared with start_spark, never started: stop it
@@ -1068,7 +1175,12 @@ class Pipeline:
                 spark.catalog.dropTempView(table.name)
 
     @property
-    def output_path(self) -> Path:
-        """Where the result goes: a file, or the directory ``result/`` when partitioned."""
+    def output_path(self) -> Path | str:
+        """Where the result goes: a file, ``result/`` when partitioned, or the ``--sink``.
+
+        The sink is named by its URL without password.
+        """
         config = self.config
+        if self.target is not None:
+            return self.target.description
         return result_path(config.output, config.fmt, partitioned=bool(config.partition_by))

@@ -15,7 +15,13 @@ directory (the run's checkpoint) every batch is also saved there before the next
 requested, and a new sink starts from what the journal holds: a rerun after a crash
 resumes with the same state.
 
-The result is written when the stream completes, under a temporary name renamed at the end
+With a ``target`` (``--sink``, ``_target.SinkTarget``) each distinct micro-batch goes to
+the target as it comes instead, and the target commits it with its batch id (a database
+transaction, a table-format commit), so the target, not a journal, knows which
+micro-batches it has: a replay it already committed is skipped there. No file is written
+then; the update and complete results are still folded in memory for the summary.
+
+Otherwise the result is written when the stream completes, under a temporary name renamed at the end
 (``ResultWriter``): one file, or with ``partition_by`` a partitioned Parquet dataset (the
 directory ``result/``). A ``before_commit`` check may veto it at that point (the pipeline's
 ``--max-dead-letters``). After ``on_error``, a cancel or a veto nothing is written.
@@ -41,7 +47,7 @@ import threading
 import uuid
 from dataclasses import dataclass
 from time import monotonic
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
@@ -49,14 +55,15 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 from .._core import StreamStatistics
 from ..api import Subscriber, Subscription
 from ._output import OutputFormat, ResultWriter
+from ._target import OutputMode
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
-__all__ = ["MicroBatchLike", "OutputMode", "ResultSink", "SinkStatistics"]
+    from ._target import SinkTarget
 
-OutputMode = Literal["append", "update", "complete"]
+__all__ = ["MicroBatchLike", "OutputMode", "ResultSink", "SinkStatistics"]
 
 
 class MicroBatchLike(Protocol):
@@ -155,10 +162,13 @@ class ResultSink(Subscriber[MicroBatchLike]):
             tenth of the run goes to it however long the run, and the file lags the
             journal by that much at most. A streamed ``append`` result (no journal) is
             written at the end only.
+        target: write each micro-batch there (``--sink``) instead of a result file; the
+            target skips the micro-batches it committed before (``journal`` must be
+            ``None``: the target is the record). A write that fails fails the stream.
 
     Raises:
-        ValueError: update mode without ``keys``, or ``partition_by`` with another
-            format than Parquet.
+        ValueError: update mode without ``keys``, ``partition_by`` with another
+            format than Parquet, or ``target`` with ``journal`` or ``partition_by``.
     """
 
     def __init__(
@@ -172,7 +182,11 @@ class ResultSink(Subscriber[MicroBatchLike]):
         partition_by: Sequence[str] = (),
         before_commit: Callable[[], None] | None = None,
         commit_each_batch: bool = False,
+        target: SinkTarget | None = None,
     ) -> None:
+        if target is not None and (journal is not None or partition_by):
+            raise ValueError("a sink target keeps its own record: no journal, no partitions")
+        self._target = target
         if mode == "update" and not keys:
             raise ValueError("update mode needs the key columns of the result")
         if partition_by and fmt != "parquet":
@@ -285,6 +299,7 @@ class ResultSink(Subscriber[MicroBatchLike]):
         if subscription is not None:
             subscription.cancel()
         self._abort_writer()
+        self._close_target()
         self._done.set()
 
     def finish(self) -> None:
@@ -404,7 +419,13 @@ class ResultSink(Subscriber[MicroBatchLike]):
                 self._error = error
             self._subscription = None
         self._abort_writer()
+        self._close_target()
         self._done.set()
+
+    def _close_target(self) -> None:
+        """End a target's wait to retry (the stream is over); its writes stop."""
+        if self._target is not None:
+            self._target.close()
 
     def _abort_writer(self) -> None:
         with self._lock:
@@ -420,6 +441,12 @@ class ResultSink(Subscriber[MicroBatchLike]):
                 self._replayed += batch_id in self._seen
                 return False
         table = batch.table
+        if self._target is not None and not self._target.write(batch_id, table):
+            with self._lock:  # committed by an earlier run: a replay
+                self._seen.add(batch_id)
+                self._replayed += 1
+                self._last_batch_id = max(self._last_batch_id, batch_id)
+            return False
         if self._journal is not None:
             self._save(batch_id, table)
         self._apply(batch_id, table)
@@ -459,7 +486,8 @@ class ResultSink(Subscriber[MicroBatchLike]):
         elif self._mode == "complete":
             with self._lock:
                 self._complete_table = table
-        elif self._journal is None:  # append: write through (the journal keeps it otherwise)
+        elif self._journal is None and self._target is None:
+            # append: write through (the journal, or the target, keeps it otherwise)
             if self._writer is None:
                 self._writer = self._new_writer()
             self._writer.write(table)
@@ -505,6 +533,9 @@ class ResultSink(Subscriber[MicroBatchLike]):
         return ResultWriter(self._directory, self._fmt, partition_by=self._partition_by)
 
     def _write_result(self) -> None:
+        if self._target is not None:  # every micro-batch is in the target already
+            self._result = None if self._mode == "append" else self._final_table()
+            return
         if self._mode == "append" and self._journal is None:
             writer = self._writer or self._new_writer()
             self._writer = None

@@ -80,6 +80,8 @@ class SourceStatistics:
         first_read_at: ``time.monotonic()`` when the first record was read, or ``None``.
         records_emitted: valid records emitted so far (rows, whatever the element type).
         records_skipped: valid records not emitted because of ``skip`` (a resume).
+        bytes_read: bytes of the CSV and JSON Lines files read so far (a compressed
+            file's decompressed bytes); Parquet files and tables count none.
         failure: the error the source failed with (its ``on_error``), else ``None``.
     """
 
@@ -92,6 +94,7 @@ class SourceStatistics:
     records_emitted: int = 0
     records_skipped: int = 0
     failure: Exception | None = None
+    bytes_read: int = 0
 
 
 class FileSource(Publisher[Any]):
@@ -208,6 +211,8 @@ class _FileSubscription(Subscription):
         self._files_done = 0
         self._current = ""
         self._records_read = 0
+        self._bytes_read = 0  # written by the drain loop only, as the counts above
+        self._bytes_before = 0  # the bytes of the files read to the end
         self._started: float | None = None
         self._first_read_at: float | None = None
         self._rows_emitted = 0
@@ -310,7 +315,9 @@ class _FileSubscription(Subscription):
             # Demand counts rows, or with arrow whole chunks.
             rows = self._chunk_rows if self._arrow else min(self._chunk_rows, wanted)
             chunk = self._reader.read(rows)
+            self._bytes_read = self._bytes_before + int(getattr(self._reader, "bytes_read", 0))
             if chunk is None:
+                self._bytes_before = self._bytes_read
                 self._reader.close()
                 self._reader = None
                 self._files_done += 1
@@ -426,4 +433,5 @@ class _FileSubscription(Subscription):
             records_emitted=self._rows_emitted,
             records_skipped=self._skipped,
             failure=self._failure,
+            bytes_read=self._bytes_read,
         )

@@ -13,7 +13,7 @@ own, here:
   batch to a part file named by its content (so a replayed micro-batch rewrites the same
   file) and keeps the records that fit;
 * ``merge_dead_letters``: on the driver at the end, the part files, each dead letter once
-  (keyed by file and position), in input order, into the dead-letter file;
+  (keyed by file, position and record number), in input order, into the dead-letter file;
 * ``cache_table`` / ``cached_files``: the default input, cached once as Parquet files so
   it can be read on the executors.
 
@@ -118,8 +118,10 @@ def merge_dead_letters(
     """Write every dead letter of the part files once, in input order, to ``target``.
 
     ``splits`` give the input order (empty: dead letters are ordered by source, then
-    position). Each dead letter is keyed by its file and position, so one written twice
-    (a retried task, a micro-batch replayed after a restart) is kept once. ``target`` is
+    position). Each dead letter is keyed by its file, position and record number
+    (``DeadLetter.key``), so one written twice (a retried task, a micro-batch replayed
+    after a restart) is kept once, and records that start on the same line are each
+    kept. ``target`` is
     written only when there is a dead letter (and replaced whole).
 
     Returns:
@@ -129,17 +131,17 @@ def merge_dead_letters(
         OSError: a part file cannot be read, or ``target`` cannot be written.
     """
     order = {split.name: split.index for split in splits}
-    found: dict[tuple[str, str, int], tuple[str, DeadLetter]] = {}
+    found: dict[tuple[str, str, int, int], tuple[str, DeadLetter]] = {}
     if directory.is_dir():
         for part in sorted(directory.glob("*.jsonl")):
             for line in part.read_text(encoding="utf-8").splitlines():
                 letter = DeadLetter.from_json(line)
-                key = (letter.source, letter.position_kind, letter.position)
-                found.setdefault(key, (line, letter))
-    # In input order: by split, then position (sources that are no split here, such as a
-    # remote producer's files, come first, by name).
+                found.setdefault(letter.key, (line, letter))
+    # In input order: by split, then position and record (sources that are no split here,
+    # such as a remote producer's files, come first, by name).
     ranked = sorted(
-        found.items(), key=lambda entry: (order.get(entry[0][0], -1), entry[0][0], entry[0][2])
+        found.items(),
+        key=lambda entry: (order.get(entry[0][0], -1), entry[0][0], entry[0][2], entry[0][3]),
     )
     if ranked:
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -45,7 +45,14 @@ from ._errors import FrameError, RSocketConnectionError, RSocketError, RSocketSt
 from ._frames import MAX_FRAME_SIZE, MAX_REQUEST_N, ErrorCode
 from ._limits import ServerLimits
 from ._live import LivePartitions, ReleasedOffsetError
-from ._partitioned import PARTITIONED_VERSION, PartitionedSource, encode_batch, partitioned_routes
+from ._partitioned import (
+    MAX_ROUTE_NAME_BYTES,
+    PARTITIONED_VERSION,
+    PartitionedSource,
+    check_route_name,
+    encode_batch,
+    partitioned_routes,
+)
 from ._payload import Payload
 from ._server import AsyncRSocketServer, RSocketServer, serve, serve_async
 from ._statistics import TransportStatistics
@@ -53,6 +60,7 @@ from ._statistics import TransportStatistics
 __all__ = [
     "MAX_FRAME_SIZE",
     "MAX_REQUEST_N",
+    "MAX_ROUTE_NAME_BYTES",
     "PARTITIONED_VERSION",
     "AsyncRSocketServer",
     "ErrorCode",
@@ -67,6 +75,7 @@ __all__ = [
     "RSocketStreamError",
     "ServerLimits",
     "TransportStatistics",
+    "check_route_name",
     "connect",
     "encode_batch",
     "partitioned_routes",

@@ -233,7 +233,7 @@ class Connection(asyncio.BufferedProtocol):
         self._read_buffer = _NO_BUFFER  # the loop thread's, between get_buffer and its use
         self._partials: dict[int, _Partial] = {}
         self._reassembly_bytes = 0  # the sum of every chain in _partials
-        self._reading_paused = False
+        self._read_holds: set[str] = set()  # why reading is paused ("writes", "budget")
         self._touched: list[StreamHandler] = []
         self._paused = False
         self._loop_thread = 0
@@ -493,6 +493,7 @@ class Connection(asyncio.BufferedProtocol):
             touched.clear()
         if not self._closed:
             self._check_held()
+            self._held_changed()
 
     def _dispatch_run(self, run: PayloadRun) -> None:
         for frame in run.frames():
@@ -526,10 +527,39 @@ class Connection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._paused = False
-        if self._reading_paused and self._transport is not None and not self._closed:
-            self._reading_paused = False
-            self._transport.resume_reading()
+        self.release_reading("writes")
         self._notify_writable()
+        self._held_changed()
+
+    def hold_reading(self, reason: str) -> None:
+        """Loop thread: stop reading from the peer for ``reason`` (until released)."""
+        if self._closed or self._transport is None or reason in self._read_holds:
+            return
+        if not self._read_holds:
+            self._transport.pause_reading()
+        self._read_holds.add(reason)
+
+    def release_reading(self, reason: str) -> None:
+        """Loop thread: ``reason`` no longer holds reading; read again if nothing else does."""
+        if reason not in self._read_holds:
+            return
+        self._read_holds.discard(reason)
+        if not self._read_holds and self._transport is not None and not self._closed:
+            self._transport.resume_reading()
+
+    @property
+    def held_bytes(self) -> int:
+        """Loop thread: bytes this connection holds for its peer now.
+
+        The frame being read (at its declared length), fragment chains being reassembled,
+        frames queued and not yet given to the socket, and the socket's write buffer.
+        """
+        transport = self._transport
+        buffered = 0 if transport is None or self._closed else transport.get_write_buffer_size()
+        return self._reader.expected + self._reassembly_bytes + self._outbox_bytes + buffered
+
+    def _held_changed(self) -> None:
+        """Loop thread: ``held_bytes`` may have changed (after a read or a write)."""
 
     def _notify_writable(self) -> None:
         with self._lock:
@@ -562,18 +592,13 @@ class Connection(asyncio.BufferedProtocol):
                 with self._lock:
                     self._flushing = False
         budget = self._settings.memory_budget
-        if (
-            budget is not None
-            and self._paused
-            and not self._reading_paused
-            and transport.get_write_buffer_size() > budget
-        ):
+        if budget is not None and self._paused and transport.get_write_buffer_size() > budget:
             # the peer does not read: hold no more for it (keepalive echoes, new requests)
             # until the buffer drains (resume_writing)
-            self._reading_paused = True
-            transport.pause_reading()
+            self.hold_reading("writes")
         if stalled and not self._paused:
             self._notify_writable()  # paused: resume_writing will
+        self._held_changed()
 
     def fail(self, error: RSocketConnectionError, notify_peer: bool = False) -> None:
         """End the connection once: tell the peer (if asked), close, fail every stream."""

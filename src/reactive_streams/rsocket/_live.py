@@ -17,9 +17,21 @@ it sends as the partitions of a *live* partitioned route (``partitioned_routes``
   ``request_batches`` batches. A live publisher that cannot wait chooses its own overflow
   strategy upstream (a push source's, or an ``on_backpressure_*`` operator).
 
+* readers belong to a **consumer group** (a name a reader gives when it opens a stream:
+  ``open_for``; the pipeline uses its checkpoint's identity). A group's commit
+  (``commit_for``) moves only its own position, and at most to what its readers were sent;
+  retention is released below the least position over the groups that have a reader
+  subscribed or were heard from within ``group_grace`` seconds. So a token holder that
+  commits for a group it never read with releases nothing, and cannot release what another
+  group has not read. A group that never returns stops holding retention once its grace
+  has passed; if it comes back after its records were released, its reader gets
+  ``ReleasedOffsetError``. ``commit`` (no group) is the owner's own release, for every
+  group.
+
 Guarantee: exact (no record lost or repeated) across restarts of the reading pipeline while
-the producer lives; what was retained and not committed is lost if the producer's process
-dies (a route of files, ``FilePartitions``, is exact across any restart).
+the producer lives and the pipeline comes back within ``group_grace``; what was retained
+and not committed is lost if the producer's process dies (a route of files,
+``FilePartitions``, is exact across any restart).
 """
 
 from __future__ import annotations
@@ -42,9 +54,11 @@ from .._core import (
 from ..api import Publisher, Subscriber, Subscription
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-__all__ = ["LivePartitions", "ReleasedOffsetError"]
+__all__ = ["DEFAULT_GROUP", "MAX_GROUPS", "LivePartitions", "ReleasedOffsetError"]
 
 logger = logging.getLogger("reactive_streams.rsocket")
 
@@ -54,6 +68,29 @@ _READER_BATCH: Final = 64
 
 class ReleasedOffsetError(LookupError):
     """A reader asked for records that a ``commit`` already released from retention."""
+
+
+DEFAULT_GROUP: Final = ""
+"""The consumer group of a reader that names none."""
+
+MAX_GROUPS: Final = 1024
+"""Consumer groups a live source keeps at most; a reader of one more is refused."""
+
+
+class _Group:
+    """One consumer group's books, per partition (the source's lock)."""
+
+    __slots__ = ("committed", "readers", "seen", "sent")
+
+    def __init__(self, bases: list[int], now: float) -> None:
+        self.committed = list(bases)  # positions below are committed by this group
+        self.sent = list(bases)  # the furthest position its readers were sent
+        self.readers = 0  # its readers subscribed now
+        self.seen = now  # when it last opened, closed or committed
+
+    def holds(self, now: float, grace: float) -> bool:
+        """Whether its position holds retention: a reader subscribed, or heard of lately."""
+        return self.readers > 0 or now - self.seen <= grace
 
 
 class _Partition:
@@ -86,9 +123,12 @@ class LivePartitions:
         retention_rows: request more from ``publisher`` only while fewer rows than this
             are retained (not yet committed), ``>= 1``.
         request_batches: batches requested from ``publisher`` at a time, ``>= 1``.
+        group_grace: seconds a consumer group with no reader subscribed still holds
+            retention at its position (a pipeline restarting), ``> 0``. Default 300.
+        clock: seconds, monotonic (for tests).
 
     Raises:
-        ValueError: a count below 1.
+        ValueError: a count below 1, or a ``group_grace`` not above 0.
 
     Backpressure:
         The publisher is asked for at most ``request_batches`` batches at once, and for
@@ -115,7 +155,14 @@ class LivePartitions:
         batch_rows: int = 4096,
         retention_rows: int = 1_000_000,
         request_batches: int = 4,
+        group_grace: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        if not group_grace > 0:
+            raise ValueError(f"group_grace must be above 0 seconds, got {group_grace!r}")
+        self._grace = float(group_grace)
+        self._clock = clock
+        self._groups: dict[str, _Group] = {}
         self._schema = schema
         self._batch_rows = check_positive("batch_rows", batch_rows)
         self._retention = check_positive("retention_rows", retention_rows)
@@ -188,18 +235,27 @@ class LivePartitions:
         """``partition``'s batches from position ``start`` on: retained ones, then new ones.
 
         The stream completes at the end of a final partition; it waits for more otherwise.
-        A ``start`` below what commits released ends it with ``ReleasedOffsetError``.
+        A ``start`` below what commits released ends it with ``ReleasedOffsetError``. The
+        reader is of the default group (``open_for``).
+        """
+        return self.open_for(DEFAULT_GROUP, partition, start)
+
+    def open_for(self, group: str, partition: int, start: int) -> Publisher[pa.RecordBatch]:
+        """``open`` for a reader of consumer group ``group`` (module docstring).
+
+        The group is created by its first reader (at most ``MAX_GROUPS``: a reader of one
+        more ends with ``on_error``); its readers' deliveries bound what it may commit.
         """
         self._partition(partition)
         if start < 0:
             raise ValueError(f"start must be >= 0, got {start}")
-        return _LivePublisher(self, partition, start)
+        return _LivePublisher(self, partition, start, group)
 
     def commit(self, partition: int, offset: int) -> None:
-        """Release ``partition``'s records below ``offset``; ask the publisher for more.
+        """Release ``partition``'s records below ``offset`` for every group (the owner's).
 
         An ``offset`` beyond the high-water mark is clamped to it (and logged); one below
-        an earlier commit changes nothing.
+        an earlier commit changes nothing. A consumer's commit is ``commit_for``.
         """
         part = self._partition(partition)
         with self._lock:
@@ -211,17 +267,67 @@ class LivePartitions:
                     part.high_water,
                 )
                 offset = part.high_water
-            if offset <= part.base:
-                return
-            part.base = offset
-            batches = part.batches
-            now = time.monotonic()
-            while batches and batches[0][0] + batches[0][1].num_rows <= offset:
-                _, batch = batches.popleft()
-                self._latency.add(now - part.arrived.popleft())
-                self._retained -= batch.num_rows
-            more = self._top_up_locked()
+            for group in self._groups.values():
+                group.committed[partition] = max(group.committed[partition], offset)
+                group.sent[partition] = max(group.sent[partition], offset)
+            more = self._release_locked(partition, offset)
         self._request(more)
+
+    def commit_for(self, group: str, partition: int, offset: int) -> None:
+        """Consumer group ``group`` read ``partition`` below ``offset`` and will not again.
+
+        The group's position moves to ``offset``, clamped to what its readers were sent
+        (a commit beyond it is logged); retention is then released below the least
+        position of the groups that still hold it (module docstring). A group that never
+        had a reader changes nothing (logged).
+        """
+        self._partition(partition)
+        with self._lock:
+            now = self._clock()
+            books = self._groups.get(group)
+            if books is None:
+                logger.warning(
+                    "live partition %d: commit at %d for group %r, which never read; ignored",
+                    partition,
+                    offset,
+                    group,
+                )
+                return
+            books.seen = now
+            if offset > books.sent[partition]:
+                logger.warning(
+                    "live partition %d: commit at %d for group %r, beyond the %d it was sent; "
+                    "clamped",
+                    partition,
+                    offset,
+                    group,
+                    books.sent[partition],
+                )
+                offset = books.sent[partition]
+            books.committed[partition] = max(books.committed[partition], offset)
+            self._expire_locked(now)
+            holding = [g.committed[partition] for g in self._groups.values()]
+            more = self._release_locked(partition, min(holding)) if holding else 0
+        self._request(more)
+
+    def _release_locked(self, partition: int, offset: int) -> int:
+        """Release ``partition``'s batches wholly below ``offset`` (lock held); top up."""
+        part = self._partitions[partition]
+        if offset <= part.base:
+            return 0
+        part.base = offset
+        batches = part.batches
+        now = time.monotonic()
+        while batches and batches[0][0] + batches[0][1].num_rows <= offset:
+            _, batch = batches.popleft()
+            self._latency.add(now - part.arrived.popleft())
+            self._retained -= batch.num_rows
+        return self._top_up_locked()
+
+    def _expire_locked(self, now: float) -> None:
+        """Forget the groups that no longer hold retention (lock held)."""
+        for name in [n for n, g in self._groups.items() if not g.holds(now, self._grace)]:
+            del self._groups[name]
 
     def __repr__(self) -> str:
         return (
@@ -347,6 +453,13 @@ class LivePartitions:
 
     # -- the readers' side ------------------------------------------------------------------
 
+    def _sent(self, group: str, partition: int, position: int) -> None:
+        """A reader of ``group`` was sent ``partition``'s records below ``position``."""
+        with self._lock:
+            books = self._groups.get(group)
+            if books is not None and position > books.sent[partition]:
+                books.sent[partition] = position
+
     def _take(self, partition: int, position: int, count: int) -> list[pa.RecordBatch]:
         """Up to ``count`` retained batches of ``partition`` from ``position`` (any thread)."""
         part = self._partitions[partition]
@@ -384,13 +497,31 @@ class LivePartitions:
                 return None, False
             return self._error, self._final and self._error is None
 
-    def _join(self, reader: _LiveReader, partition: int) -> None:
+    def _join(self, reader: _LiveReader, partition: int, group: str) -> Exception | None:
+        """Register a reader of ``group``; the error that ends it, if the group is refused."""
         with self._lock:
+            now = self._clock()
+            books = self._groups.get(group)
+            if books is None:
+                self._expire_locked(now)
+                if len(self._groups) >= MAX_GROUPS:
+                    return ValueError(
+                        f"the live source serves {MAX_GROUPS} consumer groups already; "
+                        f"group {group!r} is refused"
+                    )
+                books = self._groups[group] = _Group([p.base for p in self._partitions], now)
+            books.readers += 1
+            books.seen = now
             self._partitions[partition].readers.add(reader)
+            return None
 
-    def _forget(self, reader: _LiveReader, partition: int) -> None:
+    def _forget(self, reader: _LiveReader, partition: int, group: str) -> None:
         with self._lock:
             self._partitions[partition].readers.discard(reader)
+            books = self._groups.get(group)
+            if books is not None:
+                books.readers -= 1
+                books.seen = self._clock()
 
 
 class _Intake(Subscriber["pa.RecordBatch"]):
@@ -426,16 +557,20 @@ class _Intake(Subscriber["pa.RecordBatch"]):
 
 
 class _LivePublisher(Publisher["pa.RecordBatch"]):
-    __slots__ = ("_partition", "_source", "_start")
+    __slots__ = ("_group", "_partition", "_source", "_start")
 
-    def __init__(self, source: LivePartitions, partition: int, start: int) -> None:
+    def __init__(
+        self, source: LivePartitions, partition: int, start: int, group: str = DEFAULT_GROUP
+    ) -> None:
         self._source = source
         self._partition = partition
         self._start = start
+        self._group = group
 
     def subscribe(self, subscriber: Subscriber[pa.RecordBatch]) -> None:
         check_subscriber(subscriber)
-        _LiveReader(subscriber, self._source, self._partition, self._start).start()
+        reader = _LiveReader(subscriber, self._source, self._partition, self._start, self._group)
+        reader.start()
 
 
 class _LiveReader(EmitLoopSubscription["pa.RecordBatch"]):
@@ -445,7 +580,7 @@ class _LiveReader(EmitLoopSubscription["pa.RecordBatch"]):
     the publisher reaches it with or without demand (Rules 1.4, 1.5).
     """
 
-    __slots__ = ("_ended", "_error", "_partition", "_position", "_source")
+    __slots__ = ("_ended", "_error", "_group", "_joined", "_partition", "_position", "_source")
 
     def __init__(
         self,
@@ -453,22 +588,30 @@ class _LiveReader(EmitLoopSubscription["pa.RecordBatch"]):
         source: LivePartitions,
         partition: int,
         start: int,
+        group: str,
     ) -> None:
         super().__init__(subscriber, batch_size=_READER_BATCH)
         self._source = source
         self._partition = partition
         self._position = start
+        self._group = group
+        self._joined = False
         self._error: Exception | None = None
         self._ended = False
 
     def _open(self) -> None:
-        self._source._join(self, self._partition)
+        self._error = self._source._join(self, self._partition, self._group)
+        self._joined = self._error is None
 
     def _emit(self, subscriber: Subscriber[pa.RecordBatch], count: int) -> int:
+        if self._error is not None:
+            return 0
         batches = self._source._take(self._partition, self._position, count)
         sent = self._deliver_each(subscriber, batches)
         for batch in batches[:sent]:
             self._position += batch.num_rows
+        if sent:
+            self._source._sent(self._group, self._partition, self._position)
         return sent
 
     def _exhausted(self) -> bool:
@@ -480,4 +623,6 @@ class _LiveReader(EmitLoopSubscription["pa.RecordBatch"]):
         return self._error
 
     def _close(self) -> None:
-        self._source._forget(self, self._partition)
+        if self._joined:
+            self._joined = False
+            self._source._forget(self, self._partition, self._group)

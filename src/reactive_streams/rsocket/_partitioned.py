@@ -12,8 +12,12 @@ protocol, version 1, for a ``PartitionedSource``; pass them to ``serve``/``serve
   record batch of 1 to B rows). request-n counts batches. A final partition completes after
   its last record; ``s`` beyond its size, a partition that does not exist or a request
   that is not such JSON ends the stream with ``ERROR[APPLICATION_ERROR]`` naming it;
-* ``name.commit`` (fire-and-forget), data ``{"partition": p, "offset": o}``: positions
-  below ``o`` will not be asked for again (``source.commit``);
+* ``name.commit`` (fire-and-forget, or request-response to hear it was applied), data
+  ``{"partition": p, "offset": o}``: positions below ``o`` will not be asked for again
+  (``source.commit``);
+* a stream or commit request may name its consumer group, ``"group": "G"`` (default
+  ``""``): a source that keeps groups (``GroupedSource``, such as ``LivePartitions``) then
+  applies a commit to that group's position only, at most to what its readers were sent;
 * ``name.stats`` (request-response): ``{"streams": k, "outstanding_batches": n,
   "sent_batches": m, "latency": {"p50": s, "p99": s, "samples": c} or null}``: the streams
   open now, the batches their readers requested and were not sent yet (the demand on the
@@ -32,7 +36,7 @@ import base64
 import contextlib
 import json
 import threading
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from .._core import (
     MAX_DEMAND,
@@ -53,7 +57,16 @@ if TYPE_CHECKING:
 
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
-__all__ = ["PARTITIONED_VERSION", "PartitionedSource", "encode_batch", "partitioned_routes"]
+__all__ = [
+    "MAX_GROUP_BYTES",
+    "MAX_ROUTE_NAME_BYTES",
+    "PARTITIONED_VERSION",
+    "GroupedSource",
+    "PartitionedSource",
+    "check_route_name",
+    "encode_batch",
+    "partitioned_routes",
+]
 
 PARTITIONED_VERSION: Final = 1
 """The version of the partitioned-route protocol ``partitioned_routes`` speaks."""
@@ -101,6 +114,46 @@ class PartitionedSource(Protocol):
         ...
 
 
+@runtime_checkable
+class GroupedSource(Protocol):
+    """A ``PartitionedSource`` that keeps each consumer group's position (``LivePartitions``).
+
+    The routes then open a reader's stream and apply its commits for the group its request
+    names (``"group"``, default ``""``), so one consumer's commit cannot release what another
+    has not read.
+    """
+
+    def open_for(self, group: str, partition: int, start: int) -> Publisher[pa.RecordBatch]:
+        """``open`` for a reader of ``group``."""
+        ...
+
+    def commit_for(self, group: str, partition: int, offset: int) -> None:
+        """``commit`` of ``group``: at most what its readers were sent."""
+        ...
+
+
+MAX_ROUTE_NAME_BYTES = 255 - len(".offsets")
+"""The longest partitioned route name, in UTF-8 bytes: its routes ``NAME.offsets`` and
+``NAME.commit`` must fit in one route tag (255 bytes)."""
+
+
+def check_route_name(name: str) -> None:
+    """Refuse a partitioned route name no client could address.
+
+    Raises:
+        ValueError: ``name`` is empty, or longer than ``MAX_ROUTE_NAME_BYTES`` UTF-8 bytes.
+    """
+    if not name:
+        raise ValueError("a partitioned route needs a name (the route is empty)")
+    size = len(name.encode("utf-8"))
+    if size > MAX_ROUTE_NAME_BYTES:
+        raise ValueError(
+            f"the route name is {size} UTF-8 bytes long, over the {MAX_ROUTE_NAME_BYTES} a "
+            "partitioned route's name may have (its routes NAME.offsets and NAME.commit must "
+            "fit in a 255-byte route tag)"
+        )
+
+
 def partitioned_routes(
     name: str, source: PartitionedSource
 ) -> dict[str, Callable[[bytes], Publisher[bytes]]]:
@@ -116,10 +169,11 @@ def partitioned_routes(
         several partitioned routes on one server).
 
     Raises:
-        ValueError: ``name`` is empty.
+        ValueError: ``name`` is empty, or so long that ``name.offsets`` is over the 255
+            UTF-8 bytes a route tag can carry (``MAX_ROUTE_NAME_BYTES``): no client could
+            address it.
     """
-    if not name:
-        raise ValueError("a partitioned route needs a name")
+    check_route_name(name)
     counts = _RouteCounts()
 
     def meta(data: bytes) -> Publisher[bytes]:
@@ -138,7 +192,10 @@ def partitioned_routes(
                         f"start {start:,} is beyond partition {partition}'s {size:,} records "
                         f"(route {name!r})"
                     )
-            batches = source.open(partition, start)
+            if isinstance(source, GroupedSource):
+                batches = source.open_for(_group(data), partition, start)
+            else:
+                batches = source.open(partition, start)
         except Exception as exc:
             return _Failed(exc)
         return _EncodedBatches(batches, source.schema, counts)
@@ -249,7 +306,27 @@ def _stats(source: PartitionedSource, counts: _RouteCounts) -> bytes:
 
 def _commit(source: PartitionedSource, data: bytes) -> None:
     partition, offset = _request(data, "offset", source.partitions)
-    source.commit(partition, offset)
+    if isinstance(source, GroupedSource):
+        source.commit_for(_group(data), partition, offset)
+    else:
+        source.commit(partition, offset)
+
+
+MAX_GROUP_BYTES: Final = 255
+"""The longest consumer group name, in UTF-8 bytes."""
+
+
+def _group(data: bytes) -> str:
+    """The ``"group"`` a stream or commit request names (``""`` when none).
+
+    Raises:
+        ValueError: the group is not a string of at most ``MAX_GROUP_BYTES`` UTF-8 bytes.
+    """
+    request = json.loads(data.decode("utf-8"))  # _request read it already
+    group = request.get("group", "") if isinstance(request, dict) else ""
+    if not isinstance(group, str) or len(group.encode("utf-8")) > MAX_GROUP_BYTES:
+        raise ValueError(f"the request's group must be a string of at most {MAX_GROUP_BYTES} bytes")
+    return group
 
 
 def _request(data: bytes, position: str, partitions: int) -> tuple[int, int]:

@@ -14,7 +14,8 @@ connection's handler for that stream:
   broken Rule 1.1 upstream, and ends the stream with ``ERROR[APPLICATION_ERROR]``.
 * ``on_next`` becomes ``PAYLOAD`` (NEXT), ``on_complete`` becomes ``PAYLOAD`` (COMPLETE),
   ``on_error`` becomes ``ERROR[APPLICATION_ERROR]`` with the exception's text.
-* ``CANCEL`` from the peer, or the connection failing, cancels the subscription.
+* ``CANCEL`` from the peer, or the connection failing, cancels the subscription; but a
+  fire-and-forget already received runs to its end when its connection fails.
 * A factory, ``subscribe``, ``request`` or ``cancel`` that raises, ``SystemExit`` and
   ``KeyboardInterrupt`` included, ends the stream with ``ERROR[APPLICATION_ERROR]`` and
   removes it from the stream table (``DrainLoop``'s ``on_failure``); a ``BaseException``
@@ -512,6 +513,10 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         self._pump.schedule()
 
     def on_connection_error(self, error: RSocketConnectionError) -> None:
+        if self._kind == FrameType.REQUEST_FNF:
+            # A fire-and-forget already received is carried out: its peer waits for no
+            # answer, and one sent just before it closed (a last commit) must not be lost.
+            return
         self._cancel()
 
     def on_writable(self) -> None:

@@ -10,10 +10,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._core import DaemonThreadPool, LoopThread
+from ._admission import Admission, peer_address
 from ._connection import Connection, ConnectionSettings
 from ._errors import FrameError, RSocketConnectionError
 from ._frames import MAX_FRAME_SIZE, ErrorCode, FrameType, encode_error
 from ._limits import ServerLimits
+from ._memory import MemoryPool
 from ._metadata import COMPOSITE, bearer_token, decode_composite, route_of
 from ._responder import ResponderStream
 from ._statistics import TransportStatistics
@@ -57,6 +59,9 @@ class _ServerCore:
         self.settings = settings
         self.executor = executor
         self.limits = limits
+        self.admission = Admission(limits, loop.time)
+        assert limits.total_memory is not None  # ServerLimits resolves the default
+        self.memory = MemoryPool(limits.total_memory)
         self.connections: set[ServerConnection] = set()
         self._closed_totals = (0, 0, 0, 0)  # counters of the connections already closed
         self._server: Any = None  # an asyncio.Server, or a WebSocketServer
@@ -144,7 +149,9 @@ class ServerConnection(Connection):
         super().__init__(core.loop, core.settings)
         self._core = core
         self._established = False
-        self._authenticated = core.token is None
+        self._refusing = False  # a failed authentication's refusal is on its way
+        self._address = "unknown"
+        self._counted = False  # in the admission books (until _forget)
         self._metadata_mime = COMPOSITE
         self.on_closed = self._forget
 
@@ -157,6 +164,22 @@ class ServerConnection(Connection):
                 ErrorCode.REJECTED_SETUP, f"the server is at its limit of {limit} connections"
             )
             return
+        if self._core.memory.spent:
+            budget = self._core.limits.total_memory
+            logger.warning("refused a connection: the server's memory budget is spent")
+            self._reject(
+                ErrorCode.REJECTED_SETUP,
+                f"the server holds its whole memory budget ({budget} bytes) for other peers",
+            )
+            return
+        assert self._transport is not None
+        self._address = peer_address(self._transport.get_extra_info("peername"))
+        refusal = self._core.admission.refusal(self._address)
+        if refusal is not None:
+            logger.warning("refused a connection: %s", refusal)
+            self._reject(ErrorCode.REJECTED_SETUP, refusal)
+            return
+        self._counted = True
         connections.add(self)
 
     def _tick_interval(self) -> float:
@@ -188,13 +211,23 @@ class ServerConnection(Connection):
                 return
         super()._check_held()
 
+    def _held_changed(self) -> None:
+        if self._counted:
+            self._core.memory.report(self)
+
     def _forget(self, connection: Connection, error: RSocketConnectionError) -> None:
+        self._core.memory.forget(self)
+        if self._counted:
+            self._counted = False
+            self._core.admission.closed(self._address, pending=not self._established)
         self._core.forget(self)
 
     def _dispatch(self, frame: Frame) -> None:
         if self._established:
             super()._dispatch(frame)
             return
+        if self._refusing:
+            return  # its refusal is delayed (failed authentication): nothing more is read
         if frame.frame_type == FrameType.SETUP and frame.stream_id == 0:
             self._setup(frame)
             return
@@ -238,28 +271,41 @@ class ServerConnection(Connection):
         if setup.keepalive_ms <= 0 or setup.max_lifetime_ms <= 0:
             self._reject(ErrorCode.INVALID_SETUP, "keepalive and max lifetime must be > 0")
             return
-        if self._core.token is not None and setup.metadata_mime == COMPOSITE and frame.metadata:
-            try:
-                presented = bearer_token(decode_composite(frame.metadata))
-            except FrameError as error:
-                self._reject(ErrorCode.INVALID_SETUP, str(error))
-                return
-            if presented is not None:
-                if not self._core.token_ok(presented):
-                    self._reject(ErrorCode.REJECTED_SETUP, "invalid bearer token")
+        if self._core.token is not None:
+            presented = None
+            if setup.metadata_mime == COMPOSITE and frame.metadata:
+                try:
+                    presented = bearer_token(decode_composite(frame.metadata))
+                except FrameError as error:
+                    self._reject(ErrorCode.INVALID_SETUP, str(error))
                     return
-                self._authenticated = True
+            if not self._core.token_ok(presented):
+                self._refuse_authentication(
+                    "authentication required: the SETUP carries no bearer token"
+                    if presented is None
+                    else "invalid bearer token"
+                )
+                return
         self._metadata_mime = setup.metadata_mime
         self._established = True
-        # the client's intervals, raised to the server's floor (a timer per millisecond
-        # per connection is the server's cost, not the client's)
+        if self._counted:
+            self._core.admission.admitted(self._address)
+        # the client's intervals, kept within the server's bounds (a timer per millisecond
+        # per connection is the server's cost, and so is a silent peer kept for weeks)
         self._settings = self._settings.with_keepalive(
-            max(setup.keepalive_ms / 1000, limits.min_keepalive),
-            max(setup.max_lifetime_ms / 1000, limits.min_keepalive),
+            min(max(setup.keepalive_ms / 1000, limits.min_keepalive), limits.max_keepalive),
+            min(max(setup.max_lifetime_ms / 1000, limits.min_keepalive), limits.max_keepalive),
         )
         if self._timer is not None:
             self._timer.cancel()
         self._schedule_tick()
+
+    def _refuse_authentication(self, reason: str) -> None:
+        """Refuse a SETUP for its token, after the address's growing delay (logged)."""
+        delay = self._core.admission.failed(self._address)
+        logger.warning("refused a SETUP from %s: %s", self._address, reason)
+        self._refusing = True
+        self._loop.call_later(delay, self._reject, ErrorCode.REJECTED_SETUP, reason)
 
     def _admit(self, frame: Frame) -> bool:
         # The first fragment of a request: the route and the token must be in it, so a
@@ -269,9 +315,9 @@ class ServerConnection(Connection):
         if not self._stream_id_ok(kind, stream_id):
             return False
         try:
-            route, presented = route_of(self._metadata_mime, frame.metadata)
+            route, _ = route_of(self._metadata_mime, frame.metadata)
         except FrameError:
-            route, presented = None, None
+            route = None
         if route is None:
             self._refuse(
                 kind,
@@ -280,7 +326,7 @@ class ServerConnection(Connection):
                 "a fragmented request must carry its route (and token) in its first fragment",
             )
             return False
-        return self._route(kind, stream_id, route, presented) is not None
+        return self._route(kind, stream_id, route) is not None
 
     def _stream_id_ok(self, kind: FrameType, stream_id: int) -> bool:
         """A request's stream ID is odd and not in use.
@@ -305,13 +351,9 @@ class ServerConnection(Connection):
         return True
 
     def _route(
-        self, kind: FrameType, stream_id: int, route: str | None, presented: bytes | None
+        self, kind: FrameType, stream_id: int, route: str | None
     ) -> Callable[[bytes], Publisher[bytes | Payload]] | None:
         """The factory serving a request, or ``None`` once it has been refused."""
-        if not self._authenticated and not self._core.token_ok(presented):
-            logger.warning("refused %s on stream %d: no valid bearer token", kind.name, stream_id)
-            self._refuse(kind, stream_id, ErrorCode.REJECTED, "authentication required")
-            return None
         if kind == FrameType.REQUEST_CHANNEL:
             self._refuse(kind, stream_id, ErrorCode.REJECTED, "request-channel is not supported")
             return None
@@ -345,12 +387,12 @@ class ServerConnection(Connection):
         if not self._stream_id_ok(kind, stream_id):
             return
         try:
-            route, presented = route_of(self._metadata_mime, frame.metadata)
+            route, _ = route_of(self._metadata_mime, frame.metadata)
         except FrameError as error:
             logger.warning("refused %s on stream %d: %s", kind.name, stream_id, error)
             self._refuse(kind, stream_id, ErrorCode.INVALID, str(error))
             return
-        factory = self._route(kind, stream_id, route, presented)
+        factory = self._route(kind, stream_id, route)
         if factory is None:
             return
         initial_n = frame.number if kind == FrameType.REQUEST_STREAM else 1
@@ -541,10 +583,13 @@ def serve(
             cancels the publisher; fire-and-forget runs it and discards the elements.
         host: the address to listen on.
         port: the port to listen on; ``0`` lets the OS choose (read ``.port``).
-        token: require this bearer token (``message/x.rsocket.authentication.v0``), in
-            SETUP or in each request. A SETUP with a wrong token gets
-            ``ERROR[REJECTED_SETUP]``; a request without a valid one gets
-            ``ERROR[REJECTED]``. Both are logged on the ``reactive_streams.rsocket`` logger.
+        token: require this bearer token (``message/x.rsocket.authentication.v0``) in
+            the SETUP's composite metadata: admission before work. A SETUP without it, or
+            with another, gets ``ERROR[REJECTED_SETUP]`` after a delay that grows with
+            the peer address's failures, and the connection is closed; until its SETUP
+            is admitted a connection holds at most ``limits.max_setup_size`` bytes and
+            gets no keepalive echo (``ServerLimits``). Refusals are logged on the
+            ``reactive_streams.rsocket`` logger.
         ssl_context: a server-side context to serve TLS.
         max_frame_size: larger frames are fragmented on send and refused on receipt.
         workers: threads that run factories and the publishers' ``request``/``cancel``.

@@ -267,6 +267,8 @@ class WebSocketTransport(asyncio.Transport):
         self.close()
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name in ("peername", "sockname"):  # the socket's: who the peer is
+            return self._socket.get_extra_info(name, default)
         return default
 
 

@@ -32,7 +32,8 @@ import binascii
 import json
 import logging
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -381,27 +382,76 @@ def commit_route(
     token: str | None = None,
     timeout: float = 10.0,
     reconnect: Backoff | None = None,
+    acknowledged: bool = False,
+    group: str | None = None,
 ) -> bool:
     """``R.commit`` of each ``partition -> offset`` (records before it may be released).
 
-    Fire-and-forget on this process's shared connection (``shared_client``): a live
-    producer releases what it kept for a replay below each offset. A query commits its
-    micro-batches itself (Spark calls the source's commit at the start of the next one);
-    this is for the last micro-batch of a query that stopped.
+    On this process's shared connection (``shared_client``): a live producer releases
+    what it kept for a replay below each offset. A query commits its micro-batches itself
+    (Spark calls the source's commit at the start of the next one); this is for the last
+    micro-batch of a query that stopped.
+
+    Args:
+        url: the producer's RSocket URL.
+        route: the partitioned route's name ``R``.
+        offsets: ``partition -> offset``.
+        token: the bearer token the producer requires.
+        timeout: seconds for the connection, and with ``acknowledged`` for each answer.
+        reconnect: a bounded ``Backoff`` for the shared connection; with
+            ``acknowledged``, a commit whose connection dropped is sent again once it is
+            back, within the same bound.
+        acknowledged: send each commit as a request-response and wait for the producer's
+            answer (it answers once the commit is applied), instead of fire-and-forget.
+        group: the consumer group committing (the readers' ``group``); a live producer
+            moves only that group's position, at most to what its readers were sent.
+            ``None``: none named (the producer's default group).
 
     Returns:
-        ``True`` once every commit was sent; ``False`` when the producer could not be
-        reached (logged only: a producer that is gone has nothing to release).
+        ``True`` once every commit was sent (``acknowledged``: applied); ``False`` when
+        the producer could not be reached or did not answer (logged only: a producer that
+        is gone has nothing to release).
     """
     try:
         client = shared_client(url, token, timeout, reconnect)
         for partition, offset in offsets.items():
-            request = json.dumps({"partition": int(partition), "offset": int(offset)})
-            client.fire_and_forget(route + ".commit", request.encode("utf-8"))
-    except (RSocketError, RemoteRouteError) as exc:
+            commit: dict[str, object] = {"partition": int(partition), "offset": int(offset)}
+            if group is not None:
+                commit["group"] = group
+            data = json.dumps(commit).encode("utf-8")
+            if acknowledged:
+                _acknowledged(client, route + ".commit", data, timeout, reconnect)
+            else:
+                client.fire_and_forget(route + ".commit", data)
+    except (RSocketError, RemoteRouteError, TimeoutError) as exc:
         logger.debug("%s: the commit at %s was not sent: %s", _where(url, route), offsets, exc)
         return False
     return True
+
+
+def _acknowledged(
+    client: RSocketClient, route: str, data: bytes, timeout: float, reconnect: Backoff | None
+) -> None:
+    """``route`` as a request-response, answered within ``timeout``; again after a drop.
+
+    Raises:
+        RSocketError: the producer refused or failed it, or the connection dropped and
+            ``reconnect`` allows no more attempts.
+        TimeoutError: no answer within ``timeout`` seconds.
+    """
+    attempt, started = 0, time.monotonic()
+    while True:
+        try:
+            Flow(client.request_response(route, data)).to_list(timeout=timeout)
+            return
+        except RSocketConnectionError:
+            if reconnect is None:
+                raise
+            delay = reconnect.delay(attempt)
+            if not reconnect.allows(attempt, time.monotonic() - started, delay):
+                raise
+            attempt += 1
+            threading.Event().wait(delay)
 
 
 def decode_batch(data: bytes) -> pa.RecordBatch:
@@ -424,12 +474,21 @@ def decode_batch(data: bytes) -> pa.RecordBatch:
 
 @dataclass(frozen=True, slots=True)
 class _RouteReader:
-    """The opener, counter and commit of ``from_rsocket`` (run in Spark's processes)."""
+    """The opener, counter and commit of ``from_rsocket`` (run in Spark's processes).
+
+    It is pickled into the query's plan without its token (``token=None``); Spark's
+    processes get the token from the redacted option ``secret.token`` (``with_secrets``).
+    """
 
     url: str
     token: str | None
     timeout: float
     reconnect: Backoff | None = None
+    group: str | None = None
+
+    def with_secrets(self, secrets: Mapping[str, str]) -> _RouteReader:
+        """This reader with the token ``from_splits`` kept out of the plan."""
+        return replace(self, token=secrets.get("token"))
 
     def count(self, split: RSocketSplit) -> int:
         """The partition's high-water mark (``R.offsets``)."""
@@ -465,6 +524,7 @@ class _RouteReader:
             token=self.token,
             timeout=self.timeout,
             reconnect=self.reconnect,
+            group=self.group,
         )
 
 
@@ -483,7 +543,9 @@ class _Resuming:
         reader, split = self._reader, self._split
         client = shared_client(split.url, reader.token, reader.timeout, reader.reconnect)
         self._client = client
-        request = {"partition": split.partition, "start": self._position}
+        request: dict[str, object] = {"partition": split.partition, "start": self._position}
+        if reader.group is not None:
+            request["group"] = reader.group
         stream = client.request_stream(split.route, json.dumps(request).encode("utf-8"))
         batches = Flow(stream).map(decode_batch)
         return batches if reader.reconnect is None else batches.do_on_next(self._advance)
@@ -517,6 +579,7 @@ def from_rsocket(
     max_partitions: int | None = None,
     warm_workers: bool = False,
     reconnect: Backoff | None = None,
+    group: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame of the partitioned RSocket route ``route`` at ``url``.
 
@@ -541,8 +604,9 @@ def from_rsocket(
         spark: a classic SparkSession.
         schema: the rows' schema (``StructType`` or DDL); ``None``: the route's own Arrow
             schema converted to Spark's. Each batch is cast to it by column name.
-        token: the bearer token the server requires. It travels inside the query's plan
-            to Spark's processes.
+        token: the bearer token the server requires. It travels to Spark's processes as
+            a data source option that Spark redacts (``from_splits``' ``secrets``), never
+            inside the query's pickled plan.
         transform: applied to each batch in the executor before it is cast to ``schema``
             (``from_splits``'s, for validation or enrichment next to the data).
         max_records_per_trigger: each micro-batch's default row budget, ``>= 1``.
@@ -564,6 +628,11 @@ def from_rsocket(
             offsets) is picked up exactly. Keep its bound within ``read_timeout`` and
             ``request_timeout``, which the waits for the new connection count against.
             ``None``: a drop fails the query.
+        group: the consumer group the query reads as (streams and commits name it): a
+            live producer keeps this group's position apart from other consumers', and
+            releases retention only below the least of them. Give the same name on a
+            restart from the same checkpoint (the main job uses its checkpoint's
+            identity). ``None``: the producer's default group.
 
     Returns:
         A streaming DataFrame; a query restarted from its checkpoint resumes at the
@@ -592,7 +661,8 @@ def from_rsocket(
         from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415
 
         schema = from_arrow_schema(info.schema, prefer_timestamp_ntz=False)
-    reader = _RouteReader(url, token, float(request_timeout), reconnect)
+    # The token comes back through secrets (kept out of the pickled plan).
+    reader = _RouteReader(url, None, float(request_timeout), reconnect, group)
     splits = [RSocketSplit(url, route, partition) for partition in range(info.partitions)]
     files = not info.live
     chosen: Literal["spread", "sequential"] = order or ("sequential" if files else "spread")
@@ -617,6 +687,7 @@ def from_rsocket(
         order=chosen,
         on_commit=reader.commit,
         warm_workers=warm_workers,
+        secrets={"token": token} if token is not None else None,
     )
 
 

@@ -41,6 +41,7 @@ def from_splits(
     max_partitions: int | None = None,
     order: Literal["spread", "sequential"] = "spread",
     on_commit: Callable[[S, int], None] | None = None,
+    secrets: Mapping[str, str] | None = None,
 ) -> DataFrame:
     """A streaming DataFrame whose micro-batches are read from ``splits`` on the executors.
 
@@ -133,6 +134,13 @@ def from_splits(
             read again by this query): a live source may release what it kept for a
             replay. Raising fails the query (``SplitReadError`` naming the split); it must
             pickle, like ``count``.
+        secrets: ``NAME -> value`` (a bearer token, a password) kept out of the pickled
+            plan: each travels as the data source option ``secret.NAME``, which Spark
+            redacts wherever it prints options (``spark.redaction.regex`` matches
+            ``secret`` by default), and is handed to the opener, counter and commit
+            callback in Spark's processes through ``with_secrets`` (a method of an object
+            with ``with_secrets(secrets) -> object`` gets the same method of the result).
+            Names are lower-case letters, digits and ``_``.
 
     Returns:
         A streaming DataFrame. Any number of queries may read it (each has its own
@@ -163,6 +171,7 @@ def from_splits(
     try:  # imported here: on PySpark 4.0/4.1 the other bridges still import fine
         from ._splits_source import (  # noqa: PLC0415
             FORMAT_NAME,
+            SECRET_OPTION_PREFIX,
             SplitDataSource,
             SplitPlan,
             encode_plan,
@@ -185,6 +194,15 @@ def from_splits(
     items = tuple(splits)
     if not items:
         raise ValueError("from_splits needs at least one split")
+    given_secrets = dict(secrets or {})
+    for secret_name in given_secrets:
+        if not secret_name or not all(
+            char.isascii() and (char.islower() or char.isdigit() or char == "_")
+            for char in secret_name
+        ):
+            raise ValueError(
+                f"a secret's name is lower-case letters, digits and '_', got {secret_name!r}"
+            )
     struct = as_struct(spark, schema)
     plan = SplitPlan(
         splits=items,
@@ -217,4 +235,7 @@ def from_splits(
 
         WorkerWarmUp(spark, encoded)
     spark.dataSource.register(SplitDataSource)
-    return spark.readStream.format(FORMAT_NAME).schema(struct).option("plan", encoded).load()
+    reader = spark.readStream.format(FORMAT_NAME).schema(struct).option("plan", encoded)
+    for secret_name, value in given_secrets.items():
+        reader = reader.option(SECRET_OPTION_PREFIX + secret_name, value)
+    return reader.load()

@@ -25,6 +25,9 @@ Assumptions, one per function:
 * ``streaming_plan`` / ``source_names``: ``StreamingQuery._jsq.streamingQuery().logicalPlan()``
   is the query's plan, and its text names each Python data source by its registered name.
 * ``parse_ddl``: ``pyspark.sql.types._parse_datatype_string`` parses a DDL string.
+* ``result_arrow_schema``: ``pyspark.sql.pandas.types.to_arrow_schema(schema,
+  timezone="UTC", prefers_large_types=...)`` is the schema ``DataFrame.toArrow`` gives a
+  DataFrame's rows (``spark.sql.execution.arrow.useLargeVarTypes`` picks the large types).
 * ``executor_count``: ``_jsc.sc().getExecutorMemoryStatus()`` has one entry per block
   manager: the driver's plus one per executor.
 * ``driver_jvm_pid``: the driver JVM answers ``java.lang.ProcessHandle.current().pid()``.
@@ -52,6 +55,16 @@ Assumptions, one per function:
   view's name; an ``Aggregate``'s ``groupingExpressions()`` are ``AttributeReference``
   values whose ``metadata()`` carries ``spark.watermarkDelayMs`` when they are the event
   time, and ``spark.timeWindow`` as well when they are the struct ``window(...)`` made.
+* ``query_references``: a parsed plan (``parseQuery``) names what it reads as
+  ``UnresolvedRelation`` nodes (``multipartIdentifier()``, a ``Seq`` of names: a path read
+  as ``text.`/etc/hostname``` is the two names ``text`` and the path) and
+  ``UnresolvedTableValuedFunction`` nodes (``name()``); a ``WITH`` is an ``UnresolvedWith``
+  node whose ``cteRelations()`` is a ``Seq`` of ``(name, plan)`` tuples that are not among
+  its ``children()``; a subquery in an expression (``ScalarSubquery``, ``Exists``,
+  ``ListQuery``, ``LateralSubquery``, ``FunctionTableSubqueryArgumentExpression``) holds
+  its plan in ``plan()``, not among the expression's ``children()``; and a function call
+  is an ``UnresolvedFunction`` with ``nameParts()``, a column an ``UnresolvedAttribute``
+  with ``nameParts()``.
 * ``window_calls``: in a parsed plan (``parseQuery``), each node's ``expressions()`` are
   expression trees (``children()``), a function call is an ``UnresolvedFunction`` with
   ``nameParts()`` and ``arguments()``, a column an ``UnresolvedAttribute`` with
@@ -69,6 +82,7 @@ from __future__ import annotations
 
 import socketserver
 import subprocess
+from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any
 
 from pyspark import SparkConf, SparkContext
@@ -94,6 +108,7 @@ __all__ = [
     "arrow_batch_messages",
     "driver_jvm_pid",
     "executor_count",
+    "result_arrow_schema",
     "file_scan_columns",
     "gateway_process",
     "jvm",
@@ -102,6 +117,7 @@ __all__ = [
     "plan_aggregates",
     "query_context_loggers",
     "query_dataframe",
+    "query_references",
     "source_names",
     "start_context",
     "statement_kind",
@@ -357,6 +373,80 @@ def _interval_micros(spark: SparkSession, literal: Any) -> int | None:
     )
 
 
+_SUBQUERY_EXPRESSIONS = frozenset(
+    {
+        "Exists",
+        "FunctionTableSubqueryArgumentExpression",
+        "LateralSubquery",
+        "ListQuery",
+        "ScalarSubquery",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QueryReferences:
+    """What a query names, read off its parsed plan, nothing resolved or run.
+
+    Attributes:
+        relations: each table, view or path it reads, as its name parts
+            (``("events",)``, ``("text", "/etc/hostname")``), in no particular order.
+        ctes: the names its ``WITH`` clauses define (they are read as relations too).
+        table_functions: each table-valued function it calls (``range``, ``read_files``),
+            lower case.
+        functions: each function it calls, by its last name part, lower case.
+        columns: every part of every column name it names, lower case (``e.origin``:
+            ``e`` and ``origin``; a struct field's name is among them too).
+    """
+
+    relations: tuple[tuple[str, ...], ...]
+    ctes: frozenset[str]
+    table_functions: tuple[str, ...]
+    functions: tuple[str, ...]
+    columns: frozenset[str]
+
+
+def query_references(spark: SparkSession, sql: str) -> QueryReferences:
+    """The relations, ``WITH`` names and functions ``sql`` names, subqueries included.
+
+    Raises:
+        pyspark.errors.ParseException: ``sql`` is not one query.
+    """
+    relations: list[tuple[str, ...]] = []
+    ctes: set[str] = set()
+    table_functions: list[str] = []
+    functions: list[str] = []
+    columns: set[str] = set()
+    pending = [_sql_parser(spark).parseQuery(sql)]
+    while pending:
+        for node in _plan_nodes(pending.pop()):
+            kind = str(node.getClass().getSimpleName())
+            if kind == "UnresolvedRelation":
+                relations.append(tuple(str(part) for part in _seq(node.multipartIdentifier())))
+            elif kind == "UnresolvedTableValuedFunction":
+                table_functions.append(str(_seq(node.name())[-1]).lower())
+            elif kind == "UnresolvedWith":
+                for relation in _seq(node.cteRelations()):
+                    ctes.add(str(relation._1()).lower())
+                    pending.append(relation._2())
+            for root in _seq(node.expressions()):
+                for expression in _expression_nodes(root):
+                    name = str(expression.getClass().getSimpleName())
+                    if name == "UnresolvedFunction":
+                        functions.append(str(_seq(expression.nameParts())[-1]).lower())
+                    elif name == "UnresolvedAttribute":
+                        columns.update(str(part).lower() for part in _seq(expression.nameParts()))
+                    elif name in _SUBQUERY_EXPRESSIONS:
+                        pending.append(expression.plan())
+    return QueryReferences(
+        relations=tuple(relations),
+        ctes=frozenset(ctes),
+        table_functions=tuple(table_functions),
+        functions=tuple(functions),
+        columns=frozenset(columns),
+    )
+
+
 def window_calls(spark: SparkSession, sql: str) -> list[tuple[str, int, int, int] | None]:
     """Each ``window(column, duration[, slide[, start]])`` call in ``sql``, parsed only.
 
@@ -404,6 +494,22 @@ def parse_ddl(schema: str) -> DataType:
     Needs a running SparkContext (the parser is the JVM's).
     """
     return _parse_datatype_string(schema)
+
+
+def result_arrow_schema(dataframe: DataFrame) -> Any:
+    """The Arrow schema of ``dataframe.toArrow()`` (a micro-batch's), without running it.
+
+    Timestamps come with the time zone ``"UTC"``, as ``toArrow`` gives them.
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415
+
+    large = dataframe.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes")
+    return to_arrow_schema(
+        dataframe.schema,
+        error_on_duplicated_field_names_in_struct=True,
+        timezone="UTC",
+        prefers_large_types=str(large).lower() == "true",
+    )
 
 
 def executor_count(spark: SparkSession) -> int:

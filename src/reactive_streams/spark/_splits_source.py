@@ -30,7 +30,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -63,8 +63,11 @@ __all__ = [
     "SplitStreamReader",
     "align",
     "cut_shares",
+    "SECRET_OPTION_PREFIX",
+    "bind_secrets",
     "decode_plan",
     "encode_plan",
+    "plan_secrets",
     "group_shares",
     "read_partition",
     "sequential",
@@ -132,6 +135,40 @@ class SplitPlan:
     max_partitions: int | None = None
     order: Literal["spread", "sequential"] = "spread"
     on_commit: OnCommit | None = None
+
+
+SECRET_OPTION_PREFIX: Final = "secret."
+"""Data source options ``secret.NAME`` carry ``from_splits``' secrets beside the plan:
+Spark's ``spark.redaction.regex`` (by default it matches ``secret``) hides their values
+wherever it prints options (plans, the UI), which it cannot do inside the pickled plan."""
+
+
+def bind_secrets(plan: SplitPlan, secrets: Mapping[str, str]) -> SplitPlan:
+    """``plan`` with ``secrets`` given to every callable of it that takes them.
+
+    A callable takes secrets when it is a method of an object with
+    ``with_secrets(secrets) -> object``: the method of that call's result replaces it (a
+    reader that holds a token in a field, pickled without it). Others are kept as they are.
+    """
+    if not secrets:
+        return plan
+    changes: dict[str, Any] = {}
+    for field_name in ("opener", "count", "transform", "boundaries", "on_commit"):
+        function = getattr(plan, field_name)
+        owner = getattr(function, "__self__", None)
+        given = getattr(owner, "with_secrets", None)
+        if callable(given):
+            changes[field_name] = getattr(given(dict(secrets)), function.__name__)
+    return replace(plan, **changes)
+
+
+def plan_secrets(options: Mapping[str, str]) -> dict[str, str]:
+    """The secrets among a data source's options (``secret.NAME``), by ``NAME``."""
+    return {
+        key[len(SECRET_OPTION_PREFIX) :]: value
+        for key, value in options.items()
+        if key.lower().startswith(SECRET_OPTION_PREFIX)
+    }
 
 
 def encode_plan(plan: SplitPlan) -> str:
@@ -344,7 +381,7 @@ class SplitStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         lowered = {key.lower(): value for key, value in options.items()}
-        self._plan = decode_plan(lowered["plan"])
+        self._plan = bind_secrets(decode_plan(lowered["plan"]), plan_secrets(lowered))
         self._schema = schema
         self._targets: list[int] | None = None
         self._boundaries_cache: dict[int, list[int]] = {}

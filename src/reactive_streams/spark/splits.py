@@ -232,8 +232,8 @@ def file_splits(
             is decoded twice.
         schema: the columns and types to convert to; by default inferred from every file
             and widened across them (``reactive_streams.files.infer_files_schema``: Parquet
-            footers, the head of each text file). A CSV header must name these columns
-            (in any order).
+            footers, the head of each text file). A CSV header names some or all of these
+            columns (in any order); a column a file lacks is null in its records.
         batch_rows: the most rows per record batch the opener publishes.
         row_column: add an int64 column of this name: each row's record number in its
             split.
