@@ -282,3 +282,59 @@ def test_a_slow_reader_keeps_the_producers_memory_flat(tmp_path: Path) -> None:
         assert grown < 10, f"the producer's RSS grew by {grown:.1f} MiB"
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=TIMEOUT) == 0
+
+
+def _partition_ids(client: RSocketClient, route: str, partition: int, start: int) -> list[int]:
+    """The ids of one batch of ``partition`` from ``start`` (raises what the stream ends in)."""
+    request = json.dumps({"partition": partition, "start": start}).encode()
+    stream = Flow.from_publisher(client.request_stream(route, request)).take(1)
+    [payload] = stream.to_list(timeout=TIMEOUT)
+    ids: list[int] = pa.ipc.open_stream(payload).read_all().column("id").to_pylist()
+    return ids
+
+
+def test_follow_survives_housekeeping_and_never_reads_a_planted_link(tmp_path: Path) -> None:
+    """A read file moved into done/ is not read again and the offsets keep answering; a
+    decoy swapped for a link to a 0600 file outside, with the same size and mtime, is
+    refused for its own partition with a one-line error naming it."""
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    (incoming / "a.csv").write_text("id\n" + "".join(f"{i}\n" for i in range(10, 20)))
+    decoy = incoming / "decoy.csv"
+    decoy.write_text("id\n" + "".join(f"{i}\n" for i in range(20, 30)))
+    secret = tmp_path / "secret.csv"
+    secret.write_text("id\n" + "".join(f"{i}\n" for i in range(90, 100)))
+    secret.chmod(0o600)
+    with _serving(
+        "--input", str(incoming), "--port", "0", "--route", "events", "--partitions", "2",
+        "--follow", "--poll-interval", "0.05",
+    ) as (process, lines):  # fmt: skip
+        found = SERVING.match(lines.get(timeout=TIMEOUT))
+        assert found is not None
+        with connect(f"tcp://127.0.0.1:{found['port']}") as client:
+            assert _partition_ids(client, "events", 0, 0) == list(range(10, 20))
+            for partition in range(2):
+                commit = json.dumps({"partition": partition, "offset": 10}).encode()
+                collect(client.request_response("events.commit", commit), timeout=TIMEOUT)
+            (incoming / "done").mkdir()
+            (incoming / "a.csv").rename(incoming / "done" / "a.csv")
+            planned = decoy.stat()
+            decoy.unlink()
+            decoy.symlink_to(secret)
+            os.utime(secret, ns=(planned.st_atime_ns, planned.st_mtime_ns))
+            staged = tmp_path / "b.csv"
+            staged.write_text("id\n" + "".join(f"{i}\n" for i in range(30, 40)))
+            staged.rename(incoming / "b.csv")
+            deadline = time.monotonic() + TIMEOUT
+            while _answer(client, "events.offsets")["high_water"] != [15, 15]:
+                assert time.monotonic() < deadline, "b.csv was never appended"
+                time.sleep(0.05)
+            assert _partition_ids(client, "events", 0, 10) == [30, 31, 32, 33, 34]
+            assert _partition_ids(client, "events", 1, 10) == [35, 36, 37, 38, 39]
+            with pytest.raises(Exception, match=r"decoy\.csv is a symbolic link now") as caught:
+                _partition_ids(client, "events", 1, 0)
+            assert "\n" not in str(caught.value)
+            # done/a.csv is known by identity: never appended again.
+            assert _answer(client, "events.offsets")["high_water"] == [15, 15]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT) == 0

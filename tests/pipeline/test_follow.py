@@ -58,12 +58,14 @@ def test_an_empty_followed_directory_needs_a_schema(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @SPARK_MARKS[0]
+@pytest.mark.parametrize("housekeeping", [False, True], ids=["kept", "moved-to-done"])
 def test_files_that_land_later_are_read_until_sigterm_and_the_result_is_exact(
-    tmp_path: Path,
+    tmp_path: Path, housekeeping: bool
 ) -> None:
     """The pipeline follows a directory: the first file is read, a second one lands
     mid-run and is read too, the result is rewritten after each micro-batch, and SIGTERM
-    ends the run as completed (exit 0) with the result of both files."""
+    ends the run as completed (exit 0) with the result of both files. With housekeeping,
+    the first file is moved into done/ once read: it is never read again."""
     _inputs(tmp_path / "staged")
     incoming = tmp_path / "in"
     incoming.mkdir()
@@ -80,7 +82,14 @@ def test_files_that_land_later_are_read_until_sigterm_and_the_result_is_exact(
         env={**os.environ, "PYTHONPATH": SOURCE},
     )  # fmt: skip
     try:
-        land_later_then_stop(pipeline, result, tmp_path / "staged" / "b.jsonl", incoming, 300)
+        land_later_then_stop(
+            pipeline,
+            result,
+            tmp_path / "staged" / "b.jsonl",
+            incoming,
+            300,
+            done=incoming / "done" / "a.csv" if housekeeping else None,
+        )
     finally:
         if pipeline.poll() is None:
             pipeline.kill()

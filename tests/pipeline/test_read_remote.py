@@ -220,12 +220,20 @@ def _flights_in(result: Path) -> int:
 
 
 def land_later_then_stop(
-    pipeline: subprocess.Popen[str], result: Path, later: Path, incoming: Path, within: float
+    pipeline: subprocess.Popen[str],
+    result: Path,
+    later: Path,
+    incoming: Path,
+    within: float,
+    *,
+    done: Path | None = None,
 ) -> None:
     """Wait for ``a.csv``'s records in ``result``, land ``later`` in ``incoming``, wait for
     its records too, then SIGTERM: the live run must end with exit status 0.
 
-    Fails if ``pipeline`` exits meanwhile, or after ``within`` seconds in all.
+    With ``done``, ``a.csv`` is moved there (housekeeping) once its records are in, before
+    ``later`` lands. Fails if ``pipeline`` exits meanwhile, or after ``within`` seconds in
+    all.
     """
     deadline = time.monotonic() + within
     while _flights_in(result) < 900:  # a.csv's 902 records, one of them a dead letter
@@ -233,6 +241,9 @@ def land_later_then_stop(
         assert time.monotonic() < deadline, "the first file was never read"
         time.sleep(0.2)
     first = _flights_in(result)
+    if done is not None:
+        done.parent.mkdir(parents=True, exist_ok=True)
+        (incoming / "a.csv").rename(done)
     later.rename(incoming / later.name)  # lands later
     while _flights_in(result) <= first + 600:
         assert pipeline.poll() is None, pipeline.communicate()[1]

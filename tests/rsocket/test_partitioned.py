@@ -192,8 +192,8 @@ def test_a_file_that_vanished_ends_the_stream_with_an_error_naming_it(
     assert len(read(client, 0, 0)) == 7
     with pytest.raises(RSocketStreamError, match=r"FileNotFoundError: .*c\.parquet"):
         read(client, 2, 0)
-    with pytest.raises(RSocketStreamError, match=r"c\.parquet"):
-        answer(client, "events.offsets")
+    # The offsets look at no file: one file gone fails only the reads of its records.
+    assert answer(client, "events.offsets")["final"] == [True] * PARTITIONS
 
 
 def test_commit_is_accepted_and_the_route_replays_what_was_committed(

@@ -52,7 +52,11 @@ def follow_options(what: str) -> Callable[[F], F]:
             "--follow",
             is_flag=True,
             help=f"{what} A file is taken once its size held still for one --poll-interval "
-            "(in listing order); an empty directory needs --schema.",
+            "and no process has it open for writing (in listing order); names starting "
+            "with . or _ and ending in .tmp, .part or .crdownload wait until renamed, so "
+            "write a file, then rename it into the directory. Files are known by device, "
+            "inode, size and mtime: a read file may be moved or deleted, and is never "
+            "read twice. An empty directory needs --schema.",
         ),
         click.option(
             "--poll-interval",

@@ -53,6 +53,8 @@ from ._formats import header as header
 from ._formats import open_reader as open_reader
 from ._formats import read_csv_header as read_csv_header
 from ._formats import sample as sample
+from ._identity import TEMPORARY_SUFFIXES as TEMPORARY_SUFFIXES
+from ._identity import FileIdentity as FileIdentity
 from ._infer import guess_timestamp_format as guess_timestamp_format
 from ._infer import infer_file_schema as infer_file_schema
 from ._infer import infer_files_schema as infer_files_schema
@@ -91,6 +93,7 @@ __all__ = [
     "MAX_RECORD_BYTES",
     "NULL_TEXT",
     "SAMPLE_BYTES",
+    "TEMPORARY_SUFFIXES",
     "TIMESTAMP_FORMATS",
     "Checkpoint",
     "ChunkReader",
@@ -100,6 +103,7 @@ __all__ = [
     "CsvDialect",
     "DeadLetter",
     "FileChangedError",
+    "FileIdentity",
     "FilePartitions",
     "FileSplit",
     "Format",

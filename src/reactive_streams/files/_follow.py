@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import threading
 from typing import TYPE_CHECKING
 
+from ._identity import FileIdentity, writers_of
 from ._splits import plan_splits
 
 if TYPE_CHECKING:
@@ -25,19 +28,35 @@ class FileFollower:
     """Polls for files that land later and appends them to live ``FilePartitions``.
 
     Every ``interval`` seconds (on a daemon thread, between ``start`` and ``stop``) it
-    lists the input (``list_inputs``, for example ``list_files(directory, ...)``) and takes
-    each file it has not taken yet once the file's size held still for one whole interval
-    (a file being copied in is not read half-written; writing it elsewhere and renaming it
-    into the directory is better still). Taken files are planned (``plan_splits``: records
-    counted) and appended in listing order with ``FilePartitions.extend``. Files already
-    there when it starts are the ones in ``known``. A file that disappears or fails to
-    plan is logged and left out; it is tried again only if its size changes.
+    lists the input (``list_inputs``, for example ``list_files(directory, ...)``, which
+    skips names starting with ``.`` or ``_`` and temporary names such as ``x.csv.part``)
+    and takes each file it does not know yet once
+
+    * its identity (device, inode, size and modification time) held still for one whole
+      interval, and
+    * no process has it open for writing (Linux: ``/proc/*/fd``, for the processes this
+      one may inspect; elsewhere the first rule alone),
+
+    so a writer that pauses delays only its own file. Writing a file elsewhere (or under
+    a temporary name) and renaming it into the directory is best. Taken files are planned
+    (``plan_splits``: records counted) and appended in listing order with
+    ``FilePartitions.extend``.
+
+    Files are known by identity, not by name (``FileIdentity``): a file that is moved,
+    anywhere under the input, is the file already taken (never read twice), and the
+    partitions read it where it is now (``FilePartitions.relocate``); one that is deleted
+    or moved away is forgotten (``FilePartitions.forget``; moved back later, it is a new
+    file). A known file whose size or modification time changed where it was taken is
+    left out and logged once (append to a new file instead); under another name, its
+    inode is taken to be reused by a new file, which is taken. A file that fails to plan
+    is logged and left out until it changes. Files already in ``partitions`` are known
+    from the start.
 
     Args:
         partitions: the live partitions to extend.
         list_inputs: returns the input's files now, in reading order.
         interval: seconds between looks, ``> 0``.
-        known: paths already planned into ``partitions``.
+        known: paths of files taken already besides those planned into ``partitions``.
 
     Raises:
         ValueError: ``partitions`` is not live, or ``interval`` is not positive.
@@ -59,9 +78,19 @@ class FileFollower:
         self._list = list_inputs
         self._interval = float(interval)
         self._lock = threading.Lock()
-        self._taken: set[Path] = set(known)
-        self._sizes: dict[Path, int] = {}  # candidates: the size seen at the last look
-        self._refused: dict[Path, int] = {}  # failed to plan, at this size
+        # Taken files by (device, inode): their identity when taken, and where they are.
+        self._taken: dict[tuple[int, int], tuple[FileIdentity, Path]] = {
+            identity.key: (identity, path) for identity, path in partitions.files().items()
+        }
+        for path in known:
+            try:
+                identity = FileIdentity.of(path.stat())
+            except OSError:
+                continue
+            self._taken.setdefault(identity.key, (identity, path))
+        self._changed: set[tuple[int, int]] = set()  # taken, then changed: logged once
+        self._seen: dict[Path, FileIdentity] = {}  # candidates: identity at the last look
+        self._refused: dict[Path, FileIdentity] = {}  # failed to plan, as it was then
         self._files = 0
         self._records = 0
         self._stop = threading.Event()
@@ -108,38 +137,100 @@ class FileFollower:
         except OSError as exc:
             logger.warning("following the input: cannot list it: %s", exc)
             return 0
-        ready: list[tuple[InputFile, int]] = []
+        ready = self._look(listed)
+        if ready:
+            busy = writers_of(identity.key for _, identity in ready)
+            if busy:
+                with self._lock:
+                    for item, identity in ready:
+                        if identity.key in busy:  # still open for writing: not yet
+                            self._seen[item.path] = identity
+                ready = [(item, identity) for item, identity in ready if identity.key not in busy]
+        return self._take(ready)
+
+    def _look(self, listed: Sequence[InputFile]) -> list[tuple[InputFile, FileIdentity]]:
+        """Sort the listing: files taken (moved?), changed, candidates, and ready ones."""
+        ready: list[tuple[InputFile, FileIdentity]] = []
+        moved: list[tuple[FileIdentity, Path, int]] = []
+        forgotten: list[FileIdentity] = []
         with self._lock:
-            seen: dict[Path, int] = {}
+            seen: dict[Path, FileIdentity] = {}
+            present: set[tuple[int, int]] = set()
             for item in listed:
                 path = item.path
-                if path in self._taken:
-                    continue
                 try:
-                    size = path.stat().st_size
+                    status = os.stat(path) if item.follow_symlink else os.lstat(path)
                 except OSError:
                     continue  # gone between the listing and now
-                if size == 0 or self._refused.get(path) == size:
+                if not stat.S_ISREG(status.st_mode):
                     continue
-                if self._sizes.get(path) == size:
-                    ready.append((item, size))
+                identity = FileIdentity.of(status)
+                key = identity.key
+                present.add(key)
+                taken = self._taken.get(key)
+                if taken is not None:
+                    was, where = taken
+                    if was == identity:
+                        if where != path:
+                            self._taken[key] = (was, path)
+                            moved.append((was, path, status.st_ctime_ns))
+                        continue
+                    if where == path:
+                        if key not in self._changed:
+                            self._changed.add(key)
+                            logger.warning(
+                                "following the input: %s changed after it was taken (%s -> %s "
+                                "bytes): left out; write new records to a new file",
+                                path,
+                                f"{was.size:,}",
+                                f"{identity.size:,}",
+                            )
+                        continue
+                    # Its inode under another name, with other contents: the file taken
+                    # was deleted and the inode reused for a new one.
+                    del self._taken[key]
+                    forgotten.append(was)
+                if identity.size == 0 or self._refused.get(path) == identity:
+                    continue
+                if self._seen.get(path) == identity:
+                    ready.append((item, identity))
                 else:
-                    seen[path] = size
-            self._sizes = seen
+                    seen[path] = identity
+            self._seen = seen
+            gone = [self._taken.pop(key)[0] for key in list(self._taken) if key not in present]
+            gone += forgotten
+            self._changed &= present
+        for identity, path, ctime_ns in moved:
+            logger.info("following the input: a file taken already was moved to %s", path)
+            self._partitions.relocate(identity, path, ctime_ns)
+        for identity in gone:
+            self._partitions.forget(identity)
+        if gone:
+            logger.info("following the input: %d file(s) gone (deleted or moved away)", len(gone))
+        return ready
+
+    def _take(self, ready: Sequence[tuple[InputFile, FileIdentity]]) -> int:
+        """Plan the ready files and append them; return the records appended."""
         splits: list[FileSplit] = []
-        taken: list[InputFile] = []
-        for item, size in ready:
+        taken: list[tuple[InputFile, FileIdentity]] = []
+        for item, identity in ready:
             try:
-                splits.extend(plan_splits([item]))
+                planned = plan_splits([item])
+                if planned and planned[0].identity != identity:
+                    with self._lock:  # changed since the look: a candidate again
+                        self._seen[item.path] = planned[0].identity
+                    continue
             except Exception as exc:  # one bad file must not stop the others
                 logger.warning("following the input: %s is left out: %s", item.path, exc)
                 with self._lock:
-                    self._refused[item.path] = size
+                    self._refused[item.path] = identity
             else:
-                taken.append(item)
+                splits.extend(planned)
+                taken.append((item, identity))
         added = self._partitions.extend(splits) if splits else 0
         with self._lock:
-            self._taken.update(item.path for item in taken)
+            for item, identity in taken:
+                self._taken[identity.key] = (identity, item.path)
             self._files += len(taken)
             self._records += added
         if taken:

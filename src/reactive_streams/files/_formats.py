@@ -37,9 +37,10 @@ import csv
 import io
 import itertools
 import json
+import os
 import re
 from dataclasses import dataclass, field, replace
-from typing import IO, TYPE_CHECKING, Final, Literal, Protocol
+from typing import IO, TYPE_CHECKING, BinaryIO, Final, Literal, Protocol
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.compute as pc  # type: ignore[import-untyped,unused-ignore]
@@ -48,6 +49,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from .._arrow_literals import bool_scalar, string_scalar
 from ._dead_letter import DeadLetter, cut_raw, quoted
+from ._identity import open_file
 from ._records import (
     BLOCK_BYTES,
     MAX_RECORD_BYTES,
@@ -162,6 +164,9 @@ class InputFile:
             that writes ASCII as ASCII).
         dialect: how a CSV file separates and quotes its fields.
         compression: how a CSV or JSON Lines file is compressed, or ``None``.
+        follow_symlink: whether ``path`` may be read through a symbolic link; ``False``
+            (a file a directory listing found as a regular file): it is opened with
+            ``O_NOFOLLOW``, so a link put in its place is refused, never read.
     """
 
     path: Path
@@ -169,6 +174,7 @@ class InputFile:
     encoding: str = DEFAULT_ENCODING
     dialect: CsvDialect = field(default_factory=CsvDialect)
     compression: Compression | None = None
+    follow_symlink: bool = True
 
     @classmethod
     def of(
@@ -180,6 +186,7 @@ class InputFile:
         dialect: CsvDialect | None = None,
         delimiter: str | None = None,
         quote: str | None = '"',
+        follow_symlink: bool = True,
     ) -> InputFile:
         """``path`` with the format and compression its extensions say.
 
@@ -193,6 +200,7 @@ class InputFile:
             dialect: the CSV dialect, whole; ``None``: from ``delimiter`` and ``quote``.
             delimiter: the CSV delimiter; ``None``: a tab for ``.tsv``, else a comma.
             quote: the CSV quote character, or ``None`` for none.
+            follow_symlink: whether ``path`` may be read through a symbolic link.
 
         Raises:
             ValueError: the extensions name no format of ``FORMATS`` and none is given,
@@ -215,22 +223,42 @@ class InputFile:
         if dialect is None:
             default = "\t" if _is_tsv(path) else ","
             dialect = CsvDialect(delimiter=delimiter or default, quote=quote)
-        return cls(path, kind, encoding, dialect, compression)
+        return cls(path, kind, encoding, dialect, compression, follow_symlink)
 
     @property
     def seekable(self) -> bool:
         """Whether a reader can seek to a byte offset (not in a compressed file)."""
         return self.compression is None
 
-    def open(self) -> IO[bytes]:
-        """The file opened for binary reading, decompressed when it is compressed.
+    def open_raw(self) -> tuple[BinaryIO, os.stat_result]:
+        """The file's bytes as stored (not decompressed), and the opened descriptor's ``fstat``.
+
+        Opened with ``O_NOFOLLOW`` unless ``follow_symlink``; only a regular file opens.
 
         Raises:
+            FileNotFoundError: the file is not there.
+            FileChangedError: a symbolic link is there instead (without
+                ``follow_symlink``), or something that is not a regular file.
             OSError: the file cannot be opened.
         """
+        fd, status = open_file(self.path, follow_symlink=self.follow_symlink)
+        return os.fdopen(fd, "rb"), status
+
+    def open(self, raw: BinaryIO | None = None) -> IO[bytes]:
+        """The file opened for binary reading, decompressed when it is compressed.
+
+        Args:
+            raw: the file already opened (``open_raw``; it is closed with the result);
+                ``None``: open it now, as ``open_raw`` does.
+
+        Raises:
+            OSError: the file cannot be opened (``open_raw``).
+        """
+        if raw is None:
+            raw = self.open_raw()[0]
         if self.compression is None:
-            return self.path.open("rb")
-        stream: IO[bytes] = pa.input_stream(str(self.path), compression=self.compression)
+            return raw
+        stream: IO[bytes] = pa.input_stream(raw, compression=self.compression)
         return stream
 
 
@@ -468,12 +496,18 @@ class _TextReader:
     """
 
     def __init__(
-        self, item: InputFile, *, start: int, at: Checkpoint | None, source: str | None
+        self,
+        item: InputFile,
+        *,
+        start: int,
+        at: Checkpoint | None,
+        source: str | None,
+        raw: BinaryIO | None = None,
     ) -> None:
         self._name = source or str(item.path)
         self._item = item
         self._encoding = item.encoding
-        self._file: IO[bytes] = item.open()
+        self._file: IO[bytes] = item.open(raw)
         try:
             kind: Literal["csv", "jsonl"] = "csv" if item.format == "csv" else "jsonl"
             scanner = RecordScanner(self._file, kind, item.dialect)
@@ -530,11 +564,12 @@ class CsvReader(_TextReader):
         start: int = 0,
         at: Checkpoint | None = None,
         source: str | None = None,
+        raw: BinaryIO | None = None,
     ) -> None:
         self._columns = columns
         self._utf8 = _is_utf8(item.encoding)
         self._names: list[str] = []
-        super().__init__(item, start=start, at=at, source=source)
+        super().__init__(item, start=start, at=at, source=source, raw=raw)
 
     def _header(self, scanner: RecordScanner) -> None:
         head = read_csv_header(self._item, scanner)
@@ -816,8 +851,9 @@ class JsonLinesReader(_TextReader):
         start: int = 0,
         at: Checkpoint | None = None,
         source: str | None = None,
+        raw: BinaryIO | None = None,
     ) -> None:
-        super().__init__(item, start=start, at=at, source=source)
+        super().__init__(item, start=start, at=at, source=source, raw=raw)
 
     def read(self, max_rows: int) -> RawChunk | None:
         """The next at most ``max_rows`` records."""
@@ -984,6 +1020,8 @@ class ParquetReader:
             the file lacks is left out: ``Validator`` makes it null); ``None``: every
             column.
         source: how dead letters name the file; ``None``: its path.
+        raw: the file already opened (``InputFile.open_raw``; the caller closes it);
+            ``None``: open it now, as ``open_raw`` does.
     """
 
     def __init__(
@@ -993,9 +1031,16 @@ class ParquetReader:
         start: int = 0,
         columns: Sequence[str] | None = None,
         source: str | None = None,
+        raw: BinaryIO | None = None,
     ) -> None:
         self._name = source or str(item.path)
-        self._file = pq.ParquetFile(item.path)
+        self._raw = item.open_raw()[0] if raw is None else None  # ours to close
+        try:
+            self._file = pq.ParquetFile(raw if raw is not None else self._raw)
+        except BaseException:
+            if self._raw is not None:
+                self._raw.close()
+            raise
         stored = set(self._file.schema_arrow.names)
         # A column the file lacks is null in every row (``Validator``).
         self._columns = None if columns is None else [name for name in columns if name in stored]
@@ -1038,6 +1083,8 @@ class ParquetReader:
     def close(self) -> None:
         """Close the file."""
         self._file.close()
+        if self._raw is not None:
+            self._raw.close()
 
 
 # -- per format ----------------------------------------------------------------------------
@@ -1125,6 +1172,7 @@ def open_reader(
     at: Checkpoint | None = None,
     parquet_columns: Sequence[str] | None = None,
     source: str | None = None,
+    raw: BinaryIO | None = None,
 ) -> ChunkReader:
     """Open the reader for ``item``'s format at record ``start``.
 
@@ -1136,6 +1184,9 @@ def open_reader(
         parquet_columns: for a Parquet file, the only columns to read (``None``: all);
             ignored for text formats, whose records are parsed whole.
         source: how dead letters name the file; ``None``: its path.
+        raw: the file already opened (``InputFile.open_raw``): read from that descriptor,
+            whatever its path names now; a text reader closes it, a Parquet reader leaves
+            it to the caller. ``None``: open the path now.
 
     Raises:
         OSError: the file cannot be opened.
@@ -1143,10 +1194,10 @@ def open_reader(
         pyarrow.ArrowException: a Parquet file is not valid.
     """
     if item.format == "csv":
-        return CsvReader(item, columns, start=start, at=at, source=source)
+        return CsvReader(item, columns, start=start, at=at, source=source, raw=raw)
     if item.format == "parquet":
-        return ParquetReader(item, start=start, columns=parquet_columns, source=source)
-    return JsonLinesReader(item, start=start, at=at, source=source)
+        return ParquetReader(item, start=start, columns=parquet_columns, source=source, raw=raw)
+    return JsonLinesReader(item, start=start, at=at, source=source, raw=raw)
 
 
 __all__ += ["BLOCK_BYTES", "MAX_RECORD_BYTES", "CsvHeader"]

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ._formats import COMPRESSIONS, DEFAULT_ENCODING, FORMATS, Format, InputFile, format_of
+from ._identity import TEMPORARY_SUFFIXES
 
 if TYPE_CHECKING:
     import os
@@ -31,11 +32,15 @@ def list_files(
     """The files of ``paths``, in reading order.
 
     A directory is searched recursively for files whose extension is one of ``FORMATS``,
-    in sorted order, skipping names that start with ``.`` or ``_`` (as Spark does).
+    in sorted order, skipping names that start with ``.`` or ``_`` (as Spark does) and
+    names ending in a temporary suffix (``TEMPORARY_SUFFIXES``: ``.tmp``, ``.part``,
+    ``.crdownload``): a file still being written is taken once it is renamed.
     Symbolic links to directories are not followed, and a link to a file outside the
     directory is left out unless ``follow_symlinks``: a link planted in an input
     directory must not make the run read (and quote in its messages) a file the user
-    never named. A path given itself is read wherever it points.
+    never named. A file found as a regular file is opened with ``O_NOFOLLOW``
+    (``InputFile.follow_symlink`` is ``False``): a link put in its place later is refused,
+    never read. A path given itself is read wherever it points.
 
     Args:
         paths: files or directories.
@@ -77,6 +82,8 @@ def list_files(
                     continue
                 if any(part.startswith((".", "_")) for part in child.relative_to(path).parts):
                     continue
+                if child.name.endswith(TEMPORARY_SUFFIXES):
+                    continue
                 if (
                     child.is_symlink()
                     and not follow_symlinks
@@ -92,7 +99,7 @@ def list_files(
                     f"(looked for {', '.join(sorted(FORMATS))}, optionally compressed: "
                     f"{', '.join(sorted(COMPRESSIONS))})"
                 )
-            files.extend(make(child) for child in found)
+            files.extend(make(child, follow_symlink=child.is_symlink()) for child in found)
             continue
         if format is None and format_of(path) is None:
             raise ValueError(

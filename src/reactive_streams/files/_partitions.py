@@ -17,12 +17,17 @@ A ``FilePartitions`` made with ``live=True`` grows: ``extend(splits)`` appends f
 landed later (their records cut into the same number of ranges, one appended to each
 partition, so every position keeps its record), and readers at the end of a partition
 wait for the next ``extend`` instead of completing, until ``finish()``. ``FileFollower``
-polls directories and extends one.
+polls directories and extends one, and tells it where a planned file was moved to
+(``relocate``): a file is known by its identity (``FileIdentity``), so a reader reads it
+wherever it lies now. Nothing checks a file but the reader that reads it: a file that was
+read and committed may be moved or deleted, and one that changed fails only the readers
+of its own records, with an error naming it.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections import deque
@@ -39,16 +44,20 @@ from .._core import (
 from ..api import Publisher, Subscriber
 from ._convert import ConversionOptions
 from ._infer import infer_files_schema
-from ._splits import FileSplit, SplitReader, count_records, plan_splits
+from ._splits import FileSplit, SplitReader, plan_splits
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
+    from pathlib import Path
 
     import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 
     from ._formats import InputFile
+    from ._identity import FileIdentity
 
 __all__ = ["DEFAULT_BATCH_ROWS", "FilePartitions", "PartitionPiece", "cut_partitions"]
+
+logger = logging.getLogger("reactive_streams.files")
 
 DEFAULT_BATCH_ROWS: Final = 4096
 """Records per batch at most (``FilePartitions``' default): one PAYLOAD of a route."""
@@ -156,6 +165,8 @@ class FilePartitions:
         self.partitions = partitions
         self.batch_rows = batch_rows
         self._records = sum(split.records for split in splits)
+        self._planned: dict[FileIdentity, Path] = {split.identity: split.path for split in splits}
+        self._moved: dict[FileIdentity, tuple[Path, int]] = {}  # where to, its ctime there
 
     @property
     def live(self) -> bool:
@@ -190,10 +201,45 @@ class FilePartitions:
                     arrivals.append((sum(piece.records for piece in part), now))
             added = sum(split.records for split in splits)
             self._records += added
+            self._planned.update((split.identity, split.path) for split in splits)
             woken = [reader for readers in self._readers for reader in readers]
         for reader in woken:
             reader.wake()
         return added
+
+    def files(self) -> dict[FileIdentity, Path]:
+        """Every file planned (and appended), by identity: where it is now, as known."""
+        with self._lock:
+            known = dict(self._planned)
+            known.update((identity, path) for identity, (path, _) in self._moved.items())
+            return known
+
+    def relocate(self, identity: FileIdentity, path: Path, ctime_ns: int) -> None:
+        """The file planned as ``identity`` was moved to ``path``: read it there from now on.
+
+        Args:
+            identity: the file, as planned (``FileSplit.identity``).
+            path: where it is now.
+            ctime_ns: its ctime there (a rename sets it; it is checked when opened).
+        """
+        with self._lock:
+            if identity in self._planned:
+                self._moved[identity] = (path, ctime_ns)
+
+    def forget(self, identity: FileIdentity) -> None:
+        """The file planned as ``identity`` is gone (deleted or moved away): stop tracking it.
+
+        Its records keep their positions; a reader that still asks for them gets an error
+        naming the file.
+        """
+        with self._lock:
+            self._moved.pop(identity, None)
+
+    def _located(self, split: FileSplit) -> FileSplit:
+        """``split``, at the path its file was moved to (``relocate``), if it was."""
+        with self._lock:
+            moved = self._moved.get(split.identity) if self._moved else None
+        return split if moved is None else split.moved_to(*moved)
 
     def finish(self) -> None:
         """No more files will come: every partition is final; waiting readers complete."""
@@ -273,15 +319,14 @@ class FilePartitions:
         return sum(piece.records for piece in self.pieces(partition))
 
     def high_water(self, partition: int) -> int:
-        """The records of ``partition``, once its files are checked to be unchanged.
+        """The records of ``partition``, as planned (``size``).
+
+        No file is looked at: a file that was read may be moved or deleted, and one that
+        changed fails only the readers of its own records (``open``), never this.
 
         Raises:
             ValueError: there is no such partition.
-            FileNotFoundError: one of its files disappeared since it was planned.
-            FileChangedError: one of its files changed since it was planned.
         """
-        for piece in self.pieces(partition):
-            count_records(piece.split)
         return self.size(partition)
 
     def final(self, partition: int) -> bool:
@@ -455,7 +500,7 @@ class _PartitionSubscription(EmitLoopSubscription["pa.RecordBatch"]):
         """The next batch of ``piece`` (moving to the next piece after its last)."""
         if self._batches is None:
             self._batches = self._reader.batches(
-                piece.split, piece.start + self._offset, piece.stop
+                self._source._located(piece.split), piece.start + self._offset, piece.stop
             )
         batch = next(self._batches, None)
         if batch is None:
@@ -481,6 +526,7 @@ class _PartitionSubscription(EmitLoopSubscription["pa.RecordBatch"]):
             try:
                 batch = self._next_batch(piece)
             except Exception as exc:  # a file gone, changed or unreadable: Rule 1.4
+                logger.warning("partition %d refused: %s", self._partition, exc)
                 self._error = exc
                 break
             if batch is None:

@@ -1,9 +1,10 @@
 """Files as splits: planned once (records counted, record boundaries noted), read anywhere.
 
 A ``FileSplit`` is one input file (or one row group of a Parquet file) as the planner saw
-it: its size and modification time (a file that changes or disappears later is named in a
-clear error instead of being read half old, half new), its records, and where a reader
-may start without reading from the file's start:
+it: its identity (device, inode, size and modification time, from the descriptor the
+planner read; a file that changes, is replaced or disappears later is named in a clear
+error instead of being read half old, half new), its records, and where a reader may
+start without reading from the file's start:
 
 * a Parquet file: its row groups (a reader skips whole row groups before its offset);
 * a CSV or JSON Lines file: a record boundary about every ``BLOCK_BYTES``
@@ -12,7 +13,10 @@ may start without reading from the file's start:
 
 ``SplitReader`` reads a split from a record offset: every record of the split once, in
 order, each batch holding one row per record (so offsets count records, good or not), the
-refused ones as dead letters in their own column.
+refused ones as dead letters in their own column. It opens the file once (``O_NOFOLLOW``
+unless the listing accepted a link there), checks that the descriptor is the file planned
+(``FileIdentity``, and the ctime), and checks it again after every chunk it reads, so a
+file replaced or rewritten meanwhile is refused, never read on from an old offset.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import bisect
 import functools
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
@@ -29,11 +33,13 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
 from ._convert import DEAD_LETTER_COLUMN, ConversionOptions, Converted, Validator, aligned_batch
 from ._formats import InputFile, RawChunk, open_reader
+from ._identity import FileChangedError, FileIdentity, check_status, open_file
 from ._records import BLOCK_BYTES, Checkpoint, RecordScanner, index_records
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from pathlib import Path
+    from typing import BinaryIO
 
     from ._dead_letter import DeadLetter
 
@@ -47,10 +53,6 @@ __all__ = [
     "plan_splits",
     "split_boundaries",
 ]
-
-
-class FileChangedError(ValueError):
-    """A file changed after it was planned (it is read as planned, or not at all)."""
 
 
 class RefusedRecordError(ValueError):
@@ -87,6 +89,10 @@ class FileSplit:
         checkpoints: record boundaries of a text file, by absolute record number.
         boundaries: offsets from the split's start where a micro-batch may end cheaply
             (row groups; text checkpoints), ascending, each ``0 < b < records``.
+        device: the file system's device number when planned (``0``: not known).
+        inode: the file's inode when planned (``0``: not known; then neither it nor the
+            ctime is checked, only the size and modification time).
+        ctime_ns: its status-change time when planned (nanoseconds).
     """
 
     file: InputFile
@@ -99,11 +105,63 @@ class FileSplit:
     first: int = 0
     checkpoints: tuple[Checkpoint, ...] = field(default=(), repr=False)
     boundaries: tuple[int, ...] = field(default=(), repr=False)
+    device: int = field(default=0, repr=False)
+    inode: int = field(default=0, repr=False)
+    ctime_ns: int = field(default=0, repr=False)
 
     @property
     def path(self) -> Path:
         """The file."""
         return self.file.path
+
+    @property
+    def identity(self) -> FileIdentity:
+        """The file as planned: device, inode, size and modification time."""
+        return FileIdentity(self.device, self.inode, self.size, self.mtime_ns)
+
+    def moved_to(self, path: Path, ctime_ns: int) -> FileSplit:
+        """The same split, its file now at ``path`` (moved there: the same identity).
+
+        A rename sets a file's ctime, so ``ctime_ns`` is what it was seen to be there.
+        """
+        return replace(self, file=replace(self.file, path=path), ctime_ns=ctime_ns)
+
+    def check(self, status: os.stat_result, path: Path | None = None) -> None:
+        """Raise a one-line error naming the file unless ``status`` is the file planned.
+
+        Raises:
+            FileChangedError: another file is there, or it changed (size, modification
+                time, or rewritten in place: its ctime), or it is not a regular file.
+        """
+        if self.inode == 0:  # planned by hand: only the size and modification time
+            given = FileIdentity(status.st_dev, status.st_ino, self.size, self.mtime_ns)
+            check_status(path or self.path, status, given, None)
+            return
+        check_status(path or self.path, status, self.identity, self.ctime_ns)
+
+    def open_checked(self) -> BinaryIO:
+        """The file opened (``InputFile.open_raw``), checked to be the file planned.
+
+        Raises:
+            FileNotFoundError: the file disappeared since it was planned.
+            FileChangedError: another file or a link is there, or the file changed.
+            OSError: it cannot be opened.
+        """
+        path = self.path
+        try:
+            fd, status = open_file(path, follow_symlink=self.file.follow_symlink)
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"input file {path} disappeared after it was planned (deleted or moved while "
+                "it was being read)"
+            ) from None
+        raw = os.fdopen(fd, "rb")
+        try:
+            self.check(status)
+        except BaseException:
+            raw.close()
+            raise
+        return raw
 
     @property
     def name(self) -> str:
@@ -124,9 +182,9 @@ class FileSplit:
         return points[at] if at >= 0 else None
 
 
-def _row_groups(path: Path) -> list[int]:
+def _row_groups(raw: BinaryIO) -> list[int]:
     """The rows of each row group of a Parquet file (its footer)."""
-    metadata = pq.read_metadata(path)
+    metadata = pq.read_metadata(raw)
     return [metadata.row_group(group).num_rows for group in range(metadata.num_row_groups)]
 
 
@@ -148,9 +206,11 @@ def plan_splits(
 ) -> tuple[FileSplit, ...]:
     """The splits of ``files``, in order: one per file (or per Parquet row group).
 
-    Each file is examined now: its size and modification time, and its records (a
-    Parquet footer; every byte of a text file, through the record scanner, noting a
-    record boundary about every ``every`` bytes).
+    Each file is examined now, through one descriptor (``InputFile.open_raw``: a link put
+    in place of a file listed as a regular one is refused): its identity (device, inode,
+    size, modification time and ctime, from that descriptor), and its records (a Parquet
+    footer; every byte of a text file, through the record scanner, noting a record
+    boundary about every ``every`` bytes).
 
     Args:
         files: the input files.
@@ -161,73 +221,91 @@ def plan_splits(
 
     Raises:
         OSError: a file cannot be examined.
+        FileChangedError: a link or something other than a regular file is where a
+            listed file was, or a file changed while it was examined.
         FormatError: a CSV file's header cannot be read.
         pyarrow.ArrowException: a Parquet file's footer is not valid.
     """
-    from ._formats import read_csv_header  # noqa: PLC0415
-
     every = every if every is not None else CHECKPOINT_BYTES
     splits: list[FileSplit] = []
     for index, item in enumerate(files):
-        status = item.path.stat()
         label = labels[index] if labels is not None else None
-
-        split = functools.partial(
-            FileSplit,
-            item,
-            size=status.st_size,
-            mtime_ns=status.st_mtime_ns,
-            index=index,
-            label=label,
-        )
-        if item.format == "parquet":
-            groups = _row_groups(item.path)
-            if not by_row_group:
-                splits.append(
-                    split(records=sum(groups), boundaries=_starts(groups) if groups else ())
-                )
-                continue
-            first = 0
-            for group, rows in enumerate(groups):
-                splits.append(split(records=rows, row_group=group, first=first))
-                first += rows
-            continue
-        with item.open() as handle:
-            scanner = RecordScanner(handle, item.format, item.dialect)
-            if item.format == "csv" and read_csv_header(item, scanner) is None:
-                splits.append(split(records=0))  # an empty file
-                continue
-            found = index_records(scanner, every)
-        points = found.checkpoints
-        if not item.seekable:  # a compressed file is read from its start
-            splits.append(split(records=found.records, checkpoints=points[:1]))
-            continue
-        inside = tuple(point.record for point in points if 0 < point.record < found.records)
-        splits.append(split(records=found.records, checkpoints=points, boundaries=inside))
+        raw = item.open_raw()[0]
+        with raw:
+            splits.extend(
+                _plan_file(item, raw, index, label, by_row_group=by_row_group, every=every)
+            )
     return tuple(splits)
 
 
+def _plan_file(
+    item: InputFile,
+    raw: BinaryIO,
+    index: int,
+    label: str | None,
+    *,
+    by_row_group: bool,
+    every: int,
+) -> list[FileSplit]:
+    """The splits of one file, examined through ``raw`` (``plan_splits``).
+
+    Raises:
+        FileChangedError: the file was written to while it was examined.
+    """
+    from ._formats import read_csv_header  # noqa: PLC0415
+
+    fd = raw.fileno()
+    status = os.fstat(fd)
+    split = functools.partial(
+        FileSplit,
+        item,
+        size=status.st_size,
+        mtime_ns=status.st_mtime_ns,
+        index=index,
+        label=label,
+        device=status.st_dev,
+        inode=status.st_ino,
+        ctime_ns=status.st_ctime_ns,
+    )
+    if item.format == "parquet":
+        groups = _row_groups(raw)
+        if not by_row_group:
+            splits = [split(records=sum(groups), boundaries=_starts(groups) if groups else ())]
+        else:
+            splits, first = [], 0
+            for group, rows in enumerate(groups):
+                splits.append(split(records=rows, row_group=group, first=first))
+                first += rows
+        if splits:
+            splits[0].check(os.fstat(fd))
+        return splits
+    with item.open(raw) as handle:  # closes ``raw`` too
+        scanner = RecordScanner(handle, item.format, item.dialect)
+        if item.format == "csv" and read_csv_header(item, scanner) is None:
+            found = None
+        else:
+            found = index_records(scanner, every)
+        after = os.fstat(fd)  # written to while it was examined: not planned half-way
+    if found is None:
+        whole = split(records=0)  # an empty file
+    elif not item.seekable:  # a compressed file is read from its start
+        whole = split(records=found.records, checkpoints=found.checkpoints[:1])
+    else:
+        points = found.checkpoints
+        inside = tuple(point.record for point in points if 0 < point.record < found.records)
+        whole = split(records=found.records, checkpoints=points, boundaries=inside)
+    whole.check(after)
+    return [whole]
+
+
 def check_unchanged(split: FileSplit) -> None:
-    """Raise a clear error when the file is gone or differs from the plan.
+    """Raise a clear error when the file is gone or is not the file planned.
 
     Raises:
         FileNotFoundError: the file disappeared since it was planned.
-        FileChangedError: its size or modification time changed.
+        FileChangedError: another file or a link is there, or it changed (``FileSplit.check``).
     """
-    path = split.path
-    try:
-        status = os.stat(path)
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"input file {path} disappeared after it was planned (deleted or moved while "
-            "it was being read)"
-        ) from None
-    if status.st_size != split.size or status.st_mtime_ns != split.mtime_ns:
-        raise FileChangedError(
-            f"input file {path} changed after it was planned ({split.size:,} -> "
-            f"{status.st_size:,} bytes): files are read as planned; plan them again to read "
-            "the new version"
-        )
+    split.open_checked().close()
 
 
 def count_records(split: FileSplit) -> int:
@@ -246,13 +324,20 @@ def split_boundaries(split: FileSplit) -> tuple[int, ...]:
     return split.boundaries
 
 
-def parquet_columns(path: Path, schema: pa.Schema, keep: Sequence[str]) -> tuple[str, ...] | None:
+def parquet_columns(
+    path: Path | BinaryIO, schema: pa.Schema, keep: Sequence[str]
+) -> tuple[str, ...] | None:
     """The columns of a Parquet file to read when only ``keep`` are carried on.
 
     A column stored with exactly its type in ``schema`` converts as it is: converting it
     can never refuse a record, so unless it is kept it is not read at all (as Spark's own
     Parquet reader prunes columns). Every other column is read: the kept ones, and those
     whose conversion may refuse a record.
+
+    Args:
+        path: the file, or the file opened (``InputFile.open_raw``).
+        schema: the columns and their types to convert to.
+        keep: the columns carried on.
 
     Returns:
         The names to read, in ``schema``'s order; ``None`` when that is every column.
@@ -344,11 +429,21 @@ class SplitReader:
             RefusedRecordError: a record was refused and ``dead_letters`` is ``False``.
             ValueError: the file ended before the records planned (it changed).
         """
-        check_unchanged(split)
+        raw = split.open_checked()
+        try:
+            yield from self._read(split, raw, start, stop)
+        finally:
+            raw.close()
+
+    def _read(
+        self, split: FileSplit, raw: BinaryIO, start: int, stop: int | None
+    ) -> Iterator[pa.RecordBatch]:
+        """``batches`` from the opened file ``raw``; it is checked after every chunk read."""
         file = split.file
+        fd = raw.fileno()
         read = None
         if self.keep is not None and file.format == "parquet":
-            read = parquet_columns(file.path, self.schema, self.keep)
+            read = parquet_columns(raw, self.schema, self.keep)
         schema = self.schema if read is None else pa.schema([self.schema.field(n) for n in read])
         validator = Validator(schema, self.options)
         # A chunk ends at the next boundary: a micro-batch's share ends at one, so the last
@@ -363,6 +458,7 @@ class SplitReader:
             at=split.checkpoint(absolute),
             parquet_columns=read,
             source=split.name,
+            raw=raw,
         )
         try:
             position = start
@@ -370,6 +466,9 @@ class SplitReader:
                 while edges[0] <= position:
                     edges.pop(0)
                 chunk = reader.read(min(self.chunk_rows, edges[0] - position))
+                # Replaced or rewritten while being read (cp -p keeps size and mtime, not
+                # ctime): what was read may be the new bytes, so nothing of it is sent.
+                split.check(os.fstat(fd))
                 if chunk is None:
                     raise ValueError(
                         f"{split}: the file ended at record {split.first + position:,}, before "
@@ -399,8 +498,9 @@ class SplitReader:
         Raises:
             ValueError: the file ended before (it changed since it was planned).
         """
+        raw = split.open_checked()
         reader = open_reader(split.file, list(self.schema.names), start=chunk.first,
-                             source=split.name)  # fmt: skip
+                             source=split.name, raw=raw)  # fmt: skip
         pieces: list[pa.Table] = []
         taken = 0
         try:
@@ -415,6 +515,7 @@ class SplitReader:
                 taken += piece.count
         finally:
             reader.close()
+            raw.close()
         return RawChunk(
             source=chunk.source,
             position_kind="row",

@@ -113,7 +113,8 @@ class PipelineConfig:
             their directories are read too, and the run goes on until stopped
             (``_follow``).
         poll_interval: with ``follow``, seconds between two looks for new files; a file
-            is read once its size held still for one interval.
+            is read once its size held still for one interval and no process has it
+            open for writing (``FileFollower``).
         sink: write the result to this target instead of a file in ``output``
             (``--sink``: ``postgresql://...?table=NAME`` or ``delta:PATH``, see
             ``_target``), each micro-batch exactly once; dead letters stay in
