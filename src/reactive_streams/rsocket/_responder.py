@@ -15,7 +15,8 @@ connection's handler for that stream:
 * ``on_next`` becomes ``PAYLOAD`` (NEXT), ``on_complete`` becomes ``PAYLOAD`` (COMPLETE),
   ``on_error`` becomes ``ERROR[APPLICATION_ERROR]`` with the exception's text.
 * ``CANCEL`` from the peer, or the connection failing, cancels the subscription; but a
-  fire-and-forget already received runs to its end when its connection fails.
+  fire-and-forget already received is still started and asked for elements once when its
+  connection fails (its work is carried out), and cancelled after that.
 * A factory, ``subscribe``, ``request`` or ``cancel`` that raises, ``SystemExit`` and
   ``KeyboardInterrupt`` included, ends the stream with ``ERROR[APPLICATION_ERROR]`` and
   removes it from the stream table (``DrainLoop``'s ``on_failure``); a ``BaseException``
@@ -111,6 +112,8 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         self._done = False
         self._cancel_pending = False
         self._started = False
+        self._requested = False  # the publisher was asked for elements at least once
+        self._orphaned = False  # a fire-and-forget whose connection closed
         self._max_payload = connection.settings.max_frame_size - 6
         self._pending: list[bytes] | None = None  # frames held while the pump is in request
         self._header = b""  # the PAYLOAD header for elements of _header_size bytes
@@ -182,8 +185,12 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
             finally:
                 with self._lock:
                     frames, self._pending = self._pending, None
+                    self._requested = True
+                    orphaned = self._orphaned
                 if frames:
                     self._connection.send_all(frames)
+            if orphaned:  # a fire-and-forget whose connection closed: its work was asked for
+                self._cancel()
 
     def _batch(self) -> int:
         """The most elements to have outstanding: ``CHUNK``, and one window of bytes."""
@@ -516,6 +523,15 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         if self._kind == FrameType.REQUEST_FNF:
             # A fire-and-forget already received is carried out: its peer waits for no
             # answer, and one sent just before it closed (a last commit) must not be lost.
+            # Its publisher is asked once more at least (the work of a request-driven
+            # publisher runs then), then cancelled: an endless one does not run for ever.
+            with self._lock:
+                self._orphaned = True
+                requested = self._requested
+            if requested:
+                self._cancel()
+            else:
+                self._pump.schedule()
             return
         self._cancel()
 
