@@ -247,7 +247,7 @@ def refusal(sock: socket.socket, transport: str, timeout: float = TIMEOUT) -> st
             return None
         data = (data[1] & 0x7F).to_bytes(3, "big") + data[2:]
     frames = FrameReader().feed(data) if data else []
-    if not frames or frames[0].type is not FrameType.ERROR or frames[0].stream_id != 0:
+    if not frames or frames[0].frame_type != FrameType.ERROR or frames[0].stream_id != 0:
         return None
     return frames[0].data.decode()
 
@@ -266,13 +266,15 @@ class Attack:
         self.sockets.clear()
 
 
-def unfinished_frames(served: Served, count: int, seconds: float = 4.0) -> Attack:
+def unfinished_frames(
+    served: Served, count: int, seconds: float = 4.0, first: int = 0
+) -> Attack:
     """``count`` peers, each from its own address: a SETUP without the token, then a
     16 MiB frame whose body is written for ``seconds`` and never finished."""
     attack = Attack()
     for index in range(count):
         with contextlib.suppress(OSError):
-            sock = connect_raw(served.port, attacker_address(index), served.transport)
+            sock = connect_raw(served.port, attacker_address(first + index), served.transport)
             header = MAX_FRAME.to_bytes(3, "big")  # the frame's length prefix, its body to come
             if served.transport == "ws":
                 header = ws_header(MAX_FRAME)
@@ -282,14 +284,16 @@ def unfinished_frames(served: Served, count: int, seconds: float = 4.0) -> Attac
     return attack
 
 
-def keepalive_floods(served: Served, count: int, seconds: float = 4.0) -> Attack:
+def keepalive_floods(
+    served: Served, count: int, seconds: float = 4.0, first: int = 100
+) -> Attack:
     """``count`` peers, each from its own address: a SETUP without the token, then KEEPALIVE
     frames asking for an echo, written for ``seconds``; the echoes are never read."""
     attack = Attack()
     keepalive = message(encode_keepalive(respond=True, data=bytes(1024)), served.transport)
     for index in range(count):
         with contextlib.suppress(OSError):
-            sock = connect_raw(served.port, attacker_address(100 + index), served.transport)
+            sock = connect_raw(served.port, attacker_address(first + index), served.transport)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.sendall(message(setup_frame(), served.transport))
             attack.sockets.append(sock)
@@ -297,13 +301,15 @@ def keepalive_floods(served: Served, count: int, seconds: float = 4.0) -> Attack
     return attack
 
 
-def pre_setup_messages(served: Served, count: int, seconds: float = 4.0) -> Attack:
+def pre_setup_messages(
+    served: Served, count: int, seconds: float = 4.0, first: int = 200
+) -> Attack:
     """``count`` peers, each from its own address: a frame of 16 MiB - 1 as the first thing
     sent (over WebSocket: a message of that size), its body written for ``seconds``."""
     attack = Attack()
     for index in range(count):
         with contextlib.suppress(OSError):
-            sock = connect_raw(served.port, attacker_address(200 + index), served.transport)
+            sock = connect_raw(served.port, attacker_address(first + index), served.transport)
             header = MAX_FRAME.to_bytes(3, "big")
             if served.transport == "ws":
                 header = ws_header(MAX_FRAME)
@@ -344,17 +350,17 @@ def idle_connections(served: Served, count: int, source: str) -> Attack:
     return attack
 
 
-def slow_upgrades(port: int, count: int, first: int = 20) -> Attack:
+def slow_upgrades(port: int, count: int, sent: int = 20, first: int = 0) -> Attack:
     """``count`` plain connections (from their own addresses) that start a WebSocket
-    upgrade request with its first ``first`` bytes; the caller trickles the rest
+    upgrade request with its first ``sent`` bytes; the caller trickles the rest
     (``trickle``) or leaves them hanging."""
     attack = Attack()
     for index in range(count):
         with contextlib.suppress(OSError):
             sock = socket.create_connection(
-                ("127.0.0.1", port), timeout=TIMEOUT, source_address=(attacker_address(index), 0)
+                ("127.0.0.1", port), timeout=TIMEOUT, source_address=(attacker_address(first + index), 0)
             )
-            sock.sendall(_WS_REQUEST[:first])
+            sock.sendall(_WS_REQUEST[:sent])
             attack.sockets.append(sock)
     return attack
 
