@@ -266,9 +266,7 @@ class Attack:
         self.sockets.clear()
 
 
-def unfinished_frames(
-    served: Served, count: int, seconds: float = 4.0, first: int = 0
-) -> Attack:
+def unfinished_frames(served: Served, count: int, seconds: float = 4.0, first: int = 0) -> Attack:
     """``count`` peers, each from its own address: a SETUP without the token, then a
     16 MiB frame whose body is written for ``seconds`` and never finished."""
     attack = Attack()
@@ -284,9 +282,7 @@ def unfinished_frames(
     return attack
 
 
-def keepalive_floods(
-    served: Served, count: int, seconds: float = 4.0, first: int = 100
-) -> Attack:
+def keepalive_floods(served: Served, count: int, seconds: float = 4.0, first: int = 100) -> Attack:
     """``count`` peers, each from its own address: a SETUP without the token, then KEEPALIVE
     frames asking for an echo, written for ``seconds``; the echoes are never read."""
     attack = Attack()
@@ -358,7 +354,9 @@ def slow_upgrades(port: int, count: int, sent: int = 20, first: int = 0) -> Atta
     for index in range(count):
         with contextlib.suppress(OSError):
             sock = socket.create_connection(
-                ("127.0.0.1", port), timeout=TIMEOUT, source_address=(attacker_address(first + index), 0)
+                ("127.0.0.1", port),
+                timeout=TIMEOUT,
+                source_address=(attacker_address(first + index), 0),
             )
             sock.sendall(_WS_REQUEST[:sent])
             attack.sockets.append(sock)

@@ -10,6 +10,7 @@ after admission are in ``benchmarks/README.md`` (``benchmarks/bench_hostile.py``
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import resource
 import select
@@ -29,7 +30,7 @@ from reactive_streams.testing import collect
 from . import hostile
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Iterator
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="attackers bind 127.0.0.2 and up (Linux loopback)"
@@ -120,6 +121,15 @@ def _all_closed(attack: hostile.Attack, timeout: float = hostile.TIMEOUT) -> boo
         return all(pool.map(lambda sock: hostile.closed_by_server(sock, timeout), attack.sockets))
 
 
+@contextlib.contextmanager
+def _held(attack: hostile.Attack) -> Iterator[hostile.Attack]:
+    """``attack``'s connections, closed on the way out."""
+    try:
+        yield attack
+    finally:
+        attack.close()
+
+
 def _refused_at_connect(served: hostile.Served, source: str) -> str | None:
     """The refusal a new connection from ``source`` gets before it sends anything."""
     sock = hostile.connect_raw(served.port, source, served.transport)
@@ -139,14 +149,6 @@ def _readable(attack: hostile.Attack, expected: int) -> int:
             return len(readable)
 
 
-def _attacked(
-    served: hostile.Served, attack: Callable[[], hostile.Attack]
-) -> tuple[hostile.Attack, _Peak]:
-    with _Peak(served) as peak:
-        held = attack()
-    return held, peak
-
-
 def test_tokenless_peers_are_refused_at_setup_and_cost_no_memory(
     served: hostile.Served,
 ) -> None:
@@ -154,24 +156,20 @@ def test_tokenless_peers_are_refused_at_setup_and_cost_no_memory(
     (before admission: +690 MiB and +340 MiB over TCP): each is refused at its SETUP, and
     the server holds at most the pending slots' ``max_setup_size`` each."""
     first = _addresses()
-    frames, frames_peak = _attacked(
-        served, lambda: hostile.unfinished_frames(served, 48, seconds=2.0, first=first)
-    )
-    try:
+    with (
+        _Peak(served) as frames_peak,
+        _held(hostile.unfinished_frames(served, 48, seconds=2.0, first=first)) as frames,
+    ):
         assert len(frames.sockets) == 48
         assert _all_closed(frames)
         assert _reader_served(served)
-    finally:
-        frames.close()
-    floods, floods_peak = _attacked(
-        served, lambda: hostile.keepalive_floods(served, 8, seconds=2.0, first=first + 50)
-    )
-    try:
+    with (
+        _Peak(served) as floods_peak,
+        _held(hostile.keepalive_floods(served, 8, seconds=2.0, first=first + 50)) as floods,
+    ):
         assert len(floods.sockets) == 8
         assert _all_closed(floods)
         assert _reader_served(served)
-    finally:
-        floods.close()
     bound = PENDING_BYTES + SLACK
     assert frames_peak.growth < bound, f"unfinished frames: +{frames_peak.growth:.0f} MiB"
     assert floods_peak.growth < bound, f"keepalive floods: +{floods_peak.growth:.0f} MiB"
@@ -184,15 +182,13 @@ def test_a_huge_first_frame_or_message_is_refused_before_its_body_is_read(
     at its header, before the body is buffered (over WebSocket, without the screen ahead of
     aiohttp's parser: +998 MiB)."""
     first = _addresses()
-    attack, peak = _attacked(
-        served, lambda: hostile.pre_setup_messages(served, 24, seconds=2.0, first=first)
-    )
-    try:
+    with (
+        _Peak(served) as peak,
+        _held(hostile.pre_setup_messages(served, 24, seconds=2.0, first=first)) as attack,
+    ):
         assert len(attack.sockets) == 24
         assert _all_closed(attack)
         assert _reader_served(served)
-    finally:
-        attack.close()
     assert peak.growth < PENDING_BYTES + SLACK, f"+{peak.growth:.0f} MiB"
 
 
@@ -203,14 +199,11 @@ def test_setups_without_the_token_with_huge_lifetimes_do_not_lock_the_reader_out
     address, held open (before admission they locked the reader out): the address is
     blocked after its failures, and the reader is admitted."""
     source = hostile.attacker_address(_addresses())
-    attack, peak = _attacked(served, lambda: hostile.lifetime_setups(served, 1024, source))
-    try:
+    with _Peak(served) as peak, _held(hostile.lifetime_setups(served, 1024, source)):
         assert _reader_served(served)
         blocked = _refused_at_connect(served, source)
         assert blocked is not None
         assert blocked.startswith(f"too many failed authentications from {source}")
-    finally:
-        attack.close()
     assert peak.growth < PENDING_BYTES + SLACK, f"+{peak.growth:.0f} MiB"
 
 
@@ -220,13 +213,10 @@ def test_idle_connections_from_one_address_take_only_its_share_of_pending_slots(
     """300 connections from one address that never send a SETUP: 64 wait (the address's
     share of the 256 pending slots), the rest are refused, and the reader is admitted."""
     source = hostile.attacker_address(_addresses())
-    attack, peak = _attacked(served, lambda: hostile.idle_connections(served, 300, source))
-    try:
+    with _Peak(served) as peak, _held(hostile.idle_connections(served, 300, source)) as attack:
         assert len(attack.sockets) == 300
         assert _readable(attack, 300 - 64) == 300 - 64
         assert _reader_served(served)
-    finally:
-        attack.close()
     assert peak.growth < PENDING_BYTES + SLACK, f"+{peak.growth:.0f} MiB"
 
 
@@ -253,11 +243,7 @@ def test_slow_upgrade_requests_cost_little_and_do_not_lock_the_reader_out(
     is admitted."""
     if served.transport != "ws":
         pytest.skip("an upgrade request is WebSocket's")
-    attack, peak = _attacked(
-        served, lambda: hostile.slow_upgrades(served.port, 300, first=_addresses())
-    )
-    try:
+    first = _addresses()
+    with _Peak(served) as peak, _held(hostile.slow_upgrades(served.port, 300, first=first)):
         assert _reader_served(served)
-    finally:
-        attack.close()
     assert peak.growth < PENDING_BYTES + SLACK, f"+{peak.growth:.0f} MiB"
