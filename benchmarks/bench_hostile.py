@@ -42,15 +42,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from typing import TYPE_CHECKING
+
+from tests.rsocket import hostile  # noqa: E402
+
 from reactive_streams.rsocket import connect  # noqa: E402
 from reactive_streams.testing import collect  # noqa: E402
-from tests.rsocket import hostile  # noqa: E402
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
 
 TOKEN = "bench-token-0123456789"
 
@@ -60,7 +65,7 @@ def reader_served(served: hostile.Served) -> str:
     try:
         with connect(served.url, token=TOKEN, timeout=10.0) as client:
             collect(client.request_response("events.meta"), timeout=10.0)
-    except Exception as exc:  # noqa: BLE001 - reported in the table
+    except Exception as exc:
         return f"refused ({str(exc)[:60]})"
     return "served"
 
@@ -151,7 +156,7 @@ def _server(source: Path, count: int) -> Iterator[int]:
 
 def _rate(port: int, count: int) -> float:
     """Elements per second of one request-stream of ``count`` 8-byte payloads (256 a request)."""
-    from benchmarks.bench_rsocket import _Counter  # noqa: PLC0415
+    from benchmarks.bench_rsocket import _Counter
 
     with connect(f"tcp://127.0.0.1:{port}", token=TOKEN) as client:
         counter = _Counter(batch=256)

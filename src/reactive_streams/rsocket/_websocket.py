@@ -306,8 +306,7 @@ class _Screen:
 
     def feed_data(self, data: bytes) -> tuple[bool, bytes]:
         if self._open:
-            result: tuple[bool, bytes] = self._parser.feed_data(data)
-            return result
+            return self._feed(data)
         if self._held is not None:
             self._held += data
             self._protocol.pause_reading()  # aiohttp resumes it when its queue is read
@@ -315,17 +314,19 @@ class _Screen:
         try:
             end = self._scan(data)
         except ValueError as exc:
-            from aiohttp import WSCloseCode, WebSocketError  # noqa: PLC0415 - optional
+            from aiohttp import WebSocketError, WSCloseCode  # noqa: PLC0415 - optional
 
             self._queue.set_exception(WebSocketError(WSCloseCode.MESSAGE_TOO_BIG, str(exc)))
             self._open = True
             return True, b""
         if end is None:
-            result = self._parser.feed_data(data)
-            return result
+            return self._feed(data)
         self._held = bytearray(data[end:])
         self._protocol.pause_reading()
-        result = self._parser.feed_data(data[:end])
+        return self._feed(data[:end])
+
+    def _feed(self, data: bytes) -> tuple[bool, bytes]:
+        result: tuple[bool, bytes] = self._parser.feed_data(data)
         return result
 
     def feed_eof(self) -> None:
