@@ -143,8 +143,8 @@ def connect_raw(port: int, source: str, transport: str) -> socket.socket:
     if transport == "ws":
         sock.sendall(_WS_REQUEST)
         answer = b""
-        while b"\r\n\r\n" not in answer:
-            data = sock.recv(4096)
+        while not answer.endswith(b"\r\n\r\n"):  # a byte at a time: what follows is the peer's
+            data = sock.recv(1)
             if not data:
                 raise ConnectionError(f"the upgrade got no answer: {answer!r}")
             answer += data
