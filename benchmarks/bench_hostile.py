@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING  # noqa: E402
 
 from tests.rsocket import hostile  # noqa: E402
 
@@ -187,7 +187,8 @@ def throughput(trees: dict[str, Path], count: int, rounds: int) -> None:
     )
     for label, values in rates.items():
         print(
-            f"  {label:<7} best {max(values):>10,.0f} el/s, median {statistics.median(values):>10,.0f} el/s"
+            f"  {label:<7} best {max(values):>10,.0f} el/s, "
+            f"median {statistics.median(values):>10,.0f} el/s"
         )
     median = statistics.median(rates["after"]) / statistics.median(rates["before"])
     best = max(rates["after"]) / max(rates["before"])
@@ -208,7 +209,9 @@ def main() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
-    print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
+    print(
+        f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True, check=False).stdout.strip()}"
+    )
     if not args.skip_attacks:
         with tempfile.TemporaryDirectory() as directory:
             inputs = Path(directory)
