@@ -209,9 +209,8 @@ def main() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
-    print(
-        f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True, check=False).stdout.strip()}"
-    )
+    uptime = subprocess.run(["uptime"], capture_output=True, text=True, check=False)
+    print(f"uptime: {uptime.stdout.strip()}")
     if not args.skip_attacks:
         with tempfile.TemporaryDirectory() as directory:
             inputs = Path(directory)
