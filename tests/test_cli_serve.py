@@ -34,7 +34,7 @@ SOURCE = str(Path(reactive_streams.__file__).resolve().parent.parent)
 SERVING = re.compile(
     r"^serving (?P<route>\S+) \((?P<partitions>\d+) partitions, (?P<records>[\d,]+) records"
     r"(?P<following>, following the input)?, schema (?P<schema>.*)\) "
-    r"on tcp://(?P<host>[^:]+):(?P<port>\d+)$"
+    r"on (?P<transport>tcp|ws)://(?P<host>[^:]+):(?P<port>\d+)$"
 )
 
 
@@ -111,6 +111,30 @@ def test_serve_prints_its_address_serves_a_client_and_stops_cleanly_on_a_signal(
         process.send_signal(stop)
         assert process.wait(timeout=TIMEOUT) == 0
         assert lines.get(timeout=TIMEOUT) == "stopped serving flights"
+
+
+def test_transport_ws_serves_the_route_over_websocket(tmp_path: Path) -> None:
+    files = write_inputs(tmp_path / "input")
+    with _serving(
+        "--input", str(tmp_path / "input"), "--port", "0", "--transport", "ws",
+        "--partitions", "1", "--schema", "id BIGINT, name STRING, score DOUBLE",
+    ) as (process, lines):  # fmt: skip
+        found = SERVING.match(lines.get(timeout=TIMEOUT))
+        assert found is not None
+        assert found["transport"] == "ws"
+        rows = []
+        with connect(f"ws://127.0.0.1:{found['port']}/") as client:
+            request = json.dumps({"partition": 0, "start": 0}).encode()
+            for payload in collect(client.request_stream("events", request), timeout=TIMEOUT):
+                rows += pa.ipc.open_stream(payload).read_all().to_pylist()
+        assert rows == local_rows(files)
+        with (
+            pytest.raises(RSocketError),  # not a TCP server
+            connect(f"tcp://127.0.0.1:{found['port']}", timeout=5.0) as client,
+        ):
+            collect(client.request_response("events.meta"), timeout=5.0)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=TIMEOUT) == 0
 
 
 @pytest.mark.parametrize("how", ["file", "environment", "argv"])

@@ -103,6 +103,29 @@ def test_connections_waiting_for_setup_have_their_own_limit() -> None:
         assert _served(admitted)
 
 
+def test_one_address_holds_only_its_share_of_the_slots_waiting_for_setup() -> None:
+    limits = ServerLimits(max_pending_per_address=2)
+    with serve(ROUTES, limits=limits) as server, _peers() as peers:
+        peers += [RawPeer.connect(server.port, source="127.0.0.2") for _ in range(2)]
+        _wait_for(lambda: _pending(server) == 2)
+        third = RawPeer.connect(server.port, source="127.0.0.2")
+        peers.append(third)
+        assert _refusal(third) == (
+            "the server is at its limit of 2 connections from 127.0.0.2 waiting for SETUP"
+        )
+        other = RawPeer.connect(server.port, source="127.0.0.3")
+        peers.append(other)
+        other.send(setup_frame())
+        assert _served(other)
+        peers[0].send(setup_frame())  # admitted: the address may wait with one more
+        assert _served(peers[0])
+        _wait_for(lambda: _pending(server) == 1)
+        again = RawPeer.connect(server.port, source="127.0.0.2")
+        peers.append(again)
+        again.send(setup_frame())
+        assert _served(again)
+
+
 def test_connections_from_one_address_are_limited_and_another_address_is_not() -> None:
     limits = ServerLimits(max_connections_per_address=2)
     with serve(ROUTES, limits=limits) as server, _peers() as peers:

@@ -172,7 +172,9 @@ def test_server_closes_a_silent_client_after_its_max_lifetime() -> None:
 
 def test_hundreds_of_idle_connections_use_no_threads() -> None:
     # All 300 connect before any SETUP is read: each is pending for a while.
-    limits = ServerLimits(max_pending_connections=400, max_connections_per_address=400)
+    limits = ServerLimits(
+        max_pending_connections=400, max_connections_per_address=400, max_pending_per_address=400
+    )
     with serve({"items": items_route}, limits=limits) as server:
         _still_serves(server)  # start the worker threads the server will use anyway
         before = threading.active_count()

@@ -71,6 +71,14 @@ def _describe(schema: pa.Schema) -> str:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
+    "--transport",
+    type=click.Choice(["tcp", "ws"]),
+    default="tcp",
+    show_default=True,
+    help="tcp: RSocket over TCP (clients connect to tcp://HOST:PORT); ws: RSocket over "
+    "WebSocket, any path (ws://HOST:PORT; needs the rsocket-ws extra).",
+)
+@click.option(
     "--route",
     default="events",
     show_default=True,
@@ -115,6 +123,7 @@ def serve(
     inputs: tuple[Path, ...],
     port: int,
     host: str,
+    transport: str,
     route: str,
     partitions: int,
     token: str | None,
@@ -150,7 +159,8 @@ def serve(
     offsets stay exact across its restarts only if the files sort in arrival order (name
     them by time, e.g. events-20261126T1700.csv).
 
-    Prints one line, 'serving ROUTE (...) on tcp://HOST:PORT', on stderr, then serves
+    Prints one line, 'serving ROUTE (...) on tcp://HOST:PORT' (ws://HOST:PORT with
+    --transport ws), on stderr, then serves
     until Ctrl-C or SIGTERM. Exit status: 0 after a stop signal, 2 bad input or options.
     """
     try:
@@ -229,8 +239,15 @@ def serve(
     try:
         try:
             server = serve_routes(
-                partitioned_routes(route, source), host, port, token=token, limits=limits
+                partitioned_routes(route, source),
+                host,
+                port,
+                token=token,
+                limits=limits,
+                transport=transport,
             )
+        except ImportError as exc:  # aiohttp: the rsocket-ws extra
+            _fail(f"--transport ws: {exc}", exc, debug=debug)
         except OSError as exc:
             _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}", exc, debug=debug)
         follower = None
@@ -245,7 +262,7 @@ def serve(
             click.echo(
                 f"serving {route} ({source.partitions} partitions, {source.records:,} "
                 f"records{', following the input' if follow else ''}, schema "
-                f"{_describe(source.schema)}) on tcp://{host}:{server.port}",
+                f"{_describe(source.schema)}) on {transport}://{host}:{server.port}",
                 err=True,
             )
             while not stopped:

@@ -59,7 +59,8 @@ class Admission:
 
     Args:
         limits: the server's limits (``max_pending_connections``,
-            ``max_connections_per_address``, ``auth_failures``, ``auth_block``).
+            ``max_connections_per_address``, ``max_pending_per_address``,
+            ``auth_failures``, ``auth_block``).
         clock: seconds, monotonic (the loop's ``time``).
     """
 
@@ -67,6 +68,7 @@ class Admission:
         self._limits = limits
         self._clock = clock
         self._per_address: Counter[str] = Counter()
+        self._pending_per_address: Counter[str] = Counter()
         self._pending = 0
         self._failures: Counter[str] = Counter()
         self._blocked_until: dict[str, float] = {}
@@ -103,19 +105,32 @@ class Admission:
                 f"the server is at its limit of {limits.max_connections_per_address} "
                 f"connections from {address}"
             )
+        if self._pending_per_address[address] >= limits.max_pending_per_address:
+            self._refused += 1
+            return (
+                f"the server is at its limit of {limits.max_pending_per_address} "
+                f"connections from {address} waiting for SETUP"
+            )
         self._per_address[address] += 1
+        self._pending_per_address[address] += 1
         self._pending += 1
         return None
 
+    def _unpend(self, address: str) -> None:
+        self._pending -= 1
+        self._pending_per_address[address] -= 1
+        if self._pending_per_address[address] <= 0:
+            del self._pending_per_address[address]
+
     def admitted(self, address: str) -> None:
         """A pending connection from ``address`` sent a valid ``SETUP``."""
-        self._pending -= 1
+        self._unpend(address)
         self._failures.pop(address, None)
 
     def closed(self, address: str, *, pending: bool) -> None:
         """A counted connection from ``address`` ended (``pending``: never admitted)."""
         if pending:
-            self._pending -= 1
+            self._unpend(address)
         self._per_address[address] -= 1
         if self._per_address[address] <= 0:
             del self._per_address[address]

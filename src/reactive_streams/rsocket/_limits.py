@@ -66,6 +66,10 @@ class ServerLimits:
         max_connections_per_address: connections from one peer address at once, admitted
             or not; one more is refused as above. Default 256, a quarter of
             ``max_connections`` (nginx's ``limit_conn`` per ``$binary_remote_addr``).
+        max_pending_per_address: connections from one peer address not yet admitted, at
+            once; one more is refused as above. Default 64, a quarter of
+            ``max_pending_connections``, so one address that opens connections and never
+            sends a ``SETUP`` cannot take every pending slot (it takes at least four).
         auth_failures: failed authentications (a ``SETUP`` without the token, or with a
             wrong one) from one peer address before it is refused for ``auth_block``
             seconds; each failure is answered after a delay that doubles from 0.1 s up to
@@ -99,6 +103,7 @@ class ServerLimits:
     auth_failures: int = 10
     auth_block: float = 60.0
     total_memory: int | None = None
+    max_pending_per_address: int = 64
 
     def __post_init__(self) -> None:
         for name in (
@@ -109,6 +114,7 @@ class ServerLimits:
             "write_high_water",
             "max_pending_connections",
             "max_connections_per_address",
+            "max_pending_per_address",
             "auth_failures",
         ):
             if getattr(self, name) < 1:

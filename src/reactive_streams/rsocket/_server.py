@@ -37,6 +37,9 @@ logger = logging.getLogger("reactive_streams.rsocket")
 _SLACK = 0.5
 """Seconds ``close`` may take beyond its timeout, to hand results between threads."""
 
+_SETUP_HEADER = 1024
+"""Bytes a SETUP frame may hold beyond its payload: its fields and two MIME types."""
+
 
 class _ServerCore:
     """The listening socket and its connections, on one event loop."""
@@ -76,7 +79,9 @@ class _ServerCore:
             raise ValueError(f"transport must be 'tcp' or 'ws', got {transport!r}")
 
         async def handler(websocket: Any) -> None:
-            await WebSocketTransport(websocket, ServerConnection(self)).run()
+            connection = ServerConnection(self)
+            connection.on_admitted = websocket.admit
+            await WebSocketTransport(websocket, connection).run()
 
         self._server = await WebSocketServer.start(
             handler,
@@ -84,6 +89,8 @@ class _ServerCore:
             port,
             ssl_context=self.ssl_context,
             max_frame_size=self.settings.max_frame_size,  # one frame per message
+            # the SETUP's payload and its own header (two MIME types of 255 bytes at most)
+            admission_size=self.limits.max_setup_size + _SETUP_HEADER,
         )
 
     @property
@@ -152,6 +159,7 @@ class ServerConnection(Connection):
         self._refusing = False  # a failed authentication's refusal is on its way
         self._address = "unknown"
         self._counted = False  # in the admission books (until _forget)
+        self.on_admitted: Callable[[], None] | None = None  # the transport reads on
         self._metadata_mime = COMPOSITE
         self.on_closed = self._forget
 
@@ -290,6 +298,8 @@ class ServerConnection(Connection):
         self._established = True
         if self._counted:
             self._core.admission.admitted(self._address)
+        if self.on_admitted is not None:
+            self.on_admitted()
         # the client's intervals, kept within the server's bounds (a timer per millisecond
         # per connection is the server's cost, and so is a silent peer kept for weeks)
         self._settings = self._settings.with_keepalive(

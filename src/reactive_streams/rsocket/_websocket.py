@@ -272,12 +272,134 @@ class WebSocketTransport(asyncio.Transport):
         return default
 
 
+def _header_length(header: bytearray) -> int:
+    """The length of a WebSocket frame header whose first two bytes are ``header``'s."""
+    sized = header[1] & 0x7F
+    extended = 2 if sized == 126 else 8 if sized == 127 else 0
+    return 2 + extended + (4 if header[1] & 0x80 else 0)
+
+
+class _Screen:
+    """What ``aiohttp``'s WebSocket parser is fed until the connection is admitted.
+
+    ``aiohttp`` reads a whole message before the server sees its first byte, so a peer
+    could make it hold ``max_frame_size`` bytes before its ``SETUP`` is even read. Until
+    ``admit``, the screen reads the frame headers itself, ahead of the parser: a first
+    message announcing more than ``limit`` bytes ends the connection (close code 1009,
+    as ``aiohttp`` does for a message beyond ``max_msg_size``) before its body is read.
+    Once the first message is whole, whatever follows is held, with reading from the
+    socket paused, until ``admit`` passes it on; a connection refused instead closes
+    with it. So a peer not yet admitted holds at most ``limit`` bytes and one read.
+    """
+
+    def __init__(self, parser: Any, queue: Any, protocol: Any, limit: int) -> None:
+        self._parser = parser  # aiohttp's WebSocketReader
+        self._queue = queue  # its WebSocketDataQueue
+        self._protocol = protocol  # aiohttp's RequestHandler: pause_reading, resume_reading
+        self._limit = limit
+        self._open = False
+        self._held: bytearray | None = None  # after the first message, until admitted
+        self._header = bytearray()  # a frame header being read
+        self._skip = 0  # payload bytes of the current frame still to come
+        self._size = 0  # data bytes of the first message so far
+        self._last = False  # the current frame ends the first message
+
+    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
+        if self._open:
+            return self._feed(data)
+        if self._held is not None:
+            self._held += data
+            self._protocol.pause_reading()  # aiohttp resumes it when its queue is read
+            return False, b""
+        try:
+            end = self._scan(data)
+        except ValueError as exc:
+            from aiohttp import WebSocketError, WSCloseCode  # noqa: PLC0415 - optional
+
+            self._queue.set_exception(WebSocketError(WSCloseCode.MESSAGE_TOO_BIG, str(exc)))
+            self._open = True
+            return True, b""
+        if end is None:
+            return self._feed(data)
+        self._held = bytearray(data[end:])
+        self._protocol.pause_reading()
+        return self._feed(data[:end])
+
+    def _feed(self, data: bytes) -> tuple[bool, bytes]:
+        result: tuple[bool, bytes] = self._parser.feed_data(data)
+        return result
+
+    def feed_eof(self) -> None:
+        self._parser.feed_eof()
+
+    def admit(self) -> None:
+        """The connection was admitted: pass on what was held, and read the socket again."""
+        if self._open:
+            return
+        self._open = True
+        held, self._held = self._held, None
+        if held:
+            eof, _ = self._parser.feed_data(bytes(held))
+            if eof:
+                self._protocol.close()
+                return
+        self._protocol.resume_reading()
+
+    def _scan(self, data: bytes) -> int | None:
+        """Where in ``data`` the first message ends (``None``: not in it).
+
+        Raises:
+            ValueError: the first message is over ``limit`` bytes.
+        """
+        position, end = 0, len(data)
+        header = self._header
+        while position < end:
+            if self._skip:
+                step = min(self._skip, end - position)
+                self._skip -= step
+                position += step
+                if not self._skip and self._last:
+                    return position
+                continue
+            want = 2 if len(header) < 2 else _header_length(header)
+            take = min(want - len(header), end - position)
+            header += data[position : position + take]
+            position += take
+            if len(header) < 2 or len(header) < _header_length(header):
+                continue
+            sized = header[1] & 0x7F
+            length = (
+                int.from_bytes(header[2:4], "big")
+                if sized == 126
+                else int.from_bytes(header[2:10], "big")
+                if sized == 127
+                else sized
+            )
+            opcode, final = header[0] & 0x0F, bool(header[0] & 0x80)
+            header.clear()
+            self._last = False
+            if opcode < 0x8:  # continuation, text or binary: the message's data
+                self._size += length
+                if self._size > self._limit:
+                    raise ValueError(
+                        f"a {self._size}-byte message before the connection was admitted: "
+                        f"the limit is {self._limit} bytes"
+                    )
+                self._last = final
+            self._skip = length
+            if not length and self._last:
+                return position
+        return None
+
+
 class WebSocketServer:
     """An ``aiohttp`` server that runs ``handler`` for every WebSocket, on any path.
 
     ``handler(websocket)`` gets a ``WebSocketResponse`` after the handshake and returns
     when the connection is over. Messages beyond ``max_frame_size`` bytes are refused with
-    close code 1009 as soon as their header is read.
+    close code 1009 as soon as their header is read. With ``admission_size``, so is a
+    first message beyond it, and nothing after the first message is read until the
+    handler calls ``websocket.admit()`` (``_Screen``).
     """
 
     def __init__(self, runner: Any) -> None:
@@ -293,6 +415,7 @@ class WebSocketServer:
         *,
         ssl_context: Any,
         max_frame_size: int,
+        admission_size: int | None = None,
     ) -> WebSocketServer:
         """Listen on ``host:port`` (``ssl_context``: TLS); raises ``OSError`` if unbound."""
         import_aiohttp()
@@ -310,6 +433,21 @@ class WebSocketServer:
             """
 
             lingering: asyncio.Transport | None = None
+            screen: _Screen | None = None
+
+            def _post_start(self, request: Any, protocol: Any, writer: Any) -> None:
+                super()._post_start(request, protocol, writer)
+                if admission_size is not None:  # aiohttp's parser, behind the screen
+                    handler = request.protocol
+                    self.screen = _Screen(
+                        handler._payload_parser, self._reader, handler, admission_size
+                    )
+                    handler._payload_parser = self.screen
+
+            def admit(self) -> None:
+                """The peer is admitted: read its messages as they come."""
+                if self.screen is not None:
+                    self.screen.admit()
 
             def _close_transport(self) -> None:
                 request = self._req
