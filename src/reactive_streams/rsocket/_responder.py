@@ -174,7 +174,7 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
                     self._refill_at = batch - 1
         if cancel:
             subscription.cancel()
-        elif count:
+        elif count > 0:
             # Frames signalled while request runs (a synchronous publisher emits them all
             # here) are held and handed to the connection at once: one wake-up of the
             # loop and one write for the batch, not one per frame.
