@@ -21,25 +21,10 @@ def test_the_tutorial_module_passes_under_pytest_with_the_tck_plugin(tmp_path: P
     module.write_text(block, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     # --strict-markers: the rule marker must come from the package's plugin, not from us
+    command = [sys.executable, "-m", "pytest", "-q", "--strict-markers", "-W", "error"]
+    command += ["-p", "no:cacheprovider", module.name]
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "--strict-markers",
-            "-W",
-            "error",
-            "-p",
-            "no:cacheprovider",
-            module.name,
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=540,
-        check=False,
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=540, check=False
     )
     summary = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]

@@ -120,10 +120,10 @@ class PrometheusExporter(Subscriber[MetricsSnapshot]):
 
     def _claim(self, subscription: Subscription) -> bool:
         with self._lock:
-            if self._subscription is not None:
-                return False
-            self._subscription = subscription
-            return True
+            first = self._subscription is None
+            if first:
+                self._subscription = subscription
+        return first
 
     def on_next(self, element: MetricsSnapshot) -> None:
         """Store the snapshot for the next scrape, count its breaches, ask for the next."""
