@@ -48,6 +48,7 @@ def _variance_is_checked_by_mypy(bools: Publisher[bool], objects: Subscriber[obj
     [
         "reactive_streams.reference",
         "reactive_streams.adapters.asyncio",
+        "reactive_streams.stages",
     ],
 )
 def test_docstring_examples_run(module: str) -> None:

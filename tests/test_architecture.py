@@ -19,6 +19,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "_core": {"api"},
     "_arrow_literals": set(),
     "schedulers": {"_core"},
+    "stages": {"_core"},
     "reference": KIT,
     "testing": KIT,
     "tck": KIT,
@@ -135,3 +136,89 @@ def test_no_import_cycle_between_files() -> None:
         if node not in index:
             visit(node)
     assert cycles == []
+
+
+PROLOGUE_ALLOWED: dict[str, str] = {
+    "reactive_streams/reference/_subscribers.py": (
+        "teaching code: the reference subscribers spell out each rule where it applies "
+        "(Rule 2.13 through their own `_check_not_none`, Rule 2.5 in `_handle_subscribe`)"
+    ),
+    "reactive_streams/tck/_support.py": (
+        "the TCK's probe subscriber records a None or second subscription as a failure of "
+        "the publisher under test (`env.flop`) before it refuses it"
+    ),
+}
+"""Files that check ``on_subscribe``'s argument themselves, each with the reason."""
+
+
+def _prologue_copies(path: Path) -> list[str]:
+    """Where ``path`` writes the ``on_subscribe`` prologue itself instead of calling the kit.
+
+    A copy is an ``if <x> is None:`` whose body raises ``TypeError`` for ``on_subscribe``,
+    a ``"Rule 2.13: on_subscribe..."`` message, or an ``on_subscribe`` that hands its
+    argument to a ``*check*`` function of its own.
+    """
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value.startswith("Rule 2.13: on_subscribe"):
+                found.append(f"line {node.lineno}: {node.value!r}")
+        elif isinstance(node, ast.FunctionDef) and node.name == "on_subscribe":
+            parameter = node.args.args[-1].arg if node.args.args else None
+            for inner in ast.walk(node):
+                if (
+                    isinstance(inner, ast.If)
+                    and isinstance(inner.test, ast.Compare)
+                    and isinstance(inner.test.left, ast.Name)
+                    and inner.test.left.id == parameter
+                    and isinstance(inner.test.ops[0], ast.Is)
+                    and any(isinstance(statement, ast.Raise) for statement in inner.body)
+                ):
+                    found.append(f"line {inner.lineno}: if {parameter} is None: raise")
+                elif (
+                    isinstance(inner, ast.Call)
+                    and isinstance(inner.func, ast.Name)
+                    and "check" in inner.func.id
+                    and any(isinstance(a, ast.Name) and a.id == parameter for a in inner.args)
+                ):
+                    found.append(f"line {inner.lineno}: {inner.func.id}({parameter}, ...)")
+    return found
+
+
+def test_the_on_subscribe_prologue_is_written_once_in_the_kit() -> None:
+    """Rules 2.13 and 2.5 at the top of ``on_subscribe`` go through ``accept_subscription``."""
+    copies = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        relative = path.relative_to(ROOT.parent).as_posix()
+        if relative.startswith("reactive_streams/_core/"):
+            continue
+        found = _prologue_copies(path)
+        if found and relative not in PROLOGUE_ALLOWED:
+            copies[relative] = found
+    assert not copies, (
+        f"the on_subscribe prologue written again (use accept_subscription): {copies}"
+    )
+    # every allowed file still needs its exception, or it comes off the list
+    stale = [name for name in PROLOGUE_ALLOWED if not _prologue_copies(ROOT.parent / name)]
+    assert not stale, stale
+
+
+def test_the_prologue_check_finds_a_copy(tmp_path: Path) -> None:
+    copy = tmp_path / "copy.py"
+    copy.write_text(
+        "class S:\n"
+        "    def on_subscribe(self, subscription):\n"
+        "        if subscription is None:\n"
+        "            raise TypeError('Rule 2.13: on_subscribe(None)')\n",
+        encoding="utf-8",
+    )
+    assert len(_prologue_copies(copy)) == 2
+    kept = tmp_path / "kept.py"
+    kept.write_text(
+        "class S:\n"
+        "    def on_subscribe(self, subscription):\n"
+        "        if not accept_subscription(subscription, self.upstream is None):\n"
+        "            return\n",
+        encoding="utf-8",
+    )
+    assert _prologue_copies(kept) == []

@@ -21,6 +21,7 @@ PUBLIC_MODULES = [
     "reactive_streams.reference",
     "reactive_streams.rsocket",
     "reactive_streams.schedulers",
+    "reactive_streams.stages",
     "reactive_streams.tck",
     "reactive_streams.testing",
     pytest.param(

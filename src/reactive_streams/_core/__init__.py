@@ -13,7 +13,8 @@ The kit itself imports nothing of the package but ``reactive_streams.api``.
   drain over from a caller's thread (Rule 3.4).
 * Signals (``_signals``): calling a subscriber safely (Rule 2.13), a run of ``on_next``
   that stops at a cancel (``signal_each``), the one terminal signal (``signal_terminal``),
-  ``cancel_quietly``.
+  ``cancel_quietly``, and the ``on_subscribe`` prologue of Rules 2.13 and 2.5
+  (``accept_subscription``).
 * ``SerializedSubscription`` (``_serialized``), the undeliverable-error hook
   (``_hooks``), the exception hierarchy (``_exceptions``), ``StreamStatistics``
   (``_statistics``), the schedulers (``_schedulers``, public as
@@ -96,6 +97,7 @@ from ._schedulers import (
 )
 from ._serialized import SerializedSubscription
 from ._signals import (
+    accept_subscription,
     cancel_quietly,
     report_violation,
     signal_each,
@@ -165,6 +167,7 @@ __all__ = [
     "UndeliverableHook",
     "UpstreamStage",
     "WorkGuard",
+    "accept_subscription",
     "add_demand",
     "admit",
     "cancel_quietly",

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..api import Subscriber, Subscription
 
 __all__ = [
+    "accept_subscription",
     "cancel_quietly",
     "report_violation",
     "signal_each",
@@ -132,3 +133,43 @@ def cancel_quietly(subscription: Subscription) -> None:
         )
         violation.__cause__ = exc
         report_undeliverable(violation)
+
+
+def accept_subscription(
+    subscription: Subscription | None,
+    first: bool | Callable[[Subscription], bool],
+) -> bool:
+    """The ``on_subscribe`` prologue in one call: refuse ``None``, cancel a second one.
+
+    Every subscriber starts ``on_subscribe`` the same way: ``None`` is refused (Rule 2.13),
+    and a subscription that arrives when one is already held is cancelled (Rule 2.5).
+    ``first`` says which this one is, in one of two forms:
+
+    * a ``bool``, the caller's own answer (``self._upstream is None``), where nothing else
+      can store a subscription concurrently; the caller stores it after this returns;
+    * a callable ``claim(subscription) -> bool`` that stores the subscription under the
+      caller's lock, with whatever else it sets up there, and returns whether it did;
+      returning ``False`` refuses it (a second one, or one that arrives after the stage
+      ended or was cancelled).
+
+    A refused subscription is cancelled with ``cancel_quietly`` (a raise breaks Rule 3.15
+    and is reported, never propagated), after ``claim`` returned, so outside the
+    caller's lock.
+
+    Args:
+        subscription: what ``on_subscribe`` was given.
+        first: whether it is the one to keep, or a ``claim`` that decides and stores it.
+
+    Returns:
+        ``True`` when the caller keeps ``subscription``; ``False`` when it was cancelled
+        and ``on_subscribe`` should return.
+
+    Raises:
+        TypeError: ``subscription`` is ``None`` (Rule 2.13); nothing else happens.
+    """
+    if subscription is None:
+        raise TypeError("Rule 2.13: on_subscribe(None)")
+    if first if isinstance(first, bool) else first(subscription):
+        return True
+    cancel_quietly(subscription)  # Rule 2.5
+    return False

@@ -45,6 +45,7 @@ from ._exceptions import ProtocolViolationError
 from ._hooks import report_undeliverable
 from ._operator import StageStatistics
 from ._signals import (
+    accept_subscription,
     cancel_quietly,
     signal_each,
     signal_on_complete,
@@ -454,10 +455,7 @@ class UpstreamStage(DownstreamStage, Subscriber[Any]):
         (``request_upstream`` defers it), so a synchronous upstream that answers on this
         thread delivers through the loop instead of filling the queue for ever.
         """
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if self._upstream is not None:
-            subscription.cancel()  # Rule 2.5
+        if not accept_subscription(subscription, self._upstream is None):
             return False
         self._upstream = subscription
         downstream = self._downstream

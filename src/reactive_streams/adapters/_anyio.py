@@ -34,6 +34,7 @@ from .._core import (
     MissingBackpressureError,
     Operator,
     StageStatistics,
+    accept_subscription,
     cancel_quietly,
     check_positive,
     check_subscriber,
@@ -522,17 +523,17 @@ class _StreamBridge(Subscriber[T], Generic[T]):
 
     # ------------------------------------------------------------------ upstream signals
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        with self._lock:
-            first = self._subscription is None and not self._closed
-            if first:
-                self._subscription = subscription
-                self._to_request += self._size
-        if not first:
-            cancel_quietly(subscription)  # Rule 2.5, or the context was already left
-            return
+        if not accept_subscription(subscription, self._claim):
+            return  # Rule 2.5, or the context was already left
         self._requests.schedule()
+
+    def _claim(self, subscription: Subscription) -> bool:
+        with self._lock:
+            if self._subscription is not None or self._closed:
+                return False
+            self._subscription = subscription
+            self._to_request += self._size
+            return True
 
     def on_next(self, element: T) -> None:
         if element is None:

@@ -58,6 +58,7 @@ from .._core import (
     ExecutorRejectedError,
     ProtocolViolationError,
     StreamStatistics,
+    accept_subscription,
     add_demand,
     check_positive,
     replenish_threshold,
@@ -585,20 +586,19 @@ class AsyncIteratorSubscriber(Subscriber[T], Generic[T]):
         A second subscription is cancelled (Rule 2.5); the request is made by the lane,
         after ``on_subscribe`` returned (Rules 2.7, 3.10).
         """
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(subscription) must not be None")
-        with self._lock:
-            reject = self._upstream is not None
-            if not reject:
-                self._upstream = subscription
-                if not self._closed:
-                    self._requested = add_demand(self._requested, self._prefetch)
-                    self._pending = add_demand(self._pending, self._prefetch)
-                    self._lane_call_due_locked()
-        if reject:
-            subscription.cancel()  # Rule 2.5
-        else:
+        if accept_subscription(subscription, self._claim):
             self._lane.schedule()
+
+    def _claim(self, subscription: Subscription) -> bool:
+        with self._lock:
+            if self._upstream is not None:
+                return False
+            self._upstream = subscription
+            if not self._closed:
+                self._requested = add_demand(self._requested, self._prefetch)
+                self._pending = add_demand(self._pending, self._prefetch)
+                self._lane_call_due_locked()
+            return True
 
     def on_next(self, element: T) -> None:
         """Buffer ``element`` and wake the consumer if it waits (see the module).

@@ -21,6 +21,7 @@ from .._core import (
     Operator,
     Overflow,
     StageStatistics,
+    accept_subscription,
     add_demand,
     cancel_quietly,
     check_positive,
@@ -306,18 +307,16 @@ class _ObserverSubscriber(Subscriber[Any]):
         self._disposed = False
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
+        if not accept_subscription(subscription, self._claim):
+            return  # Rule 2.5, or disposed before the subscription arrived
+        subscription.request(self._prefetch)
+
+    def _claim(self, subscription: Subscription) -> bool:
         with self._lock:
             if self._subscription is not None or self._disposed:
-                cancel = True  # Rule 2.5, or disposed before the subscription arrived
-            else:
-                self._subscription = subscription
-                cancel = False
-        if cancel:
-            cancel_quietly(subscription)
-            return
-        subscription.request(self._prefetch)
+                return False
+            self._subscription = subscription
+            return True
 
     def on_next(self, element: Any) -> None:
         if element is None:

@@ -7,6 +7,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from .._core import (
     MissingBackpressureError,
+    accept_subscription,
     cancel_quietly,
     check_positive,
     latch_terminal_locked,
@@ -317,10 +318,7 @@ class _Upstream(Subscriber[Any]):
         self._hub = hub
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if not self._hub._on_upstream(subscription):
-            subscription.cancel()  # Rule 2.5
+        accept_subscription(subscription, self._hub._on_upstream)
 
     def on_next(self, element: Any) -> None:
         if element is None:

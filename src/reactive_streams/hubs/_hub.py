@@ -12,6 +12,7 @@ from .._core import (
     MemberSubscription,
     SharedDrainOwner,
     WorkGuard,
+    accept_subscription,
     cancel_quietly,
     replenish_threshold,
     report_undeliverable,
@@ -120,19 +121,19 @@ class HubProducer(Subscriber[Any]):
 
     def on_subscribe(self, subscription: Subscription) -> None:
         """Attach to the hub and request ``buffer_size`` (Rules 2.5, 2.13)."""
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        with self.hub._lock:
-            second = self.subscription is not None
-            if not second:
-                self.subscription = subscription
-        if second:
-            subscription.cancel()  # Rule 2.5
+        if not accept_subscription(subscription, self._claim):
             return
         if not self.on_attach(self):
             cancel_quietly(subscription)
             return
         self.request_more(self.buffer_size)
+
+    def _claim(self, subscription: Subscription) -> bool:
+        with self.hub._lock:
+            if self.subscription is not None:
+                return False
+            self.subscription = subscription
+            return True
 
     def request_more(self, n: int) -> None:
         """Request ``n`` from the producer; a raise (Rule 3.16 broken) ends the producer."""

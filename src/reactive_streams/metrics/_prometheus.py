@@ -7,7 +7,7 @@ import importlib
 import threading
 from typing import TYPE_CHECKING, Any
 
-from .._core import cancel_quietly
+from .._core import accept_subscription, cancel_quietly
 from ..api import Subscriber, Subscription
 from ._snapshot import MetricsSnapshot
 
@@ -114,16 +114,16 @@ class PrometheusExporter(Subscriber[MetricsSnapshot]):
     # ------------------------------------------------------------------ the subscriber
     def on_subscribe(self, subscription: Subscription) -> None:
         """Keep the first subscription (Rule 2.5) and request one snapshot."""
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
+        if not accept_subscription(subscription, self._claim):
+            return
+        subscription.request(1)
+
+    def _claim(self, subscription: Subscription) -> bool:
         with self._lock:
             first = self._subscription is None
             if first:
                 self._subscription = subscription
-        if not first:
-            cancel_quietly(subscription)
-            return
-        subscription.request(1)
+        return first
 
     def on_next(self, element: MetricsSnapshot) -> None:
         """Store the snapshot for the next scrape, count its breaches, ask for the next."""

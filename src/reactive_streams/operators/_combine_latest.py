@@ -14,6 +14,7 @@ from .._core import (
     NoneResultError,
     Operator,
     StageOperator,
+    accept_subscription,
     add_demand,
     cancel_quietly,
     check_positive,
@@ -117,19 +118,17 @@ class _Lane(InnerSubscriber["_CombineLatest"]):
         self.has_value = False
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
+        if accept_subscription(subscription, self._claim):
+            self.request(self.owner.prefetch)
+
+    def _claim(self, subscription: Subscription) -> bool:
         owner = self.owner
         with owner._lock:
             duplicate = self.subscription is not None
             if not duplicate:
                 self.subscription = subscription
                 self.outstanding = owner.prefetch
-            dead = owner._terminated
-        if duplicate or dead:
-            cancel_quietly(subscription)
-            return
-        self.request(owner.prefetch)
+            return not duplicate and not owner._terminated
 
     def on_next(self, element: Any) -> None:
         if element is None:
@@ -470,10 +469,7 @@ class _Other(Subscriber[Any]):
         self._stage = stage
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if not self._stage.other_subscribed(subscription):
-            subscription.cancel()
+        accept_subscription(subscription, self._stage.other_subscribed)
 
     def on_next(self, element: Any) -> None:
         if element is None:

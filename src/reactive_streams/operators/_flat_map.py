@@ -15,6 +15,7 @@ from .._core import (
     ProtocolViolationError,
     StageOperator,
     UpstreamStage,
+    accept_subscription,
     cancel_quietly,
     check_positive,
     replenish_threshold,
@@ -93,10 +94,9 @@ class _Inner(InnerSubscriber["_Coordinator"]):
     __slots__ = ()
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if not self.owner.inner_subscribed(self, subscription):
-            cancel_quietly(subscription)
+        if not accept_subscription(
+            subscription, lambda kept: self.owner.inner_subscribed(self, kept)
+        ):
             return
         self.request(self.owner.prefetch)
 

@@ -17,6 +17,7 @@ from .._core import (
     StageStatistics,
     TerminalLatch,
     WorkGuard,
+    accept_subscription,
     cancel_quietly,
     check_positive,
     replenish_threshold,
@@ -183,10 +184,7 @@ class _GroupBy(TerminalLatch, Subscriber[Any]):
 
     # ------------------------------------------------------------------ upstream
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if self._upstream is not None:
-            subscription.cancel()  # Rule 2.5
+        if not accept_subscription(subscription, self._upstream is None):
             return
         self._upstream = subscription
         main = self._main

@@ -9,6 +9,7 @@ from .._core import (
     BufferedStage,
     EmptySubscription,
     ProtocolViolationError,
+    accept_subscription,
     cancel_quietly,
     check_subscriber,
     signal_error_only,
@@ -226,8 +227,7 @@ class _KillSwitchProcessor(Processor[T, T], Generic[T]):
         return stage
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
+        accept_subscription(subscription, True)  # the stage it reaches keeps Rule 2.5
         stage = self._stage_or_keep(subscription)
         if stage is not None:
             stage.on_subscribe(subscription)

@@ -20,6 +20,7 @@ from .._core import (
     StageStatistics,
     TerminalLatch,
     WorkGuard,
+    accept_subscription,
     cancel_quietly,
     check_positive,
     check_subscriber,
@@ -260,16 +261,16 @@ class _Hub(TerminalLatch, Subscriber[Any]):
         return True
 
     # -------------------------------------------------------------- upstream side
-    def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
+    def _claim_upstream(self, subscription: Subscription) -> bool:
         with self._lock:
-            duplicate = self._upstream is not None
-            if not duplicate:
-                self._upstream = subscription
-                self._outstanding = self._prefetch
-        if duplicate:
-            cancel_quietly(subscription)
+            if self._upstream is not None:
+                return False
+            self._upstream = subscription
+            self._outstanding = self._prefetch
+            return True
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        if not accept_subscription(subscription, self._claim_upstream):
             return
         try:
             subscription.request(self._prefetch)

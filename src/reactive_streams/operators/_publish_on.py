@@ -17,6 +17,7 @@ from .._core import (
     SingleUpstreamOperator,
     StageStatistics,
     TerminalLatch,
+    accept_subscription,
     cancel_quietly,
     check_positive,
     check_subscriber,
@@ -220,16 +221,16 @@ class PublishOn(TerminalLatch, DownstreamStage, Processor[T, T]):
     # ------------------------------------------------------------ Subscriber side
     def on_subscribe(self, subscription: Subscription) -> None:
         """Keep the upstream subscription and request ``prefetch`` (Rule 2.1)."""
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        with self._lock:
-            duplicate = self._upstream is not None
-            if not duplicate:
-                self._upstream = subscription
-        if duplicate:
-            subscription.cancel()  # Rule 2.5
+        if not accept_subscription(subscription, self._claim_upstream):
             return
         self._maybe_start()
+
+    def _claim_upstream(self, subscription: Subscription) -> bool:
+        with self._lock:
+            if self._upstream is not None:
+                return False
+            self._upstream = subscription
+            return True
 
     def _maybe_start(self) -> None:
         with self._lock:

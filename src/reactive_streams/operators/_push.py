@@ -15,6 +15,7 @@ from .._core import (
     PassThroughStage,
     StageOperator,
     StageStatistics,
+    accept_subscription,
     add_demand,
     cancel_quietly,
     report_violation,
@@ -123,10 +124,7 @@ class FusedSubscriber(PassThroughStage[Any]):
     # --- Subscriber side: signals from upstream, serial by Rule 1.3 ---
     def on_subscribe(self, subscription: Subscription) -> None:
         """Store the upstream subscription and hand ourselves to downstream."""
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if self._upstream is not None:  # Rule 2.5
-            subscription.cancel()
+        if not accept_subscription(subscription, self._upstream is None):
             return
         self._upstream = subscription
         downstream = self._downstream

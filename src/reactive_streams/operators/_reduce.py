@@ -12,6 +12,7 @@ from .._core import (
     ProtocolViolationError,
     StageOperator,
     StageStatistics,
+    accept_subscription,
     signal_on_complete,
     signal_on_error,
     signal_on_next,
@@ -136,10 +137,7 @@ class _ReduceSubscriber(Subscriber[Any], Subscription):
 
     # Subscriber side
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if self._upstream is not None:
-            subscription.cancel()  # Rule 2.5
+        if not accept_subscription(subscription, self._upstream is None):
             return
         self._upstream = subscription
         downstream = self._downstream

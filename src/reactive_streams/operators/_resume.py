@@ -19,6 +19,7 @@ from .._core import (
     SingleUpstreamOperator,
     StageStatistics,
     WorkGuard,
+    accept_subscription,
     add_demand,
     cancel_quietly,
     check_subscriber,
@@ -175,9 +176,8 @@ class _Attempt(Subscriber[Any]):
         self.owner = owner
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        self.owner.attempt_subscribed(self, subscription)
+        if accept_subscription(subscription, lambda kept: self.owner.attempt_claimed(self, kept)):
+            self.owner.attempt_subscribed(subscription)
 
     def on_next(self, element: Any) -> None:
         if element is None:
@@ -293,17 +293,17 @@ class _Resume(Subscription):
         except Exception as exc:  # a broken publisher: Rule 1.9 says it must not raise
             self._finish(exc)
 
-    def attempt_subscribed(self, attempt: _Attempt, subscription: Subscription) -> None:
+    def attempt_claimed(self, attempt: _Attempt, subscription: Subscription) -> bool:
+        """Keep ``attempt``'s subscription unless it is stale or a second one (Rule 2.5)."""
         with self._lock:
             if self._done or attempt is not self._attempt or self._current is not None:
-                stale = True
-            else:
-                stale = False
-                self._current = subscription
-                outstanding = self._outstanding
-        if stale:
-            subscription.cancel()
-            return
+                return False
+            self._current = subscription
+            return True
+
+    def attempt_subscribed(self, subscription: Subscription) -> None:
+        with self._lock:
+            outstanding = self._outstanding
         if outstanding:
             try:
                 subscription.request(outstanding)

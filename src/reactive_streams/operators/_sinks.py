@@ -11,7 +11,13 @@ from collections import deque
 from operator import length_hint
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .._core import MAX_DEMAND, check_positive, replenish_threshold, report_undeliverable
+from .._core import (
+    MAX_DEMAND,
+    accept_subscription,
+    check_positive,
+    replenish_threshold,
+    report_undeliverable,
+)
 from ..api import Publisher, Subscriber, Subscription
 
 if TYPE_CHECKING:
@@ -73,10 +79,7 @@ class CallbackSubscriber(Subscriber[T]):
 
     def on_subscribe(self, subscription: Subscription) -> None:
         """Request the first batch (Rule 2.1); a second subscription is cancelled (Rule 2.5)."""
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if self._subscription is not None or self._done:
-            subscription.cancel()
+        if not accept_subscription(subscription, self._subscription is None and not self._done):
             return
         self._subscription = subscription
         subscription.request(self._prefetch)
@@ -350,10 +353,7 @@ class BlockingIterator(Subscriber[T]):
 
     def on_subscribe(self, subscription: Subscription) -> None:
         """Request ``prefetch`` elements (Rule 2.1)."""
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if self._subscription is not None or self._closed:
-            subscription.cancel()
+        if not accept_subscription(subscription, self._subscription is None and not self._closed):
             return
         self._subscription = subscription
         subscription.request(self._prefetch)

@@ -13,6 +13,7 @@ from .._core import (
     SingleUpstreamOperator,
     StageStatistics,
     StreamInterruptedError,
+    accept_subscription,
     add_demand,
     cancel_quietly,
     check_subscriber,
@@ -141,10 +142,7 @@ class _SubscribeOn(PassThroughStage[T]):
         )
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if self._upstream is not None:
-            subscription.cancel()  # Rule 2.5
+        if not accept_subscription(subscription, self._upstream is None):
             return
         self._upstream = subscription
         downstream = self._downstream

@@ -9,6 +9,7 @@ from .._core import (
     BufferedStage,
     ProtocolViolationError,
     StageOperator,
+    accept_subscription,
     add_demand,
     cancel_quietly,
     report_undeliverable,
@@ -74,9 +75,8 @@ class _Inner(Subscriber[Any]):
         self.done = False
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        self.owner.inner_subscribed(self, subscription)
+        if accept_subscription(subscription, lambda kept: self.owner.inner_claimed(self, kept)):
+            self.owner._top_up()
 
     def on_next(self, element: Any) -> None:
         if element is None:
@@ -195,7 +195,8 @@ class _SwitchMap(BufferedStage):
         self.request_upstream(subscription, extra)
 
     # ---------------------------------------------------------------- inners
-    def inner_subscribed(self, inner: _Inner, subscription: Subscription) -> None:
+    def inner_claimed(self, inner: _Inner, subscription: Subscription) -> bool:
+        """Keep ``inner``'s subscription unless it was replaced, ended, or Rule 2.5."""
         with self._lock:
             live = (
                 inner is self._current
@@ -205,10 +206,7 @@ class _SwitchMap(BufferedStage):
             )
             if live:
                 inner.subscription = subscription
-        if not live:
-            cancel_quietly(subscription)  # replaced meanwhile, ended, or Rule 2.5
-            return
-        self._top_up()
+        return live
 
     def inner_next(self, inner: _Inner, element: Any) -> None:
         with self._lock:

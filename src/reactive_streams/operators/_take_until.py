@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._core import BufferedStage, StageOperator, cancel_quietly
+from .._core import BufferedStage, StageOperator, accept_subscription, cancel_quietly
 from ..api import Subscriber
 
 if TYPE_CHECKING:
@@ -130,11 +130,8 @@ class _Trigger(Subscriber[Any]):
         self._stage = stage
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if not self._stage.trigger_subscribed(subscription):
-            subscription.cancel()  # the stage ended, or a second subscription (Rule 2.5)
-            return
+        if not accept_subscription(subscription, self._stage.trigger_subscribed):
+            return  # the stage ended, or a second subscription (Rule 2.5)
         self._stage.request_upstream(subscription, 1)
 
     def on_next(self, element: Any) -> None:

@@ -7,7 +7,13 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._core import MAX_DEMAND, BufferedStage, StageOperator, report_undeliverable
+from .._core import (
+    MAX_DEMAND,
+    BufferedStage,
+    StageOperator,
+    accept_subscription,
+    report_undeliverable,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -112,8 +118,7 @@ class _Tap(BufferedStage):
         self._schedule()
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
+        accept_subscription(subscription, True)  # Rule 2.13 before the callback; 2.5 below
         self._log("on_subscribe(%s)", type(subscription).__name__)
         callback = self._callbacks.on_subscribe
         failure: Exception | None = None

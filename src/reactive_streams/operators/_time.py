@@ -25,6 +25,7 @@ from .._core import (
     ScheduledTask,
     Scheduler,
     StageOperator,
+    accept_subscription,
     add_demand,
     cancel_quietly,
     check_positive,
@@ -520,15 +521,13 @@ class _Timeout(_TimedStage):
             self._schedule()
 
     # ------------------------------------------------------------------ the fallback
-    def fallback_subscribed(self, subscription: Subscription) -> None:
+    def fallback_claimed(self, subscription: Subscription) -> bool:
+        """Keep the fallback's subscription unless the stage ended meanwhile (or Rule 2.5)."""
         with self._lock:
             live = self._upstream is None and not self._done and not self._cancelled
             if live:
                 self._upstream = subscription
-        if not live:
-            cancel_quietly(subscription)  # the stage ended meanwhile, or Rule 2.5
-            return
-        self._top_up()
+        return live
 
     def _top_up(self) -> None:
         """Request of the fallback what downstream is owed and nobody will send."""
@@ -571,9 +570,8 @@ class _FallbackSubscriber(Subscriber[Any]):
         self._stage = stage
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        self._stage.fallback_subscribed(subscription)
+        if accept_subscription(subscription, self._stage.fallback_claimed):
+            self._stage._top_up()
 
     def on_next(self, element: Any) -> None:
         self._stage.fallback_next(element)

@@ -10,6 +10,7 @@ from .._core import (
     InnerSubscriber,
     Operator,
     ProtocolViolationError,
+    accept_subscription,
     cancel_quietly,
     check_positive,
     check_subscriber,
@@ -80,17 +81,16 @@ class _Lane(InnerSubscriber["_Zip"]):
     __slots__ = ()
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        with self.owner._lock:
-            duplicate = self.subscription is not None
-            dead = self.owner._terminated
-            if not duplicate:
-                self.subscription = subscription
-        if duplicate or dead:
-            cancel_quietly(subscription)
+        if not accept_subscription(subscription, self._claim):
             return
         self.request(self.owner.prefetch)
+
+    def _claim(self, subscription: Subscription) -> bool:
+        with self.owner._lock:
+            duplicate = self.subscription is not None
+            if not duplicate:
+                self.subscription = subscription
+            return not duplicate and not self.owner._terminated
 
     def on_next(self, element: Any) -> None:
         if element is None:

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Protocol
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
 
-from .._core import StreamStatistics
+from .._core import StreamStatistics, accept_subscription
 from ..api import Subscriber, Subscription
 from ._output import OutputFormat, ResultWriter
 from ._target import OutputMode
@@ -233,18 +233,16 @@ class ResultSink(Subscriber[MicroBatchLike]):
 
     def on_subscribe(self, subscription: Subscription) -> None:
         """Keep the subscription and ask for the first batch (Rules 2.1, 2.5)."""
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None) is not allowed")
-        with self._lock:
-            if self._subscription is not None or self._done.is_set():
-                duplicate = True
-            else:
-                duplicate = False
-                self._subscription = subscription
-        if duplicate:
-            subscription.cancel()  # Rule 2.5
+        if not accept_subscription(subscription, self._claim):
             return
         self._request_one(subscription)
+
+    def _claim(self, subscription: Subscription) -> bool:
+        with self._lock:
+            if self._subscription is not None or self._done.is_set():
+                return False
+            self._subscription = subscription
+            return True
 
     def on_next(self, element: MicroBatchLike) -> None:
         """Fold one micro-batch in, then ask for the next (Rule 2.13: never raises)."""

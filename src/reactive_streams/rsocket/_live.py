@@ -46,6 +46,7 @@ from .._core import (
     EmitLoopSubscription,
     LatencyWindow,
     ProtocolViolationError,
+    accept_subscription,
     cancel_quietly,
     check_positive,
     check_subscriber,
@@ -534,10 +535,7 @@ class _Intake(Subscriber["pa.RecordBatch"]):
         self._subscribed = False
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
-        if self._subscribed:
-            subscription.cancel()  # Rule 2.5
+        if not accept_subscription(subscription, not self._subscribed):
             return
         self._subscribed = True
         self._source._subscribed(subscription)

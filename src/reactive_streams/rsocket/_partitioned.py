@@ -42,6 +42,7 @@ from .._core import (
     MAX_DEMAND,
     EmitLoopSubscription,
     ProtocolViolationError,
+    accept_subscription,
     add_demand,
     check_subscriber,
     signal_error_only,
@@ -431,14 +432,13 @@ class _Encoder(Subscriber["pa.RecordBatch"]):
         self._count = counts.opened()
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe() requires a subscription, got None")
-        if self._upstream is not None or self._downstream is None:
-            subscription.cancel()  # Rule 2.5
+        downstream = self._downstream
+        first = self._upstream is None and downstream is not None
+        if not accept_subscription(subscription, first) or downstream is None:
             return
         self._upstream = subscription
         counted = _CountedSubscription(subscription, self._counts, self._count)
-        if not signal_on_subscribe(self._downstream, counted):
+        if not signal_on_subscribe(downstream, counted):
             self._done = True
             self._downstream = None
             counted.cancel()

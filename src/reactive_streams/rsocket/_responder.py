@@ -37,7 +37,7 @@ import threading
 from itertools import islice
 from typing import TYPE_CHECKING, Final
 
-from .._core import MAX_DEMAND, DrainLoop, add_demand
+from .._core import MAX_DEMAND, DrainLoop, accept_subscription, add_demand
 from ..api import Publisher, Subscriber, Subscription
 from ._connection import StreamHandler
 from ._frames import (
@@ -237,18 +237,18 @@ class ResponderStream(StreamHandler, Subscriber[bytes | Payload]):
         Raises:
             TypeError: ``subscription`` is ``None`` (Rule 2.13).
         """
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe() requires a subscription, got None")
+        if not accept_subscription(subscription, self._claim):
+            return
+        self._pump.schedule()
+
+    def _claim(self, subscription: Subscription) -> bool:
         with self._lock:
             duplicate = self._subscribed
             self._subscribed = True
-            cancel_now = duplicate or self._done
-            if not cancel_now:
-                self._subscription = subscription
-        if cancel_now:
-            subscription.cancel()
-            return
-        self._pump.schedule()
+            if duplicate or self._done:
+                return False
+            self._subscription = subscription
+            return True
 
     def on_next(self, element: bytes | Payload) -> None:
         """Send ``element`` as one ``PAYLOAD`` (fragmented if larger than a frame).

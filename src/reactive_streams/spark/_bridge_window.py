@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from .._core import MissingBackpressureError, StreamStatistics, add_demand, report_undeliverable
+from .._core import (
+    MissingBackpressureError,
+    StreamStatistics,
+    accept_subscription,
+    add_demand,
+    report_undeliverable,
+)
 from ..api import Subscriber, Subscription
 from ._errors import BridgeClosedError
 from ._window import BatchWindow, EncodeError, RowWindow, Window
@@ -106,15 +112,14 @@ class DemandWindow(Subscriber[Element]):
     # ------------------------------------------------------------------- the subscriber
     def on_subscribe(self, subscription: Subscription) -> None:
         """Keep the subscription; a second one is cancelled (Rule 2.5)."""
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
+        accept_subscription(subscription, self._claim)
+
+    def _claim(self, subscription: Subscription) -> bool:
         with self._cond:
             duplicate = self._upstream is not None
-            cancel_now = not duplicate and self._closed
             if not duplicate:
                 self._upstream = subscription
-        if duplicate or cancel_now:
-            subscription.cancel()
+            return not duplicate and not self._closed
 
     def on_next(self, element: Element) -> None:
         """Hold ``element`` until a micro-batch takes it.

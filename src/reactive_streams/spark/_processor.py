@@ -31,6 +31,7 @@ from .._core import (
     ExecutorRejectedError,
     MissingBackpressureError,
     StreamStatistics,
+    accept_subscription,
     report_undeliverable,
     signal_on_complete,
     signal_on_error,
@@ -130,10 +131,7 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]], Subscription)
         self._cleaned = False
 
     # ================================================================== upstream
-    def on_subscribe(self, subscription: Subscription) -> None:
-        """Take the upstream subscription, request the budget and start the Spark thread."""
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
+    def _claim(self, subscription: Subscription) -> bool:
         with self._cond:
             duplicate = self._upstream is not None
             stopped = self._stopped
@@ -141,9 +139,12 @@ class SparkProcessor(Processor[Mapping[str, Any], dict[str, Any]], Subscription)
                 self._upstream = subscription
                 if not stopped:
                     self._outstanding = self._budget
-        if duplicate or stopped:
-            subscription.cancel()  # Rule 2.5, or cancelled before upstream arrived
-            return
+        return not duplicate and not stopped
+
+    def on_subscribe(self, subscription: Subscription) -> None:
+        """Take the upstream subscription, request the budget and start the Spark thread."""
+        if not accept_subscription(subscription, self._claim):
+            return  # Rule 2.5, or cancelled before upstream arrived
         self._worker = threading.Thread(target=self._work, name="rs-spark-processor", daemon=True)
         self._worker.start()
         subscription.request(self._budget)

@@ -45,6 +45,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from .._core import accept_subscription
 from ..api import Publisher, Subscriber, Subscription
 from ._errors import SplitReadError
 from ._window import EncodeError, conform_batch
@@ -576,15 +577,15 @@ class _ChunkSubscriber(Subscriber[Any]):
         self.overflow = False
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
+        accept_subscription(subscription, self._claim)
+
+    def _claim(self, subscription: Subscription) -> bool:
         with self._cond:
             duplicate = self.subscription is not None
             if not duplicate:
                 self.subscription = subscription
             self._cond.notify_all()
-        if duplicate:
-            subscription.cancel()  # Rule 2.5
+        return not duplicate
 
     def on_next(self, element: Any) -> None:
         if element is None:

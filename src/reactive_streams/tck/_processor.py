@@ -13,7 +13,7 @@ from abc import abstractmethod
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .._core import MAX_DEMAND
+from .._core import MAX_DEMAND, accept_subscription
 from ..api import Subscriber, Subscription
 from ._cases import Kind, tck_test
 from ._environment import TckFailure
@@ -51,8 +51,7 @@ class _ProbeDownstream(Subscriber[Any]):
         self._probe = probe
 
     def on_subscribe(self, subscription: Subscription) -> None:
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(None)")
+        accept_subscription(subscription, True)  # the probe itself checks Rule 2.5
         self._probe.register_on_subscribe(_DownstreamPuppet(subscription))
 
     def on_next(self, element: Any) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from .._core import MAX_DEMAND, add_demand
+from .._core import MAX_DEMAND, accept_subscription, add_demand
 from ..api import Subscriber, Subscription
 
 if TYPE_CHECKING:
@@ -101,20 +101,23 @@ class RecordingSubscriber(Subscriber[T], Generic[T]):
 
     def on_subscribe(self, subscription: Subscription) -> None:
         """Record the subscription and make the initial request, if any."""
-        if subscription is None:
-            raise TypeError("Rule 2.13: on_subscribe(subscription) must not be None")
         self._enter("on_subscribe")
         try:
-            with self._condition:
-                if self.subscription is not None:
-                    self.violations.append("Rule 2.12: on_subscribe called twice")
-                    subscription.cancel()
-                    return
-                self.subscription = subscription
+            kept = accept_subscription(subscription, self._claim)
         finally:
             self._leave()
+        if not kept:
+            return
         if self._initial_request:
             self.request(self._initial_request)
+
+    def _claim(self, subscription: Subscription) -> bool:
+        with self._condition:
+            if self.subscription is not None:
+                self.violations.append("Rule 2.12: on_subscribe called twice")
+                return False
+            self.subscription = subscription
+            return True
 
     def on_next(self, element: T) -> None:
         """Record ``element``; check it was requested (Rule 1.1)."""
