@@ -110,7 +110,8 @@ def test_a_spark_failure_mid_run_is_exit_1_without_partial_files(
     assert result.stderr.startswith("Error: the pipeline failed: ")
     assert "delay too long" in result.stderr
     assert "Traceback" not in result.stderr
-    assert list(out.iterdir()) == []  # no result, no temporary file
+    # No result, no temporary file; and the output directory the run made is gone too.
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("read_on", ["driver", "executors"])
@@ -257,15 +258,28 @@ def test_a_source_failure_mid_run_names_the_file_and_the_cause(
 
     data = tmp_path / "flights.csv"
     _flights_csv(data, 3_000)
-    reads = 0
+    from reactive_streams.pipeline._read_driver import DriverRead
+
+    records: dict[int, int] = {}  # per reader opened by the stream: the records it returned
     read = _formats.CsvReader.read
+    events = DriverRead.events
+    streaming: list[bool] = []
+
+    def armed_events(self: DriverRead, spark: SparkSession) -> Any:
+        streaming.append(True)  # planning (which reads the whole file too) is over
+        return events(self, spark)
 
     def failing_read(self: _formats.CsvReader, max_rows: int) -> _formats.RawChunk | None:
-        nonlocal reads
-        reads += 1
-        if reads == 4:  # 1, 2: the schema sample; 3: all 3,000 records; 4: the end
+        # The stream's read after all 3,000 records fails: it has read every line and
+        # fails looking for more.
+        if streaming and records.get(id(self), 0) >= 3_000:
             raise OSError(5, "Input/output error")
-        return read(self, max_rows)
+        chunk = read(self, max_rows)
+        if streaming and chunk is not None:
+            records[id(self)] = records.get(id(self), 0) + chunk.count
+        return chunk
+
+    monkeypatch.setattr(DriverRead, "events", armed_events)
 
     monkeypatch.setattr(_formats.CsvReader, "read", failing_read)
     # The patch reaches this process's reader, not an executor's: read on the driver (the
