@@ -9,7 +9,14 @@ import click
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-__all__ = ["character", "file_options", "null_value_list", "quote_character"]
+__all__ = [
+    "character",
+    "file_options",
+    "follow_options",
+    "null_value_list",
+    "option_group",
+    "quote_character",
+]
 
 F = TypeVar("F", bound="Callable[..., object]")
 
@@ -42,6 +49,17 @@ def file_options(command: F) -> F:
     return command
 
 
+def option_group(options: list[Callable[[F], F]]) -> Callable[[F], F]:
+    """One decorator that adds ``options`` to a click command, in the order given."""
+
+    def add(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return add
+
+
 def follow_options(what: str) -> Callable[[F], F]:
     """Add ``--follow`` and ``--poll-interval`` (parameters ``follow``, ``poll_interval``).
 
@@ -67,12 +85,7 @@ def follow_options(what: str) -> Callable[[F], F]:
         ),
     ]
 
-    def add(command: F) -> F:
-        for option in reversed(options):
-            command = option(command)
-        return command
-
-    return add
+    return option_group(options)
 
 
 _OPTIONS = [

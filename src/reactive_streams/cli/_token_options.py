@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, TypeVar
 import click
 from click.core import ParameterSource
 
+from ._file_options import option_group
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -58,12 +60,7 @@ def token_options(what: str) -> Callable[[F], F]:
         ),
     ]
 
-    def add(command: F) -> F:
-        for option in reversed(options):
-            command = option(command)
-        return command
-
-    return add
+    return option_group(options)
 
 
 def resolve_token(token: str | None, token_file: Path | None) -> str | None:
